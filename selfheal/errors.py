@@ -1,0 +1,112 @@
+"""The exceptions selfheal raises.
+
+The tree is small on purpose::
+
+    SelfHealError
+    ├── ConfigError                  you asked for something that cannot work as asked
+    │   └── MissingDependency        an optional extra is not installed (also an ImportError)
+    ├── ProviderError                a language-model call failed
+    │   ├── ProviderUnavailable      the server/backend cannot be reached
+    │   ├── ModelNotFound            the backend does not have that model
+    │   ├── AuthenticationFailed     the key is missing or refused
+    │   ├── ProviderTimeout          the call took longer than its timeout
+    │   └── MalformedReply           the reply could not be parsed even after salvage and retries
+    ├── SandboxError                 the kernel sandbox could not run the candidate
+    │   └── CandidateTimeout         a whole run went over its time budget
+    └── ApprovalRequired             control signal: a human must approve a repair first
+
+Every message says what happened and what to do next.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ApprovalRequired",
+    "AuthenticationFailed",
+    "CandidateTimeout",
+    "ConfigError",
+    "MalformedReply",
+    "MissingDependency",
+    "ModelNotFound",
+    "ProviderError",
+    "ProviderTimeout",
+    "ProviderUnavailable",
+    "SandboxError",
+    "SelfHealError",
+]
+
+
+class SelfHealError(Exception):
+    """Base class of every error selfheal raises on purpose."""
+
+
+class ConfigError(SelfHealError):
+    """A user mistake: a bad option, an unknown model string, a missing key or file."""
+
+
+class MissingDependency(ConfigError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    def __init__(self, package: str, extra: str, purpose: str = "") -> None:
+        self.package = package
+        self.extra = extra
+        what = f" for {purpose}" if purpose else ""
+        super().__init__(
+            f"{package!r} is needed{what} but is not installed. "
+            f'Install it with: pip install "selfheal[{extra}]"'
+        )
+
+
+class ProviderError(SelfHealError):
+    """A language-model call failed."""
+
+    def __init__(self, message: str, *, provider: str = "", model: str = "") -> None:
+        self.provider = provider
+        self.model = model
+        super().__init__(message)
+
+
+class ProviderUnavailable(ProviderError):
+    """The backend cannot be reached (server down, connection refused, repeated 5xx)."""
+
+
+class ModelNotFound(ProviderError):
+    """The backend does not know the requested model."""
+
+
+class AuthenticationFailed(ProviderError):
+    """The API key is missing or was refused."""
+
+
+class ProviderTimeout(ProviderError):
+    """A call took longer than its timeout."""
+
+
+class MalformedReply(ProviderError):
+    """The model's reply could not be turned into the expected structure, even after salvage
+    and bounded retries. ``raw`` keeps the last reply so nothing is lost."""
+
+    def __init__(self, message: str, *, raw: str = "", provider: str = "", model: str = "") -> None:
+        self.raw = raw
+        super().__init__(message, provider=provider, model=model)
+
+
+class SandboxError(SelfHealError):
+    """The kernel sandbox itself failed (could not start a kernel, lost it unrecoverably)."""
+
+
+class CandidateTimeout(SandboxError):
+    """A candidate's whole run went over its time budget."""
+
+
+class ApprovalRequired(SelfHealError):
+    """Control signal: the run waits for a human decision (Approve, Edit or Reject).
+
+    Raised when an approval is needed and nothing can answer it (for example a headless
+    notebook run with ``on_headless="error"``). ``state`` is the paused state, which can be
+    resumed with ``Run.resume(decision)``.
+    """
+
+    def __init__(self, message: str, *, state: object = None) -> None:
+        self.state = state
+        super().__init__(message)

@@ -1,0 +1,198 @@
+"""Records the kernel sandbox takes and returns, and the executor Protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import Field
+
+from selfheal._record import Record
+
+Outcome = Literal["passed", "failed", "error", "timeout", "crashed"]
+"""How one test ended: ``passed``; ``failed`` (an assertion or a wrong value); ``error``
+(another exception); ``timeout`` (went over its limit); ``crashed`` (the kernel died)."""
+
+
+class AssertTest(Record):
+    """A test written as Python statements, usually ``assert`` lines."""
+
+    kind: Literal["assert"] = "assert"
+    """Discriminator."""
+    id: str
+    """Stable identifier, reported back in the matching ``TestResult``."""
+    code: str
+    """The statements to run after the candidate is loaded, e.g. ``assert f(2) == 4``."""
+
+
+class CallTest(Record):
+    """A test as a call and the value it must return, compared on the host."""
+
+    kind: Literal["call"] = "call"
+    """Discriminator."""
+    id: str
+    """Stable identifier, reported back in the matching ``TestResult``."""
+    function: str
+    """Name of the function to call in the candidate's namespace."""
+    args: tuple[Any, ...] = ()
+    """Positional arguments (JSON-able or Python literals)."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments."""
+    expected: Any = None
+    """The value the call must return (compared structurally on the host)."""
+
+
+SandboxTest = AssertTest | CallTest
+
+
+class Limits(Record):
+    """Resource limits for one run. Defaults suit small utility functions."""
+
+    test_timeout: float = 5.0
+    """Seconds one test may take before it is interrupted and reported as ``timeout``."""
+    run_timeout: float = 60.0
+    """Seconds the whole run (candidate load plus all tests) may take."""
+    load_timeout: float = 10.0
+    """Seconds loading the candidate (its top-level code) may take."""
+    memory_mb: int = 2048
+    """Address-space / cgroup memory limit of the kernel, in MiB."""
+    cpu_seconds: int = 120
+    """CPU-time limit of the kernel process (RLIMIT_CPU)."""
+    max_processes: int = 64
+    """Most processes the kernel's tree may hold (cgroup pids.max, or watched and killed)."""
+    max_file_size_mb: int = 64
+    """Largest file the candidate may write (RLIMIT_FSIZE), in MiB."""
+    max_open_files: int = 256
+    """Most open file descriptors (RLIMIT_NOFILE)."""
+    output_limit: int = 64 * 1024
+    """Bytes of stdout/stderr kept per test; the rest is dropped and marked truncated."""
+    allow_network: bool = False
+    """Let candidates open sockets (blocked by default)."""
+    allow_subprocess: bool = False
+    """Let candidates start processes (blocked by default)."""
+
+
+class TestResult(Record):
+    """What happened to one test."""
+
+    __test__ = False  # not a pytest class
+
+    test_id: str
+    """The ``id`` of the test."""
+    outcome: Outcome
+    """How the test ended."""
+    exc_type: str | None = None
+    """Exception class name, e.g. ``AssertionError``, if any."""
+    message: str = ""
+    """Exception message, or a description of the mismatch for host-side comparisons."""
+    traceback: str = ""
+    """Traceback trimmed to the candidate's and the test's frames."""
+    stdout: str = ""
+    """Captured standard output (capped)."""
+    stderr: str = ""
+    """Captured standard error (capped)."""
+    truncated: bool = False
+    """True if output was cut at ``Limits.output_limit``."""
+    duration: float = 0.0
+    """Seconds the test ran."""
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "passed"
+
+
+class LoadResult(Record):
+    """Whether the candidate's own code loaded (ran its top level) without error."""
+
+    ok: bool
+    """True if the candidate loaded."""
+    exc_type: str | None = None
+    """``SyntaxError``, ``ImportError``, ``ModuleNotFoundError``, ... when it did not."""
+    message: str = ""
+    """The exception message."""
+    line: int | None = None
+    """Line of the candidate where loading failed, when known."""
+    traceback: str = ""
+    """Trimmed traceback."""
+    stdout: str = ""
+    """Output printed while loading (capped)."""
+    outcome: Outcome = "passed"
+    """``passed`` if it loaded; otherwise how loading ended (error, timeout, crashed)."""
+
+
+class ExecutionReport(Record):
+    """The verdict on one candidate against a list of tests."""
+
+    load: LoadResult
+    """Whether the candidate itself loaded."""
+    results: tuple[TestResult, ...] = ()
+    """One result per test, in the order given."""
+    kernel_restarts: int = 0
+    """How many times a kernel had to be restarted or replaced during the run."""
+    duration: float = 0.0
+    """Seconds for the whole run."""
+    budget_exhausted: bool = False
+    """True if the run's time budget ran out before every test ran (the rest are ``timeout``)."""
+
+    @property
+    def passed(self) -> bool:
+        """True only if the candidate loaded and every test passed."""
+        return self.load.ok and all(r.outcome == "passed" for r in self.results)
+
+    @property
+    def failures(self) -> tuple[TestResult, ...]:
+        return tuple(r for r in self.results if r.outcome != "passed")
+
+    def result_for(self, test_id: str) -> TestResult | None:
+        for r in self.results:
+            if r.test_id == test_id:
+                return r
+        return None
+
+
+class SnippetResult(Record):
+    """Result of running a code snippet after the candidate (the debugger's tool)."""
+
+    outcome: Outcome
+    """``passed`` when the snippet ran without exception."""
+    value: str | None = None
+    """``repr`` of the last expression's value, if the snippet ended with an expression."""
+    stdout: str = ""
+    """Captured standard output (capped)."""
+    stderr: str = ""
+    """Captured standard error (capped)."""
+    exc_type: str | None = None
+    """Exception class name, if any."""
+    message: str = ""
+    """Exception message."""
+    traceback: str = ""
+    """Trimmed traceback."""
+    duration: float = 0.0
+    """Seconds it ran."""
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs untrusted candidates against tests. ``KernelPool`` is the real one."""
+
+    def run(
+        self,
+        code: str,
+        tests: Sequence[str | SandboxTest],
+        *,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> ExecutionReport:
+        """Load ``code`` in a fresh interpreter and run each test; ``timeout`` is per test."""
+        ...
+
+    def run_snippet(
+        self,
+        code: str,
+        *,
+        setup: str = "",
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> SnippetResult:
+        """Run ``setup`` (usually the candidate), then ``code``; report the last value."""
+        ...
