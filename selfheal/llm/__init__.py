@@ -7,6 +7,14 @@ optional SDK are imported on first use.
 from __future__ import annotations
 
 from selfheal.llm.base import Completion, Message, Provider, TokenCallback
+from selfheal.llm.router import (
+    ModelSpec,
+    Router,
+    build_provider,
+    parse_model_string,
+    resolve_model_string,
+    resolve_provider,
+)
 from selfheal.llm.structured import (
     CodeReply,
     Parsed,
@@ -24,8 +32,10 @@ __all__ = [
     "CodeReply",
     "Completion",
     "Message",
+    "ModelSpec",
     "Parsed",
     "Provider",
+    "Router",
     "StructuredParseError",
     "StructuredReply",
     "TokenCallback",
@@ -33,6 +43,10 @@ __all__ = [
     "aask_structured",
     "ask_code",
     "ask_structured",
+    "build_provider",
     "extract_code",
+    "parse_model_string",
     "parse_structured",
+    "resolve_model_string",
+    "resolve_provider",
 ]

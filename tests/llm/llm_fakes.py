@@ -1,0 +1,188 @@
+"""Hand-written fakes for the LLM tests: a scripted Provider and a real HTTP server on
+127.0.0.1 whose answers a handler function decides."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from selfheal.llm.base import Completion, Message, TokenCallback
+
+
+class ScriptedProvider:
+    """Implements the Provider protocol; each call pops the next scripted reply.
+
+    A reply is a text, or ``(text, finish_reason)``. Every call's messages and keyword
+    arguments are recorded in ``calls``.
+    """
+
+    def __init__(self, replies: Sequence[str | tuple[str, str]], name: str = "fake:scripted"):
+        self._replies = list(replies)
+        self._name = name
+        self.calls: list[dict[str, Any]] = []
+
+    @property
+    def model_id(self) -> str:
+        return self._name
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        stop: Sequence[str] | None = None,
+        schema: dict[str, Any] | None = None,
+        on_token: TokenCallback | None = None,
+    ) -> Completion:
+        self.calls.append(
+            {
+                "messages": list(messages),
+                "max_tokens": max_tokens,
+                "temperature": temperature,
+                "stop": stop,
+                "schema": schema,
+            }
+        )
+        if not self._replies:
+            raise AssertionError("ScriptedProvider ran out of replies")
+        reply = self._replies.pop(0)
+        text, finish = (reply, "stop") if isinstance(reply, str) else reply
+        if on_token is not None:
+            on_token(text)
+        return Completion(
+            text=text,
+            prompt_tokens=sum(len(m.content) for m in messages) // 4,
+            completion_tokens=len(text) // 4,
+            model=self._name,
+            finish_reason=finish,
+        )
+
+    async def acomplete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        stop: Sequence[str] | None = None,
+        schema: dict[str, Any] | None = None,
+        on_token: TokenCallback | None = None,
+    ) -> Completion:
+        return self.complete(
+            messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop=stop,
+            schema=schema,
+            on_token=on_token,
+        )
+
+
+# --------------------------------------------------------------- a real HTTP test server
+
+
+@dataclass
+class Request:
+    """One request the fake server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body or b"null")
+
+
+@dataclass
+class Response:
+    """What the fake server answers: a status, headers, and a body given whole or as
+    chunks (each written and flushed in turn, after ``chunk_delay`` seconds)."""
+
+    status: int = 200
+    body: bytes | list[bytes] = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    chunk_delay: float = 0.0
+
+    @classmethod
+    def json(cls, data: Any, status: int = 200, **headers: str) -> Response:
+        return cls(
+            status=status,
+            body=json.dumps(data).encode(),
+            headers={"content-type": "application/json", **headers},
+        )
+
+
+Handler = Callable[[Request], Response]
+
+
+class FakeServer:
+    """A real HTTP server on 127.0.0.1 in a thread; ``handler`` decides each answer."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.requests: list[Request] = []
+        server = self
+
+        class _Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                request = Request(
+                    self.command,
+                    self.path,
+                    {k.lower(): v for k, v in self.headers.items()},
+                    body,
+                )
+                server.requests.append(request)
+                response = server.handler(request)
+                if response.delay:
+                    time.sleep(response.delay)
+                try:
+                    self.send_response(response.status)
+                    for key, value in response.headers.items():
+                        self.send_header(key, value)
+                    if isinstance(response.body, bytes):
+                        self.send_header("content-length", str(len(response.body)))
+                        self.end_headers()
+                        self.wfile.write(response.body)
+                    else:
+                        self.send_header("connection", "close")
+                        self.end_headers()
+                        for chunk in response.body:
+                            if response.chunk_delay:
+                                time.sleep(response.chunk_delay)
+                            self.wfile.write(chunk)
+                            self.wfile.flush()
+                        self.close_connection = True
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
+
+            do_GET = _serve
+            do_POST = _serve
+            do_DELETE = _serve
+            do_HEAD = _serve
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def paths(self) -> list[str]:
+        return [r.path for r in self.requests]
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
