@@ -1,0 +1,62 @@
+"""selfheal: turn a plain-language spec into working, tested Python code, and repair it.
+
+>>> import selfheal
+>>> result = selfheal.heal("Return the median of a list of numbers.", provider="local")
+>>> result.code, result.verified, result.status, result.iterations
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from selfheal.api import aheal, heal, resume
+from selfheal.approval import Approve, Approver, Edit, Reject
+from selfheal.config import HealConfig
+from selfheal.errors import (
+    ApprovalRequired,
+    CandidateTimeout,
+    ConfigError,
+    ProviderError,
+    SandboxError,
+    SelfHealError,
+)
+from selfheal.graph.runner import Run
+from selfheal.result import HealResult
+from selfheal.state import HealState
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ApprovalRequired",
+    "Approve",
+    "Approver",
+    "CandidateTimeout",
+    "ConfigError",
+    "Edit",
+    "HealConfig",
+    "HealResult",
+    "HealState",
+    "ProviderError",
+    "Reject",
+    "Run",
+    "SandboxError",
+    "SelfHealError",
+    "__version__",
+    "aheal",
+    "heal",
+    "load_ipython_extension",
+    "resume",
+]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext selfheal``: registers ``%%selfheal``, ``%selfheal`` and ``%selfheal_config``."""
+    from selfheal.magics import load_ipython_extension as _load
+
+    _load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from selfheal.magics import unload_ipython_extension as _unload
+
+    _unload(ipython)

@@ -1,0 +1,99 @@
+"""``HealConfig``: every knob of one heal run, frozen and recorded with its result."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from selfheal._record import Record
+
+Autonomy = Literal["full_auto", "review_repairs", "review_all"]
+"""``full_auto`` never stops; ``review_repairs`` stops before running a repair;
+``review_all`` also stops before running the first generated code."""
+
+RoleName = Literal["generator", "test_writer", "adversary", "debugger", "lessons", "critic"]
+"""The roles that call a model. Per-role models use these names
+(env: ``SELFHEAL_MODEL_GENERATOR``, ``SELFHEAL_MODEL_TEST_WRITER``, ...)."""
+
+ROLES: tuple[RoleName, ...] = (
+    "generator",
+    "test_writer",
+    "adversary",
+    "debugger",
+    "lessons",
+    "critic",
+)
+
+HeadlessPolicy = Literal["error", "approve", "reject"]
+
+
+class HealConfig(Record):
+    """How a heal run behaves. Every result records the config it ran with."""
+
+    max_iterations: int = Field(default=4, ge=1, le=50)
+    """Most code versions to try (the first generation counts as one)."""
+    token_budget: int | None = Field(default=None, ge=1)
+    """Stop (status ``exhausted``) once prompt + completion tokens exceed this."""
+    time_budget: float | None = Field(default=None, gt=0)
+    """Stop (status ``exhausted``) once the run has taken this many seconds."""
+    autonomy: Autonomy = "full_auto"
+    """Whether a human approves repairs (and the first version) before they run."""
+    on_headless: HeadlessPolicy = "error"
+    """What an approval does when nothing can answer it (nbclient, papermill, CI):
+    ``error`` raises ``ApprovalRequired``; ``approve``/``reject`` decide automatically."""
+    example_tests: bool = True
+    """Turn the examples written in the spec into trusted tests."""
+    spec_blind_tests: bool = True
+    """Ask the test writer for tests from the spec alone, before any code exists."""
+    adversarial_tests: bool = True
+    """Ask the adversarial QA role for edge cases against the first candidate."""
+    critic: bool = True
+    """Ask the critic to review a candidate that passes every test."""
+    lessons: bool = True
+    """Keep a rolling list of at most five lessons and show them to the repairer."""
+    repair: bool = True
+    """Repair failing candidates. Off means one generation only."""
+    run_tests: bool = True
+    """Execute the candidate against the tests. Off (with no tests) is the single-shot baseline."""
+    max_spec_tests: int = Field(default=6, ge=0, le=30)
+    """Most spec-blind tests to keep."""
+    max_adversarial_tests: int = Field(default=4, ge=0, le=30)
+    """Most adversarial tests to keep."""
+    max_critic_tests: int = Field(default=3, ge=0, le=30)
+    """Most tests the critic may add."""
+    critic_rounds: int = Field(default=1, ge=0, le=5)
+    """How many times the critic may send a passing candidate back."""
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    """Sampling temperature for every role."""
+    max_tokens: int = Field(default=1024, ge=16)
+    """Most tokens one model reply may have."""
+    model: str | None = None
+    """Default model string (``local``, ``mock``, ``ollama:NAME``, ``anthropic:NAME``,
+    ``hf:NAME``, ``auto``). None means the ``provider`` argument or ``auto``."""
+    models: dict[str, str] = Field(default_factory=dict)
+    """Per-role model strings, e.g. ``{"debugger": "anthropic:claude-sonnet-4-5"}``."""
+    test_timeout: float = Field(default=5.0, gt=0)
+    """Seconds one test may run in the sandbox."""
+    run_timeout: float = Field(default=60.0, gt=0)
+    """Seconds one execution of all tests may take."""
+    memory_mb: int = Field(default=2048, ge=64)
+    """Memory limit of the sandbox kernel, in MiB."""
+    runs_dir: str | None = None
+    """Where run logs go; default ``$SELFHEAL_RUNS_DIR`` or ``~/.local/state/selfheal/runs``."""
+
+    @classmethod
+    def single_shot(cls, **changes: object) -> HealConfig:
+        """One generation, no tests, no repair: the baseline the harness compares against."""
+        base: dict[str, object] = {
+            "max_iterations": 1,
+            "example_tests": False,
+            "spec_blind_tests": False,
+            "adversarial_tests": False,
+            "critic": False,
+            "lessons": False,
+            "repair": False,
+            "run_tests": False,
+        }
+        base.update(changes)
+        return cls.model_validate(base)

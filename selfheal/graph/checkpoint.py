@@ -1,0 +1,93 @@
+"""Run logs: every state the runner produces, one JSON line each, one file per run."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from selfheal.errors import ConfigError
+from selfheal.state import HealState
+
+
+def default_runs_dir() -> Path:
+    """``$SELFHEAL_RUNS_DIR``, else ``$XDG_STATE_HOME/selfheal/runs``, else ``~/.local/state/selfheal/runs``."""
+    env = os.environ.get("SELFHEAL_RUNS_DIR")
+    if env:
+        return Path(env).expanduser()
+    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state_home) / "selfheal" / "runs"
+
+
+def runs_dir_for(configured: str | None) -> Path:
+    return Path(configured).expanduser() if configured else default_runs_dir()
+
+
+class RunLog:
+    """Append-only JSON-lines file of states. A torn last line (a crash mid-write) is ignored."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def for_state(cls, state: HealState) -> RunLog:
+        d = runs_dir_for(state.config.runs_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        return cls(d / f"{state.run_id}.jsonl")
+
+    def append(self, state: HealState) -> None:
+        line = state.model_dump_json() + "\n"
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def states(self) -> list[HealState]:
+        return read_states(self.path)
+
+
+def read_states(path: Path) -> list[HealState]:
+    """Every state in a run log, in order."""
+    if not path.is_file():
+        raise ConfigError(f"No run log at {path}. List runs with `selfheal runs list`.")
+    out: list[HealState] = []
+    with open(path, encoding="utf-8") as f:
+        lines = f.readlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            out.append(HealState.model_validate_json(line))
+        except (ValidationError, json.JSONDecodeError) as exc:
+            if i == len(lines) - 1:
+                break  # torn write at a crash: the previous state is the checkpoint
+            raise ConfigError(f"Run log {path} is corrupt at line {i + 1}: {exc}") from exc
+    if not out:
+        raise ConfigError(f"Run log {path} holds no state.")
+    return out
+
+
+def find_run(run: str | os.PathLike[str], runs_dir: str | None = None) -> Path:
+    """A run log from a path, a run id, or a unique prefix of one."""
+    p = Path(run)
+    if p.suffix == ".jsonl" and p.is_file():
+        return p
+    d = runs_dir_for(runs_dir)
+    exact = d / f"{run}.jsonl"
+    if exact.is_file():
+        return exact
+    matches = sorted(d.glob(f"{run}*.jsonl")) if d.is_dir() else []
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise ConfigError(f"No run {str(run)!r} in {d}. List runs with `selfheal runs list`.")
+    raise ConfigError(f"{str(run)!r} matches {len(matches)} runs in {d}; give more of the id.")
+
+
+def list_runs(runs_dir: str | None = None) -> list[Path]:
+    d = runs_dir_for(runs_dir)
+    if not d.is_dir():
+        return []
+    return sorted(d.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)

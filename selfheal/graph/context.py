@@ -1,0 +1,73 @@
+"""``Context``: the effectful services a node may use (models, sandbox, clock, event sink).
+
+Nodes are pure functions ``(state, ctx) -> state``: everything that talks to the world goes
+through ``ctx``, so tests swap in a scripted provider and a real (or fake) executor.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from selfheal.kernel_sandbox.types import Executor
+from selfheal.llm.base import Provider
+from selfheal.state import Event
+
+EventSink = Callable[[Event], None]
+"""Receives events as they happen (the CLI's progress lines, the notebook view)."""
+
+TokenSink = Callable[[str, str], None]
+"""Receives ``(role, text_fragment)`` while a model streams."""
+
+
+class ModelRouter(Protocol):
+    """Gives the provider for a role (``selfheal.llm.router.Router`` is the real one)."""
+
+    def for_role(self, role: str) -> Provider: ...
+
+
+@dataclass(frozen=True)
+class FixedRouter:
+    """One provider for every role, with optional per-role overrides."""
+
+    default: Provider
+    per_role: Mapping[str, Provider] = field(default_factory=dict)
+
+    def for_role(self, role: str) -> Provider:
+        return self.per_role.get(role, self.default)
+
+
+@dataclass(frozen=True)
+class Context:
+    """Services for nodes. Build one with ``selfheal.graph.runner.make_context``."""
+
+    llm: ModelRouter
+    """Gives each role its provider."""
+    executor: Executor
+    """Runs candidates (the kernel pool)."""
+    clock: Callable[[], float] = time.time
+    """Wall clock (injectable for tests)."""
+    sink: EventSink | None = None
+    """Live event receiver."""
+    on_token: TokenSink | None = None
+    """Live token receiver."""
+    extras: Mapping[str, Any] = field(default_factory=dict)
+    """Anything else a caller wants nodes to see (unused by the built-in nodes)."""
+
+    def provider(self, role: str) -> Provider:
+        """The provider for ``role``, bound to it when the provider supports that (the mock)."""
+        p = self.llm.for_role(role)
+        bind = getattr(p, "bind_role", None)
+        if callable(bind):
+            bound: Provider = bind(role)
+            return bound
+        return p
+
+    def emit(self, event: Event) -> None:
+        if self.sink is not None:
+            try:
+                self.sink(event)
+            except Exception:  # a broken view must not break the run
+                pass

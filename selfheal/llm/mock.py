@@ -1,0 +1,309 @@
+"""A deterministic, scriptable provider for tests and demos.
+
+Replies are scripted per role: ``MockProvider({"generator": [reply1, reply2], ...})``. A reply
+is a string, a function of the messages returning a string, or an exception to raise. The
+pipeline binds the provider to a role with ``bind_role`` before each call, so one mock can
+serve every role. Every call is recorded in ``calls``.
+
+``MockProvider.demo()`` replays a scripted session for :data:`DEMO_SPEC` (a median function):
+a buggy first attempt, a diagnosis, a repair and a verified result, without any model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from selfheal.errors import ConfigError, ProviderError
+from selfheal.llm.base import Completion, Message, TokenCallback
+
+__all__ = ["DEMO_SPEC", "MockCall", "MockProvider", "MockScriptExhausted"]
+
+Reply = str | Callable[[Sequence[Message]], str] | BaseException
+
+
+class MockScriptExhausted(ProviderError):
+    """The script has no more replies for a role."""
+
+
+@dataclass(frozen=True)
+class MockCall:
+    """One recorded call."""
+
+    role: str
+    messages: tuple[Message, ...]
+    reply: str
+    schema: dict[str, Any] | None = None
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4) if text else 0
+
+
+@dataclass
+class _Script:
+    replies: dict[str, list[Reply]]
+    default: Reply | None
+    positions: dict[str, int] = field(default_factory=dict)
+
+    def next(self, role: str, messages: Sequence[Message]) -> str:
+        queue = self.replies.get(role)
+        if queue is None:
+            if self.default is None:
+                raise MockScriptExhausted(
+                    f"The mock provider has no script for role {role!r}. Add replies for it: "
+                    f"MockProvider({{{role!r}: [...]}}) or a default=.",
+                    provider="mock",
+                )
+            reply: Reply = self.default
+        else:
+            i = self.positions.get(role, 0)
+            if i >= len(queue):
+                raise MockScriptExhausted(
+                    f"The mock script for role {role!r} has {len(queue)} replies and reply "
+                    f"#{i + 1} was asked for. Add more replies.",
+                    provider="mock",
+                )
+            self.positions[role] = i + 1
+            reply = queue[i]
+        if isinstance(reply, BaseException):
+            raise reply
+        if callable(reply):
+            return reply(messages)
+        return reply
+
+
+class MockProvider:
+    """Scripted replies per role. Implements the ``Provider`` protocol."""
+
+    def __init__(
+        self,
+        script: Mapping[str, Sequence[Reply]] | None = None,
+        *,
+        default: Reply | None = None,
+        name: str = "scripted",
+        latency: float = 0.0,
+    ) -> None:
+        self._script = _Script({k: list(v) for k, v in (script or {}).items()}, default)
+        self._name = name
+        self._latency = latency
+        self._lock = threading.Lock()
+        self.calls: list[MockCall] = []
+
+    @property
+    def model_id(self) -> str:
+        return f"mock:{self._name}"
+
+    def bind_role(self, role: str) -> _RoleBound:
+        """A view of this provider that answers as ``role``."""
+        return _RoleBound(self, role)
+
+    def calls_for(self, role: str) -> list[MockCall]:
+        return [c for c in self.calls if c.role == role]
+
+    # -- Provider protocol (unbound calls answer as role "any") ------------------------
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        stop: Sequence[str] | None = None,
+        schema: dict[str, Any] | None = None,
+        on_token: TokenCallback | None = None,
+    ) -> Completion:
+        return self._complete("any", messages, schema=schema, on_token=on_token, stop=stop)
+
+    async def acomplete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        stop: Sequence[str] | None = None,
+        schema: dict[str, Any] | None = None,
+        on_token: TokenCallback | None = None,
+    ) -> Completion:
+        return await asyncio.to_thread(
+            self._complete, "any", messages, schema=schema, on_token=on_token, stop=stop
+        )
+
+    def _complete(
+        self,
+        role: str,
+        messages: Sequence[Message],
+        *,
+        schema: dict[str, Any] | None,
+        on_token: TokenCallback | None,
+        stop: Sequence[str] | None,
+    ) -> Completion:
+        with self._lock:
+            text = self._script.next(role, messages)
+            self.calls.append(MockCall(role, tuple(messages), text, schema))
+        if stop:
+            cut = min((text.find(s) for s in stop if s and s in text), default=-1)
+            if cut >= 0:
+                text = text[:cut]
+        if self._latency:
+            import time
+
+            time.sleep(self._latency)
+        if on_token is not None:
+            for piece in text.split(" "):
+                on_token(piece + " ")
+        prompt = "\n".join(m.content for m in messages)
+        return Completion(
+            text=text,
+            prompt_tokens=_estimate_tokens(prompt),
+            completion_tokens=_estimate_tokens(text),
+            latency=self._latency,
+            model=self.model_id,
+            finish_reason="stop",
+        )
+
+    # -- constructors -------------------------------------------------------------------
+
+    @classmethod
+    def demo(cls) -> MockProvider:
+        """The scripted median session: fail, diagnose, learn, repair, verify."""
+        return cls(DEMO_SCRIPT, name="demo", latency=0.05)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> MockProvider:
+        """Load a script from YAML: ``{role: [reply, ...]}``."""
+        p = Path(path)
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"Cannot read mock script {p}: {exc}") from exc
+        if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+            raise ConfigError(f"Mock script {p} must map role names to lists of replies.")
+        return cls({str(k): [str(x) for x in v] for k, v in data.items()}, name=p.stem)
+
+    @classmethod
+    def from_string(cls, rest: str) -> MockProvider:
+        """Build from the part after ``mock:`` in a model string: ``demo`` (default) or a YAML path."""
+        if rest in {"", "demo"}:
+            return cls.demo()
+        return cls.from_file(rest)
+
+
+class _RoleBound:
+    """A MockProvider answering as one role."""
+
+    def __init__(self, parent: MockProvider, role: str) -> None:
+        self._parent = parent
+        self.role = role
+
+    @property
+    def model_id(self) -> str:
+        return self._parent.model_id
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        stop: Sequence[str] | None = None,
+        schema: dict[str, Any] | None = None,
+        on_token: TokenCallback | None = None,
+    ) -> Completion:
+        return self._parent._complete(
+            self.role, messages, schema=schema, on_token=on_token, stop=stop
+        )
+
+    async def acomplete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        stop: Sequence[str] | None = None,
+        schema: dict[str, Any] | None = None,
+        on_token: TokenCallback | None = None,
+    ) -> Completion:
+        return await asyncio.to_thread(
+            self._parent._complete, self.role, messages, schema=schema, on_token=on_token, stop=stop
+        )
+
+
+DEMO_SPEC = (
+    "Write a function median(values) that returns the median of a list of numbers. "
+    "For an even number of values it is the mean of the two middle values. "
+    "Raise ValueError if the list is empty. Example: median([3, 1, 2]) -> 2"
+)
+
+_DEMO_TESTS = """```python
+def median(values: list[float]) -> float: ...
+
+# why: odd length, unsorted input
+assert median([5, 1, 3]) == 3
+# why: even length takes the mean of the two middle values
+assert median([4, 1, 3, 2]) == 2.5
+# why: a single value is its own median
+assert median([7]) == 7
+# why: the spec says an empty list raises ValueError
+try:
+    median([])
+except ValueError:
+    pass
+else:
+    raise AssertionError("median([]) must raise ValueError")
+```"""
+
+_DEMO_FIRST = """```python
+def median(values):
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+```"""
+
+_DEMO_ADVERSARIAL = """```python
+# why: negative numbers, odd length
+assert median([-1, -3, -2]) == -2
+# why: two values average to a float
+assert median([1, 2]) == 1.5
+```"""
+
+_DEMO_DIAGNOSIS = (
+    '{"root_cause": "For an even number of values the code returns the upper middle element '
+    "instead of the mean of the two middle values, and an empty list raises IndexError instead "
+    'of ValueError.", "category": "edge_case", "repair_strategy": "Raise ValueError when the list '
+    'is empty; for even lengths return the mean of ordered[n//2 - 1] and ordered[n//2].", '
+    '"confidence": 0.9, "blame": "code", "wrong_tests": []}'
+)
+
+_DEMO_LESSONS = (
+    '{"lessons": ["For an even number of values, average the two middle values.", '
+    '"Check for an empty list first and raise ValueError."]}'
+)
+
+_DEMO_REPAIR = """```python
+def median(values):
+    if not values:
+        raise ValueError("median() of an empty list")
+    ordered = sorted(values)
+    n = len(ordered)
+    mid = n // 2
+    if n % 2:
+        return ordered[mid]
+    return (ordered[mid - 1] + ordered[mid]) / 2
+```"""
+
+_DEMO_CRITIC = '{"verdict": "accept", "concerns": [], "tests": []}'
+
+DEMO_SCRIPT: dict[str, list[Reply]] = {
+    "test_writer": [_DEMO_TESTS],
+    "generator": [_DEMO_FIRST, _DEMO_REPAIR],
+    "adversary": [_DEMO_ADVERSARIAL],
+    "debugger": [_DEMO_DIAGNOSIS],
+    "lessons": [_DEMO_LESSONS],
+    "critic": [_DEMO_CRITIC],
+}

@@ -1,0 +1,172 @@
+"""``HealResult``: what ``heal`` returns, a readable view of the final state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from selfheal._record import Record
+from selfheal.config import HealConfig
+from selfheal.kernel_sandbox.types import Outcome
+from selfheal.state import Attempt, Diagnosis, Event, HealState, Status, TestCase, Usage
+
+_ICON = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "crashed": "☠"}
+
+
+class HealResult(Record):
+    """The outcome of a heal run."""
+
+    code: str | None
+    """The code the run settled on (the best attempt)."""
+    verified: bool
+    """True only if every active test passed (and the critic, if on, accepted)."""
+    status: Status
+    """``verified``, ``exhausted``, ``failed``, ``unverified`` or ``awaiting_approval``."""
+    iterations: int
+    """Code versions tried."""
+    run_id: str
+    """Id of the run log (``selfheal runs show ID``)."""
+    entry_point: str | None
+    """Name of the function."""
+    tests: tuple[TestCase, ...]
+    """Every test with its origin and trust."""
+    attempts: tuple[Attempt, ...]
+    """Every version with its execution report."""
+    diagnoses: tuple[Diagnosis, ...]
+    """Every diagnosis."""
+    lessons: tuple[str, ...]
+    """The final lessons."""
+    timeline: tuple[Event, ...]
+    """Every event."""
+    usage: Usage
+    """Model calls and tokens."""
+    config: HealConfig
+    """The config it ran with."""
+    models: dict[str, str]
+    """Role -> model id used."""
+    error: str = ""
+    """Why it failed, if it did."""
+    path: str | None = None
+    """The run log on disk."""
+    state: HealState
+    """The final state (for time travel and the notebook view)."""
+
+    @classmethod
+    def from_state(cls, state: HealState, *, path: Path | None = None) -> HealResult:
+        code = state.final_code
+        if code is None and state.current is not None:
+            code = state.current.code
+        if code is None and state.pending is not None:
+            code = state.pending.code
+        return cls(
+            code=code,
+            verified=state.status == "verified",
+            status=state.status,
+            iterations=state.iteration,
+            run_id=state.run_id,
+            entry_point=state.spec.entry_point,
+            tests=state.tests,
+            attempts=state.attempts,
+            diagnoses=state.diagnoses,
+            lessons=tuple(lesson.text for lesson in state.lessons),
+            timeline=state.events,
+            usage=state.usage,
+            config=state.config,
+            models=dict(state.models),
+            error=state.error,
+            path=str(path) if path else None,
+            state=state,
+        )
+
+    # -- views ------------------------------------------------------------------------------
+
+    def test_outcomes(self) -> dict[str, Outcome]:
+        """Test id -> outcome on the final code's last execution."""
+        for a in reversed(self.attempts):
+            if a.code == self.code and a.report is not None:
+                return {r.test_id: r.outcome for r in a.report.results}
+        return self.state.outcomes()
+
+    @property
+    def function(self) -> Any:
+        """The healed function, defined in a fresh namespace of *this* process.
+
+        Only call this on code you trust: it runs outside the sandbox."""
+        if not self.code or not self.entry_point:
+            return None
+        ns: dict[str, Any] = {}
+        exec(compile(self.code, f"<selfheal {self.run_id}>", "exec"), ns)
+        return ns.get(self.entry_point)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict of everything (the CLI's ``--json``)."""
+        d = self.model_dump(mode="json", exclude={"state"})
+        d["final_outcomes"] = self.test_outcomes()
+        return d
+
+    def to_json(self, **kw: Any) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    def timeline_text(self) -> str:
+        """One line per node: ``✓ execute  0.03s  0 tok  5/7 passed``."""
+        rows = []
+        for e in self.timeline:
+            if e.kind != "end":
+                continue
+            tok = e.prompt_tokens + e.completion_tokens
+            rows.append(f"  {e.node:<11} {e.duration:6.2f}s {tok:6d} tok  {e.detail}")
+        return "\n".join(rows)
+
+    def tests_text(self) -> str:
+        outcomes = self.test_outcomes()
+        rows = []
+        for t in self.tests:
+            o = outcomes.get(t.id, "not run")
+            icon = _ICON.get(o, "·")
+            trust = "trusted" if t.trusted else ("quarantined" if t.quarantined else "untrusted")
+            src = t.source.strip().splitlines()[0][:70]
+            rows.append(f"  {icon} {t.id:<6} {t.origin:<11} {trust:<11} {src}")
+        return "\n".join(rows)
+
+    def __repr__(self) -> str:
+        head = (
+            f"HealResult(status={self.status!r}, verified={self.verified}, "
+            f"iterations={self.iterations}, tests={len(self.tests)}, "
+            f"tokens={self.usage.total_tokens}, run_id={self.run_id!r})"
+        )
+        parts = [head]
+        if self.code:
+            parts.append("--- code ---\n" + self.code.rstrip())
+        if self.error:
+            parts.append(f"--- error ---\n{self.error}")
+        return "\n".join(parts)
+
+    __str__ = __repr__
+
+    def _repr_markdown_(self) -> str:
+        badge = "✅ verified" if self.verified else f"⚠️ {self.status}"
+        lines = [
+            f"**selfheal** `{self.entry_point or '?'}`: {badge} after {self.iterations} iteration(s), "
+            f"{self.usage.calls} model call(s), {self.usage.total_tokens} tokens",
+            "",
+            "```python",
+            (self.code or "").rstrip(),
+            "```",
+        ]
+        if self.tests:
+            outcomes = self.test_outcomes()
+            lines += ["", "| test | origin | trust | outcome |", "|---|---|---|---|"]
+            for t in self.tests:
+                trust = (
+                    "trusted" if t.trusted else ("quarantined" if t.quarantined else "untrusted")
+                )
+                src = t.source.strip().splitlines()[0][:60].replace("|", "\\|")
+                lines.append(
+                    f"| `{src}` | {t.origin} | {trust} | {outcomes.get(t.id, 'not run')} |"
+                )
+        if self.lessons:
+            lines += ["", "Lessons:"] + [f"- {x}" for x in self.lessons]
+        if self.error:
+            lines += ["", f"Error: {self.error}"]
+        return "\n".join(lines)

@@ -1,0 +1,215 @@
+"""How a role calls a model: render its prompt, ask, and account for the call in the state."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from selfheal.errors import MalformedReply
+from selfheal.graph.context import Context
+from selfheal.llm.base import Completion, Message, Provider, TokenCallback
+from selfheal.llm.prompts import load_prompt
+from selfheal.llm.structured import ask_code, ask_structured
+from selfheal.state import Event, HealState, RoleUsage, Usage
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class _Streaming:
+    """Passes ``on_token`` through to a provider (the structured helpers do not)."""
+
+    def __init__(self, inner: Provider, on_token: TokenCallback) -> None:
+        self._inner = inner
+        self._on_token = on_token
+
+    @property
+    def model_id(self) -> str:
+        return self._inner.model_id
+
+    def complete(self, messages: Sequence[Message], **kw: Any) -> Completion:
+        kw.setdefault("on_token", self._on_token)
+        return self._inner.complete(messages, **kw)
+
+    async def acomplete(self, messages: Sequence[Message], **kw: Any) -> Completion:
+        kw.setdefault("on_token", self._on_token)
+        return await self._inner.acomplete(messages, **kw)
+
+
+@dataclass
+class CallLog:
+    """Events and usage produced by one node's model calls."""
+
+    events: list[Event] = field(default_factory=list)
+    completions: list[tuple[str, Completion]] = field(default_factory=list)
+
+    def apply(self, state: HealState, **update: Any) -> HealState:
+        """Return ``state`` with these calls' events and usage added, plus ``update``."""
+        usage = state.usage
+        models = dict(state.models)
+        for role, c in self.completions:
+            usage = _add_usage(usage, role, c)
+            models[role] = c.model or models.get(role, "")
+        return state.model_copy(
+            update={
+                "events": state.events + tuple(self.events),
+                "usage": usage,
+                "models": models,
+                **update,
+            }
+        )
+
+
+def _add_usage(usage: Usage, role: str, c: Completion) -> Usage:
+    key = f"{role}@{c.model}" if c.model else role
+    prev = usage.by_role.get(key, RoleUsage())
+    by_role = dict(usage.by_role)
+    by_role[key] = RoleUsage(
+        calls=prev.calls + 1,
+        prompt_tokens=prev.prompt_tokens + c.prompt_tokens,
+        completion_tokens=prev.completion_tokens + c.completion_tokens,
+        latency=prev.latency + c.latency,
+    )
+    return usage.model_copy(
+        update={
+            "calls": usage.calls + 1,
+            "prompt_tokens": usage.prompt_tokens + c.prompt_tokens,
+            "completion_tokens": usage.completion_tokens + c.completion_tokens,
+            "latency": usage.latency + c.latency,
+            "by_role": by_role,
+        }
+    )
+
+
+def _provider(ctx: Context, role: str) -> Provider:
+    p = ctx.provider(role)
+    if ctx.on_token is not None:
+        sink = ctx.on_token
+
+        def on_token(text: str) -> None:
+            try:
+                sink(role, text)
+            except Exception:
+                pass
+
+        return _Streaming(p, on_token)
+    return p
+
+
+def _record(
+    log: CallLog,
+    ctx: Context,
+    state: HealState,
+    node: str,
+    role: str,
+    prompt_name: str,
+    completions: Sequence[Completion],
+    degraded: bool,
+    repairs: Sequence[str] = (),
+) -> None:
+    version = load_prompt(prompt_name).version
+    for i, c in enumerate(completions):
+        ev = Event(
+            time=ctx.clock(),
+            node=node,
+            kind="llm",
+            duration=c.latency,
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+            model=c.model,
+            iteration=state.iteration,
+            detail=f"{role} via {prompt_name}.yaml v{version}" + (f" (retry {i})" if i else ""),
+        )
+        log.events.append(ev)
+        log.completions.append((role, c))
+        ctx.emit(ev)
+    if degraded:
+        ev = Event(
+            time=ctx.clock(),
+            node=node,
+            kind="degraded",
+            iteration=state.iteration,
+            model=completions[-1].model if completions else "",
+            detail=f"{role} reply needed salvage"
+            + (f": {'; '.join(repairs)}" if repairs else " or a retry"),
+        )
+        log.events.append(ev)
+        ctx.emit(ev)
+
+
+def record_failure(
+    log: CallLog, ctx: Context, state: HealState, node: str, role: str, exc: Exception
+) -> None:
+    """Account for the calls of a reply that could not be used, and note the error."""
+    for c in getattr(exc, "completions", ()) or ():
+        if isinstance(c, Completion):
+            log.completions.append((role, c))
+    ev = Event(
+        time=ctx.clock(),
+        node=node,
+        kind="error",
+        iteration=state.iteration,
+        detail=f"{role}: {type(exc).__name__}: {str(exc)[:300]}",
+    )
+    log.events.append(ev)
+    ctx.emit(ev)
+
+
+def ask_for_code(
+    ctx: Context,
+    state: HealState,
+    log: CallLog,
+    *,
+    node: str,
+    role: str,
+    prompt: str,
+    entry_point: str | None,
+    variables: dict[str, Any],
+) -> tuple[str, str]:
+    """Ask ``role`` (with prompt file ``prompt``) for code. Returns ``(code, full_reply)``.
+    Raises ``MalformedReply`` when no parseable code came back."""
+    messages = load_prompt(prompt).render(**variables)
+    reply = ask_code(
+        _provider(ctx, role),
+        messages,
+        entry_point=entry_point,
+        max_tokens=state.config.max_tokens,
+        temperature=state.config.temperature,
+    )
+    _record(log, ctx, state, node, role, prompt, reply.completions, reply.degraded)
+    return reply.code, reply.text
+
+
+def ask_for_json(
+    ctx: Context,
+    state: HealState,
+    log: CallLog,
+    model: type[T],
+    *,
+    node: str,
+    role: str,
+    prompt: str,
+    variables: dict[str, Any],
+) -> T:
+    """Ask ``role`` for a JSON reply validated as ``model``. Raises ``MalformedReply``."""
+    messages = load_prompt(prompt).render(**variables)
+    reply = ask_structured(
+        _provider(ctx, role),
+        messages,
+        model,
+        max_tokens=min(state.config.max_tokens, 768),
+        temperature=state.config.temperature,
+    )
+    _record(log, ctx, state, node, role, prompt, reply.completions, reply.degraded, reply.repairs)
+    return reply.value
+
+
+def info(log: CallLog, ctx: Context, state: HealState, node: str, detail: str) -> None:
+    ev = Event(time=ctx.clock(), node=node, kind="info", iteration=state.iteration, detail=detail)
+    log.events.append(ev)
+    ctx.emit(ev)
+
+
+__all__ = ["CallLog", "MalformedReply", "ask_for_code", "ask_for_json", "info", "record_failure"]

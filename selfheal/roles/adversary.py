@@ -1,0 +1,50 @@
+"""Adversarial QA: edge-case tests aimed at the first candidate (untrusted)."""
+
+from __future__ import annotations
+
+from selfheal.errors import MalformedReply
+from selfheal.graph.context import Context
+from selfheal.roles._calls import CallLog, ask_for_code, info, record_failure
+from selfheal.roles.testcode import add_tests, parse_test_block, sources
+from selfheal.state import HealState
+
+NODE = "adversarial"
+
+
+def adversarial(state: HealState, ctx: Context) -> HealState:
+    """Ask for edge cases against the current candidate and add them as untrusted tests."""
+    cfg = state.config
+    log = CallLog()
+    current = state.current
+    assert current is not None, "adversarial needs a candidate"
+    try:
+        code, _ = ask_for_code(
+            ctx,
+            state,
+            log,
+            node=NODE,
+            role="adversary",
+            prompt="adversary",
+            entry_point=None,
+            variables={
+                "spec": state.spec.text,
+                "code": current.code,
+                "existing": sources(state.tests),
+                "max_tests": cfg.max_adversarial_tests,
+                "entry_point": state.spec.entry_point or "",
+            },
+        )
+    except MalformedReply as exc:
+        record_failure(log, ctx, state, NODE, "adversary", exc)
+        return log.apply(state)
+    _, found = parse_test_block(code, state.spec.entry_point)
+    new = add_tests(
+        state,
+        found,
+        origin="adversarial",
+        prefix="adv",
+        trusted=False,
+        limit=cfg.max_adversarial_tests,
+    )
+    info(log, ctx, state, NODE, f"{len(new)} adversarial test(s) (untrusted)")
+    return log.apply(state, tests=state.tests + new)

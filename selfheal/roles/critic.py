@@ -1,0 +1,99 @@
+"""Critic: reviews a candidate that passes every test; backs a rejection with tests."""
+
+from __future__ import annotations
+
+import ast
+
+from pydantic import BaseModel, Field
+
+from selfheal.errors import MalformedReply
+from selfheal.graph.context import Context
+from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
+from selfheal.roles.testcode import add_tests, parse_test_block, sources
+from selfheal.state import CriticReview, Diagnosis, HealState
+
+NODE = "critic"
+
+
+class CriticReply(BaseModel):
+    """What the critic replies."""
+
+    verdict: str = "accept"
+    concerns: list[str] = Field(default_factory=list)
+    tests: list[str] = Field(default_factory=list)
+
+
+def critic(state: HealState, ctx: Context) -> HealState:
+    """Review the passing candidate. Accept, or reject with tests (run next) or concerns."""
+    cfg = state.config
+    log = CallLog()
+    current = state.current
+    assert current is not None
+    try:
+        reply = ask_for_json(
+            ctx,
+            state,
+            log,
+            CriticReply,
+            node=NODE,
+            role="critic",
+            prompt="critic",
+            variables={
+                "spec": state.spec.text,
+                "code": current.code,
+                "tests": sources(state.active_tests),
+                "max_tests": cfg.max_critic_tests,
+            },
+        )
+    except MalformedReply as exc:
+        record_failure(log, ctx, state, NODE, "critic", exc)
+        review = CriticReview(
+            iteration=state.iteration,
+            verdict="accept",
+            concerns=("critic reply unusable; not reviewed",),
+        )
+        return log.apply(state, reviews=state.reviews + (review,))
+    verdict = "reject" if reply.verdict.strip().lower().startswith("rej") else "accept"
+    found: list[tuple[str, str]] = []
+    for src in reply.tests:
+        try:
+            ast.parse(src)
+        except SyntaxError:
+            continue
+        found.extend(parse_test_block(src, state.spec.entry_point)[1])
+    new = (
+        add_tests(
+            state, found, origin="critic", prefix="cr", trusted=False, limit=cfg.max_critic_tests
+        )
+        if verdict == "reject"
+        else ()
+    )
+    concerns = tuple(c.strip() for c in reply.concerns if c.strip())
+    review = CriticReview(
+        iteration=state.iteration,
+        verdict=verdict,
+        concerns=concerns,
+        added_tests=tuple(t.id for t in new),
+    )
+    update: dict[str, object] = {"reviews": state.reviews + (review,), "tests": state.tests + new}
+    if verdict == "reject" and not new and concerns:
+        update["diagnoses"] = state.diagnoses + (
+            Diagnosis(
+                iteration=state.iteration,
+                root_cause="; ".join(concerns)[:500],
+                category="other",
+                repair_strategy="Address the reviewer's concerns without breaking any passing test.",
+                confidence=0.4,
+                source="critic",
+            ),
+        )
+    info(
+        log,
+        ctx,
+        state,
+        NODE,
+        f"{verdict}"
+        + (f": {concerns[0][:120]}" if concerns else "")
+        + (f"; {len(new)} new test(s)" if new else ""),
+    )
+    return log.apply(state, **update)

@@ -1,0 +1,145 @@
+"""Generator: the first version from the spec, and repairs from a diagnosis."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+
+from selfheal.errors import MalformedReply
+from selfheal.graph.context import Context
+from selfheal.roles._calls import CallLog, ask_for_code, record_failure
+from selfheal.roles.testcode import failure_lines
+from selfheal.state import Diagnosis, HealState, Proposal
+
+
+def diff(old: str, new: str) -> str:
+    """Unified diff between two versions of the code."""
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            fromfile="before.py",
+            tofile="after.py",
+        )
+    )
+
+
+def with_prelude(code: str, prelude: str) -> str:
+    """Prepend the spec's imports (``from typing import List``) that the code lacks."""
+    if not prelude:
+        return code
+    missing = [line for line in prelude.splitlines() if line.strip() and line.strip() not in code]
+    return "\n".join([*missing, code]) if missing else code
+
+
+def entry_point_of(code: str) -> str | None:
+    """The last top-level function the code defines (the usual shape of a reply)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    return names[-1] if names else None
+
+
+def generate(state: HealState, ctx: Context) -> HealState:
+    """Write the first version (or a new one after a reviewer rejected a proposal)."""
+    log = CallLog()
+    spec = state.spec
+    lessons = [lesson.text for lesson in state.lessons] if state.config.lessons else []
+    try:
+        code, text = ask_for_code(
+            ctx,
+            state,
+            log,
+            node="generate",
+            role="generator",
+            prompt="generator",
+            entry_point=spec.entry_point,
+            variables={
+                "spec": spec.text,
+                "signature": spec.signature or "",
+                "entry_point": spec.entry_point or "",
+                "examples": [f"{e.call} == {e.expected}" for e in spec.examples],
+                "lessons": lessons,
+                "feedback": state.feedback,
+            },
+        )
+    except MalformedReply as exc:
+        record_failure(log, ctx, state, "generate", "generator", exc)
+        return log.apply(state, status="failed", error=f"The generator gave no usable code: {exc}")
+    code = with_prelude(code, spec.prelude)
+    if spec.entry_point is None:
+        name = entry_point_of(code)
+        if name:
+            state = state.model_copy(update={"spec": spec.model_copy(update={"entry_point": name})})
+    proposal = Proposal(
+        kind="initial", code=code, diff=diff("", code), strategy="initial", rationale=_prose(text)
+    )
+    return log.apply(state, pending=proposal, feedback="")
+
+
+def repair(state: HealState, ctx: Context) -> HealState:
+    """Propose a corrected version from the latest diagnosis, failures and lessons."""
+    log = CallLog()
+    spec = state.spec
+    current = state.current
+    assert current is not None, "repair needs an attempt"
+    diagnosis: Diagnosis | None = state.diagnoses[-1] if state.diagnoses else None
+    failures = failure_lines(state, current.report) if current.report is not None else []
+    if current.report is not None and not current.report.load.ok:
+        load = current.report.load
+        failures.insert(
+            0, f"the code does not load: {load.exc_type} line {load.line}: {load.message}"
+        )
+    try:
+        code, text = ask_for_code(
+            ctx,
+            state,
+            log,
+            node="repair",
+            role="generator",
+            prompt="repair",
+            entry_point=spec.entry_point,
+            variables={
+                "spec": spec.text,
+                "signature": spec.signature or "",
+                "entry_point": spec.entry_point or "",
+                "code": current.code,
+                "failures": failures,
+                "diagnosis": (
+                    f"{diagnosis.root_cause} Fix: {diagnosis.repair_strategy}" if diagnosis else ""
+                ),
+                "lessons": [lesson.text for lesson in state.lessons]
+                if state.config.lessons
+                else [],
+                "feedback": state.feedback,
+            },
+        )
+    except MalformedReply as exc:
+        record_failure(log, ctx, state, "repair", "generator", exc)
+        return log.apply(
+            state, status="failed", error=f"The generator gave no usable repair: {exc}"
+        )
+    code = with_prelude(code, spec.prelude)
+    strategy = (
+        "critic_repair" if diagnosis is not None and diagnosis.source == "critic" else "repair"
+    )
+    proposal = Proposal(
+        kind="repair",
+        code=code,
+        previous_code=current.code,
+        diff=diff(current.code, code),
+        diagnosis=diagnosis,
+        strategy=strategy,
+        rationale=_prose(text),
+    )
+    return log.apply(state, pending=proposal, feedback="")
+
+
+def _prose(text: str) -> str:
+    """The explanation around the code block, if any (kept short)."""
+    import re
+
+    prose = re.sub(r"```.*?(```|$)", "", text, flags=re.DOTALL).strip()
+    return prose[:500]

@@ -1,0 +1,212 @@
+"""Turning a model's block of tests into test cases, and test results into prompt lines."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Sequence
+
+from selfheal.kernel_sandbox.types import ExecutionReport, TestResult
+from selfheal.state import HealState, Origin, TestCase
+
+_WHY_RE = re.compile(r"^\s*#\s*(?:why\s*:)?\s*(.*)$", re.IGNORECASE)
+
+
+def _uses(node: ast.AST, name: str | None) -> bool:
+    if name is None:
+        return True
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
+
+
+def _checks_something(node: ast.stmt) -> bool:
+    """An assert, or a try/raise block that can fail; not a bare call or assignment."""
+    if isinstance(node, ast.Assert):
+        return True
+    if isinstance(node, ast.Try | ast.With | ast.If | ast.For):
+        return any(isinstance(n, ast.Assert | ast.Raise) for n in ast.walk(node))
+    return False
+
+
+def parse_test_block(
+    code: str, entry_point: str | None
+) -> tuple[str | None, list[tuple[str, str]]]:
+    """Split a block into ``(stub signature, [(test source, why), ...])``.
+
+    A ``def`` whose body is ``...``/``pass`` is the stub the test writer proposes (its
+    signature names the function); imports are prepended to every test; each other
+    top-level statement that checks something and calls ``entry_point`` is one test.
+    """
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None, []
+    lines = code.splitlines()
+    imports: list[str] = []
+    signature: str | None = None
+    tests: list[tuple[str, str]] = []
+    prev_end = 0
+    for node in tree.body:
+        start = node.lineno - 1
+        if hasattr(node, "decorator_list") and node.decorator_list:
+            start = node.decorator_list[0].lineno - 1
+        comments = [
+            m.group(1).strip()
+            for line in lines[prev_end:start]
+            if (m := _WHY_RE.match(line)) and line.strip().startswith("#")
+        ]
+        prev_end = node.end_lineno or node.lineno
+        src = ast.get_source_segment(code, node) or ast.unparse(node)
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            imports.append(src)
+            continue
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            stubby = all(
+                isinstance(b, ast.Pass)
+                or (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))
+                for b in body
+            )
+            if stubby and signature is None:
+                signature = _def_line(node)
+            continue
+        if _checks_something(node) and _uses(node, entry_point):
+            full = "\n".join([*imports, src]) if imports else src
+            tests.append((full, " ".join(c for c in comments if c)))
+    return signature, tests
+
+
+def _def_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    stub = ast.FunctionDef(
+        name=node.name,
+        args=node.args,
+        body=[ast.Expr(ast.Constant(...))],
+        decorator_list=[],
+        returns=node.returns,
+        type_params=[],
+    )
+    text = ast.unparse(ast.fix_missing_locations(stub)).splitlines()[0]
+    return text.replace("async def", "def")
+
+
+def _norm(src: str) -> str:
+    try:
+        return ast.dump(ast.parse(src))
+    except SyntaxError:
+        return src.strip()
+
+
+def add_tests(
+    state: HealState,
+    sources: Iterable[tuple[str, str]],
+    *,
+    origin: Origin,
+    prefix: str,
+    trusted: bool,
+    limit: int,
+) -> tuple[TestCase, ...]:
+    """New test cases for ``sources`` that are not already in ``state.tests`` (at most ``limit``)."""
+    seen = {_norm(t.source) for t in state.tests}
+    n = sum(1 for t in state.tests if t.origin == origin)
+    out: list[TestCase] = []
+    for src, why in sources:
+        if len(out) >= limit:
+            break
+        key = _norm(src)
+        if key in seen:
+            continue
+        seen.add(key)
+        n += 1
+        out.append(
+            TestCase(
+                id=f"{prefix}{n}",
+                origin=origin,
+                code=src,
+                rationale=why,
+                trusted=trusted,
+                added_at=state.iteration,
+            )
+        )
+    return tuple(out)
+
+
+def failure_lines(
+    state: HealState, report: ExecutionReport, *, limit: int = 8, include_trust: bool = True
+) -> list[str]:
+    """One line per failing active test, for prompts: id, trust, source, what happened."""
+    from selfheal.llm.tokens import trim_text
+
+    lines = []
+    for r in report.results:
+        if r.outcome == "passed":
+            continue
+        t = state.test(r.test_id)
+        if t is None or t.quarantined:
+            continue
+        trust = ("trusted" if t.trusted else "model-written") if include_trust else ""
+        lines.append(
+            f"[{t.id}{', ' + trust if trust else ''}] `{t.source.strip()}` -> {describe(r)}"
+        )
+        if len(lines) >= limit:
+            break
+    return [trim_text(line, 220, keep="both") for line in lines]
+
+
+def describe(r: TestResult) -> str:
+    """A short human description of one test result."""
+    if r.outcome == "passed":
+        return "passed"
+    if r.outcome == "timeout":
+        return "timed out (infinite loop or too slow)"
+    if r.outcome == "crashed":
+        return "the interpreter crashed"
+    msg = r.message.strip().splitlines()[0] if r.message.strip() else ""
+    kind = r.exc_type or r.outcome
+    return f"{kind}: {msg}" if msg else kind
+
+
+def summarize_report(state: HealState, report: ExecutionReport) -> str:
+    """``5/7 passed (2 failing: 1 trusted)`` style summary."""
+    if not report.load.ok:
+        line = f" line {report.load.line}" if report.load.line else ""
+        return f"candidate did not load: {report.load.exc_type}{line}: {report.load.message[:120]}"
+    active = {t.id for t in state.active_tests}
+    results = [r for r in report.results if r.test_id in active]
+    passed = sum(1 for r in results if r.outcome == "passed")
+    failing = [r for r in results if r.outcome != "passed"]
+    trusted = sum(1 for r in failing if (t := state.test(r.test_id)) is not None and t.trusted)
+    s = f"{passed}/{len(results)} passed"
+    if failing:
+        s += f" ({len(failing)} failing, {trusted} trusted)"
+    quarantined = len(report.results) - len(results)
+    if quarantined:
+        s += f"; {quarantined} quarantined"
+    return s
+
+
+def attempt_score(state: HealState, report: ExecutionReport | None) -> tuple[int, int, int]:
+    """Rank attempts: loads, trusted tests passed, untrusted active tests passed."""
+    if report is None:
+        return (0, -1, -1)
+    if not report.load.ok:
+        return (0, 0, 0)
+    trusted = untrusted = 0
+    for r in report.results:
+        t = state.test(r.test_id)
+        if t is None or t.quarantined or r.outcome != "passed":
+            continue
+        if t.trusted:
+            trusted += 1
+        else:
+            untrusted += 1
+    return (1, trusted, untrusted)
+
+
+def all_active_pass(state: HealState, report: ExecutionReport | None) -> bool:
+    if report is None or not report.load.ok:
+        return False
+    outcomes = {r.test_id: r.outcome for r in report.results}
+    return all(outcomes.get(t.id) == "passed" for t in state.active_tests)
+
+
+def sources(tests: Sequence[TestCase]) -> list[str]:
+    return [t.source.strip() for t in tests]

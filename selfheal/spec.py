@@ -1,0 +1,271 @@
+"""Reading a spec: its entry point, signature, imports and the examples written in it.
+
+A spec is either plain language ("Return the median of a list of numbers; raise ValueError
+on an empty list. Example: median([3, 1, 2]) -> 2") or Python-looking (a ``def`` line with a
+docstring, as in HumanEval). Examples become trusted tests: the user wrote them.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from selfheal.state import Example, Spec
+
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_DEF_RE = re.compile(rf"^\s*(?:async\s+)?def\s+({_IDENT})\s*\(.*", re.MULTILINE)
+_NAMED_RE = re.compile(
+    rf"(?:function|method|called|named)(?:\s+(?:called|named))?\s+`?({_IDENT})`?", re.IGNORECASE
+)
+_STOPWORDS = {
+    "called",
+    "named",
+    "that",
+    "which",
+    "to",
+    "the",
+    "a",
+    "an",
+    "with",
+    "for",
+    "returns",
+    "in",
+    "of",
+    "and",
+    "it",
+}
+_BACKTICK_CALL_RE = re.compile(rf"`({_IDENT})\s*\(")
+_ARROW_RE = re.compile(r"^\s*(?:==>|==|->|=>|➞|→|should return|returns|gives|is)\s*")
+
+
+def parse_spec(text: str, *, entry_point: str | None = None) -> Spec:
+    """Read ``text`` into a ``Spec``. ``entry_point`` overrides the name found in the text."""
+    text = text.strip("\n")
+    if not text.strip():
+        from selfheal.errors import ConfigError
+
+        raise ConfigError(
+            "The spec is empty. Describe the function you want, e.g. "
+            "'Return the median of a list of numbers.'"
+        )
+    signature = None
+    prelude = ""
+    name = entry_point
+    defs = _DEF_RE.findall(text)
+    if defs:
+        found = defs[-1] if entry_point is None else entry_point
+        name = name or found
+        signature = _signature_line(text, name)
+        prelude = _prelude(text)
+    if name is None:
+        for m in [*_NAMED_RE.finditer(text), *_BACKTICK_CALL_RE.finditer(text)]:
+            if m.group(1).lower() not in _STOPWORDS:
+                name = m.group(1)
+                break
+    examples = find_examples(text, name) if name else ()
+    return Spec(
+        text=text,
+        entry_point=name,
+        signature=signature,
+        examples=examples,
+        prelude=prelude,
+    )
+
+
+def _signature_line(text: str, name: str) -> str | None:
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if re.match(rf"^\s*(?:async\s+)?def\s+{re.escape(name)}\s*\(", line):
+            sig = line.strip()
+            j = i
+            # signatures split over several lines
+            while not sig.rstrip().endswith(":") and j + 1 < len(lines) and j - i < 10:
+                j += 1
+                sig += " " + lines[j].strip()
+            return sig
+    return None
+
+
+def _prelude(text: str) -> str:
+    """Top-level imports written before the first ``def``."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(("def ", "async def ", "class ")):
+            break
+        if (
+            re.match(r"^(from\s+\S+\s+import\s+.+|import\s+.+)$", line.strip())
+            and not line[:1].isspace()
+        ):
+            out.append(line.strip())
+    return "\n".join(out)
+
+
+def _is_expr(src: str) -> bool:
+    try:
+        ast.parse(src, mode="eval")
+    except SyntaxError:
+        return False
+    return True
+
+
+def _calls(expr: str, name: str) -> bool:
+    """True if ``expr`` is a call of ``name`` whose arguments are plain values."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError:
+        return False
+    call = tree.body
+    if not (
+        isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == name
+    ):
+        return False
+    args = [*call.args, *(k.value for k in call.keywords)]
+    return all(_literal_like(ast.unparse(a)) for a in args)
+
+
+def find_examples(text: str, name: str) -> tuple[Example, ...]:
+    """Doctest examples (``>>> f(x)`` then the value) and ``f(x) -> y`` lines that call ``name``."""
+    found: list[Example] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        stripped = lines[i].strip()
+        if stripped.startswith(">>>"):
+            call = stripped[3:].strip()
+            # continuation lines
+            j = i + 1
+            while j < len(lines) and lines[j].strip().startswith("..."):
+                call += " " + lines[j].strip()[3:].strip()
+                j += 1
+            out_lines = []
+            while j < len(lines):
+                s = lines[j].strip()
+                if not s or s.startswith(">>>") or s.startswith('"""') or s.startswith("'''"):
+                    break
+                out_lines.append(s)
+                j += 1
+            expected = " ".join(out_lines).strip()
+            if expected and _calls(call, name) and _is_expr(call) and _is_expr(expected):
+                found.append(Example(call=call, expected=expected))
+            i = j
+            continue
+        i += 1
+    found.extend(_inline_examples(text, name))
+    # deduplicate, keep order
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for ex in found:
+        key = (ex.call, ex.expected)
+        if key not in seen:
+            seen.add(key)
+            unique.append(ex)
+    return tuple(unique)
+
+
+def example_assert(example: Example) -> str:
+    """The assertion a trusted example test runs."""
+    return f"assert {example.call} == {example.expected}"
+
+
+def _balanced_end(text: str, start: int) -> int | None:
+    """Index just past the parenthesis closing the one at ``start``."""
+    depth = 0
+    quote: str | None = None
+    i = start
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 2
+                continue
+            if c == quote:
+                quote = None
+        elif c in "\"'":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        elif c == "\n" and depth == 0:
+            return None
+        i += 1
+    return None
+
+
+def _inline_examples(text: str, name: str) -> list[Example]:
+    """``name(args) -> value`` written inside prose, several per line allowed."""
+    out: list[Example] = []
+    for m in re.finditer(rf"(?<![\w.])({re.escape(name)})\s*\(", text):
+        before = text[max(0, m.start() - 4) : m.start()]
+        if before.endswith("def "):
+            continue
+        end = _balanced_end(text, m.end() - 1)
+        if end is None:
+            continue
+        call = text[m.start() : end]
+        arrow = _ARROW_RE.match(text[end:])
+        if not arrow or not _calls(call, name):
+            continue
+        rest = text[end + arrow.end() :].split("\n", 1)[0]
+        exp = _longest_expression(rest)
+        if exp is not None:
+            out.append(Example(call=call, expected=exp))
+    return out
+
+
+def _longest_expression(rest: str) -> str | None:
+    """The longest prefix of ``rest`` (cut at a space or punctuation) that is a literal-like expression."""
+    cuts = sorted({len(rest)} | {i for i, c in enumerate(rest) if c in " ,;"}, reverse=True)
+    for cut in cuts:
+        cand = rest[:cut].strip()
+        while cand.endswith((".", ",", ";", ":")):
+            cand = cand[:-1].rstrip()
+        if cand and _is_expr(cand) and _literal_like(cand):
+            return cand
+    return None
+
+
+def _literal_like(src: str) -> bool:
+    """Values only: literals, containers of them, negative numbers, True/False/None, float('inf')."""
+    try:
+        tree = ast.parse(src, mode="eval")
+    except SyntaxError:
+        return False
+    allowed = (
+        ast.Expression,
+        ast.Constant,
+        ast.List,
+        ast.Tuple,
+        ast.Set,
+        ast.Dict,
+        ast.UnaryOp,
+        ast.USub,
+        ast.UAdd,
+        ast.Load,
+        ast.Name,
+        ast.Call,
+        ast.BinOp,
+        ast.Add,
+        ast.Sub,
+        ast.Mult,
+        ast.Div,
+    )
+    for node in ast.walk(tree):
+        if not isinstance(node, allowed):
+            return False
+        if isinstance(node, ast.Name) and node.id not in {
+            "True",
+            "False",
+            "None",
+            "float",
+            "inf",
+            "nan",
+        }:
+            return False
+        if isinstance(node, ast.Call) and not (
+            isinstance(node.func, ast.Name) and node.func.id == "float"
+        ):
+            return False
+    return True

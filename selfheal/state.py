@@ -1,0 +1,366 @@
+"""The immutable state of a heal run and the records inside it.
+
+Nodes never mutate a state: they return ``state.model_copy(update=...)``. Every state the
+runner produces is appended to the run log, so any of them can be reloaded or forked.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import Field
+
+from selfheal._record import Record
+from selfheal.config import HealConfig
+from selfheal.kernel_sandbox.types import (
+    AssertTest,
+    CallTest,
+    ExecutionReport,
+    Outcome,
+    SandboxTest,
+)
+
+Status = Literal["running", "awaiting_approval", "verified", "failed", "exhausted", "unverified"]
+"""``verified``: every active test passed (and the critic accepted); ``failed``: the run could
+not go on (an error is recorded); ``exhausted``: the iteration, token or time budget ran out
+with tests still failing; ``unverified``: code was produced but no test ran (single shot)."""
+
+Origin = Literal["spec_blind", "adversarial", "example", "user", "critic"]
+"""Where a test came from. ``example`` and ``user`` tests are trusted; model-written ones are not."""
+
+NodeName = Literal[
+    "plan_tests",
+    "generate",
+    "gate",
+    "adversarial",
+    "execute",
+    "critic",
+    "diagnose",
+    "lessons",
+    "repair",
+    "finish",
+    "done",
+]
+
+EventKind = Literal["start", "end", "llm", "degraded", "error", "decision", "info"]
+
+
+class Example(Record):
+    """An input/output example written in the spec."""
+
+    call: str
+    """The call expression, e.g. ``add(2, 3)``."""
+    expected: str
+    """The expected value as Python source, e.g. ``5``."""
+
+
+class Spec(Record):
+    """What the user asked for."""
+
+    text: str
+    """The spec as written (plain language, or a signature with a docstring)."""
+    entry_point: str | None = None
+    """Name of the function to write, when known."""
+    signature: str | None = None
+    """The ``def`` line, when known."""
+    examples: tuple[Example, ...] = ()
+    """Examples found in the text (doctests, ``f(x) -> y`` lines)."""
+    prelude: str = ""
+    """Imports written in the spec (a HumanEval prompt's ``from typing import List``)."""
+
+
+class TestCase(Record):
+    """One test, with where it came from and whether it can overturn code."""
+
+    __test__ = False
+
+    id: str
+    """Stable id: ``ex1`` example, ``u1`` user, ``sb1`` spec-blind, ``adv1`` adversarial, ``cr1`` critic."""
+    origin: Origin
+    """Who wrote it."""
+    code: str | None = None
+    """Assertion code, e.g. ``assert f(2) == 4`` (or None for a call/expect test)."""
+    function: str | None = None
+    """For call/expect tests: the function to call."""
+    args: tuple[Any, ...] = ()
+    """For call/expect tests: positional arguments."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """For call/expect tests: keyword arguments."""
+    expected: Any = None
+    """For call/expect tests: the value the call must return."""
+    rationale: str = ""
+    """Why the test exists."""
+    trusted: bool = False
+    """Trusted tests (examples, the user's) must pass; an untrusted test alone never overturns code."""
+    quarantined: bool = False
+    """A quarantined test still runs and is reported, but no longer blocks verification."""
+    quarantine_reason: str = ""
+    """Why it was quarantined (the debugger's finding that the test is wrong)."""
+    added_at: int = 0
+    """Iteration at which the test was added (0: before any code)."""
+
+    def to_sandbox(self) -> SandboxTest:
+        if self.code is not None:
+            return AssertTest(id=self.id, code=self.code)
+        return CallTest(
+            id=self.id,
+            function=self.function or "",
+            args=self.args,
+            kwargs=self.kwargs,
+            expected=self.expected,
+        )
+
+    @property
+    def source(self) -> str:
+        """The test as Python source, whatever its form."""
+        if self.code is not None:
+            return self.code
+        parts = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"assert {self.function}({', '.join(parts)}) == {self.expected!r}"
+
+
+class Diagnosis(Record):
+    """The debugger's (or critic's, or a human's) account of why a candidate failed."""
+
+    iteration: int
+    """The attempt it diagnoses."""
+    root_cause: str
+    """What is wrong, in one or two sentences."""
+    category: str = "logic"
+    """``logic``, ``edge_case``, ``exception``, ``syntax``, ``import``, ``timeout``, ``crash``,
+    ``wrong_test``, ``spec_ambiguity``, ``performance`` or ``other``."""
+    repair_strategy: str = ""
+    """What to change."""
+    confidence: float = 0.5
+    """0..1, the diagnoser's confidence."""
+    blame: Literal["code", "test", "both", "unclear"] = "code"
+    """Whether the code or the test is wrong."""
+    suspect_tests: tuple[str, ...] = ()
+    """Ids of tests the diagnoser believes are wrong."""
+    source: Literal["debugger", "critic", "human", "heuristic"] = "debugger"
+    """Who wrote it. ``heuristic`` when the model's reply was unusable."""
+
+
+class Attempt(Record):
+    """One version of the code and what happened when it ran."""
+
+    iteration: int
+    """1 for the first generation, then one more per repair."""
+    code: str
+    """The candidate source."""
+    strategy: Literal["initial", "repair", "human_edit", "critic_repair"] = "initial"
+    """How it was produced."""
+    rationale: str = ""
+    """The model's explanation, if it gave one."""
+    report: ExecutionReport | None = None
+    """The sandbox's verdict, once executed."""
+
+
+class Lesson(Record):
+    """A short, reusable lesson learnt during the run."""
+
+    text: str
+    """The lesson."""
+    iteration: int = 0
+    """When it was (last) written."""
+
+
+class Proposal(Record):
+    """Code waiting for a human decision (autonomy ``review_*``)."""
+
+    kind: Literal["initial", "repair"]
+    """First version or a repair."""
+    code: str
+    """The proposed code."""
+    previous_code: str = ""
+    """The code it replaces (empty for the first version)."""
+    diff: str = ""
+    """Unified diff from ``previous_code`` to ``code``."""
+    diagnosis: Diagnosis | None = None
+    """The diagnosis the repair answers."""
+    strategy: Literal["initial", "repair", "critic_repair"] = "initial"
+    """How the code was produced."""
+    rationale: str = ""
+    """The model's explanation."""
+
+
+class Decision(Record):
+    """A human's answer to a proposal."""
+
+    kind: Literal["approve", "edit", "reject"]
+    """What was decided."""
+    code: str | None = None
+    """The edited code (``edit``)."""
+    reason: str = ""
+    """Why (``reject``, optional otherwise)."""
+    iteration: int = 0
+    """The iteration the proposal belonged to."""
+
+
+class CriticReview(Record):
+    """The critic's review of a passing candidate."""
+
+    iteration: int
+    """The attempt reviewed."""
+    verdict: Literal["accept", "reject"]
+    """Accept or send back."""
+    concerns: tuple[str, ...] = ()
+    """What the critic worries about."""
+    added_tests: tuple[str, ...] = ()
+    """Ids of the tests the critic added."""
+
+
+class Event(Record):
+    """One entry of the timeline."""
+
+    time: float
+    """Unix time."""
+    node: str
+    """Node (or role) the event belongs to."""
+    kind: EventKind
+    """``start``/``end`` of a node, an ``llm`` call, a ``degraded`` reply, an ``error``..."""
+    duration: float = 0.0
+    """Seconds (for ``end`` and ``llm``)."""
+    prompt_tokens: int = 0
+    """Prompt tokens (``llm``, and summed on ``end``)."""
+    completion_tokens: int = 0
+    """Completion tokens (``llm``, and summed on ``end``)."""
+    model: str = ""
+    """Model id used."""
+    iteration: int = 0
+    """Iteration the event happened in."""
+    detail: str = ""
+    """A one-line human summary."""
+
+
+class RoleUsage(Record):
+    """Usage of one role with one model."""
+
+    calls: int = 0
+    """Model calls."""
+    prompt_tokens: int = 0
+    """Prompt tokens."""
+    completion_tokens: int = 0
+    """Completion tokens."""
+    latency: float = 0.0
+    """Seconds spent waiting for the model."""
+
+
+class Usage(Record):
+    """What the run cost."""
+
+    calls: int = 0
+    """Model calls."""
+    prompt_tokens: int = 0
+    """Prompt tokens."""
+    completion_tokens: int = 0
+    """Completion tokens."""
+    latency: float = 0.0
+    """Seconds spent waiting for models."""
+    executions: int = 0
+    """Sandbox runs."""
+    by_role: dict[str, RoleUsage] = Field(default_factory=dict)
+    """Per ``role@model``."""
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ForkInfo(Record):
+    """Where a forked run came from."""
+
+    run_id: str
+    """The parent run."""
+    at_iteration: int
+    """The parent's iteration the fork started from."""
+    changes: tuple[str, ...] = ()
+    """Names of what was changed."""
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+class HealState(Record):
+    """Everything about a run at one point in time."""
+
+    run_id: str = Field(default_factory=new_run_id)
+    """Unique id; also the run log's file name."""
+    spec: Spec
+    """What was asked."""
+    config: HealConfig = Field(default_factory=HealConfig)
+    """The config it runs with."""
+    status: Status = "running"
+    """Where the run stands."""
+    next: NodeName = "plan_tests"
+    """The node the runner executes next (``done`` when finished)."""
+    step: int = 0
+    """Number of nodes executed."""
+    iteration: int = 0
+    """Number of code versions accepted so far."""
+    tests: tuple[TestCase, ...] = ()
+    """Every test, in order; never silently dropped."""
+    attempts: tuple[Attempt, ...] = ()
+    """Every code version, in order."""
+    diagnoses: tuple[Diagnosis, ...] = ()
+    """Every diagnosis, in order."""
+    lessons: tuple[Lesson, ...] = ()
+    """The rolling lessons (at most five)."""
+    reviews: tuple[CriticReview, ...] = ()
+    """Every critic review."""
+    decisions: tuple[Decision, ...] = ()
+    """Every human decision."""
+    pending: Proposal | None = None
+    """Code waiting to be accepted (by the gate or a human)."""
+    feedback: str = ""
+    """A reviewer's rejection reason, shown to the next generation."""
+    events: tuple[Event, ...] = ()
+    """The timeline."""
+    usage: Usage = Field(default_factory=Usage)
+    """What it cost so far."""
+    models: dict[str, str] = Field(default_factory=dict)
+    """Role -> model id actually used."""
+    started_at: float = Field(default_factory=time.time)
+    """When the run started (Unix time)."""
+    elapsed: float = 0.0
+    """Seconds spent in nodes so far (survives reloads)."""
+    error: str = ""
+    """Why the run failed, when ``status == "failed"``."""
+    final_code: str | None = None
+    """The code the run settled on (set by ``finish``)."""
+    parent: ForkInfo | None = None
+    """Set on forked runs."""
+
+    # -- convenience views (pure) ----------------------------------------------------------
+
+    @property
+    def current(self) -> Attempt | None:
+        """The latest attempt."""
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def active_tests(self) -> tuple[TestCase, ...]:
+        """Tests that block verification (not quarantined)."""
+        return tuple(t for t in self.tests if not t.quarantined)
+
+    def test(self, test_id: str) -> TestCase | None:
+        for t in self.tests:
+            if t.id == test_id:
+                return t
+        return None
+
+    def outcomes(self, attempt: Attempt | None = None) -> dict[str, Outcome]:
+        """Test id -> outcome for an attempt (default: the latest executed one)."""
+        if attempt is None:
+            executed = [a for a in self.attempts if a.report is not None]
+            attempt = executed[-1] if executed else None
+        if attempt is None or attempt.report is None:
+            return {}
+        return {r.test_id: r.outcome for r in attempt.report.results}
+
+    @property
+    def finished(self) -> bool:
+        return self.next == "done"
