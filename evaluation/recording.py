@@ -17,23 +17,41 @@ class RecordedCall(Record):
 
     messages: tuple[Message, ...]
     """Everything sent to the model in this call."""
+    role: str = ""
+    """The agent role the provider was bound to (``bind_role``), if any."""
     completion: Completion | None = None
     """The reply (None when the call raised)."""
     error: str = ""
     """``Type: message`` of the exception the wrapped provider raised, if any."""
 
 
+class _Sink:
+    """The call list shared by a recorder and its role-bound views."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: list[RecordedCall] = []
+
+
 class RecordingProvider:
     """Implements the Provider protocol by delegation, recording each call.
 
     The evaluation harness wraps every provider in one, so the honesty check can prove
-    afterwards that no reference test reached the model.
+    afterwards that no reference test reached the model. ``bind_role`` (used by the agent
+    to give each role its own view of a provider) returns a recording view that writes to
+    the same call list.
     """
 
-    def __init__(self, inner: Provider) -> None:
+    def __init__(self, inner: Provider, *, role: str = "", _sink: _Sink | None = None) -> None:
         self._inner = inner
-        self._lock = threading.Lock()
-        self._calls: list[RecordedCall] = []
+        self._role = role
+        self._sink = _sink if _sink is not None else _Sink()
+
+    def bind_role(self, role: str) -> RecordingProvider:
+        """A recording view bound to ``role`` (delegates to the inner ``bind_role`` if any)."""
+        binder = getattr(self._inner, "bind_role", None)
+        inner = binder(role) if callable(binder) else self._inner
+        return RecordingProvider(inner, role=role, _sink=self._sink)
 
     @property
     def inner(self) -> Provider:
@@ -47,17 +65,20 @@ class RecordingProvider:
     @property
     def calls(self) -> tuple[RecordedCall, ...]:
         """Every call so far, in order."""
-        with self._lock:
-            return tuple(self._calls)
+        with self._sink.lock:
+            return tuple(self._sink.calls)
 
     @property
     def messages(self) -> tuple[Message, ...]:
         """Every message sent so far, flattened in call order."""
         return tuple(m for call in self.calls for m in call.messages)
 
-    def _record(self, call: RecordedCall) -> None:
-        with self._lock:
-            self._calls.append(call)
+    def _record(
+        self, messages: tuple[Message, ...], completion: Completion | None, error: str
+    ) -> None:
+        call = RecordedCall(messages=messages, role=self._role, completion=completion, error=error)
+        with self._sink.lock:
+            self._sink.calls.append(call)
 
     def complete(
         self,
@@ -80,9 +101,9 @@ class RecordingProvider:
                 on_token=on_token,
             )
         except Exception as exc:
-            self._record(RecordedCall(messages=sent, error=f"{type(exc).__name__}: {exc}"))
+            self._record(sent, None, f"{type(exc).__name__}: {exc}")
             raise
-        self._record(RecordedCall(messages=sent, completion=completion))
+        self._record(sent, completion, "")
         return completion
 
     async def acomplete(
@@ -106,9 +127,9 @@ class RecordingProvider:
                 on_token=on_token,
             )
         except Exception as exc:
-            self._record(RecordedCall(messages=sent, error=f"{type(exc).__name__}: {exc}"))
+            self._record(sent, None, f"{type(exc).__name__}: {exc}")
             raise
-        self._record(RecordedCall(messages=sent, completion=completion))
+        self._record(sent, completion, "")
         return completion
 
     def __getattr__(self, name: str) -> Any:

@@ -1,0 +1,152 @@
+"""Aggregate ``TaskRecord``s into per-mode metrics, per-category breakdowns and paired
+comparisons against the baseline mode."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+
+from evaluation.records import TaskRecord
+from selfheal._record import Record
+
+__all__ = ["CategoryMetrics", "Comparison", "ModeMetrics", "compare", "summarise"]
+
+
+class CategoryMetrics(Record):
+    """Pass counts of one category in one mode."""
+
+    tasks: int
+    """Tasks scored."""
+    passed: int
+    """Tasks whose final code passed the reference tests."""
+    pass_rate: float
+    """passed / tasks."""
+
+
+class ModeMetrics(Record):
+    """Everything measured for one mode."""
+
+    mode: str
+    """Mode name."""
+    tasks: int
+    """Tasks scored in this mode."""
+    passed: int
+    """Final code passed the reference tests."""
+    pass_at_1: float
+    """passed / tasks (reference-validated pass@1, temperature 0, one run per task)."""
+    first_attempt_passed: int
+    """The first attempt's code passed the reference tests."""
+    first_attempt_rate: float
+    """first_attempt_passed / tasks."""
+    healed: int
+    """First attempt failed the reference, final code passed."""
+    broken: int
+    """First attempt passed the reference, final code failed (repair made it worse)."""
+    verified: int
+    """The agent reported success."""
+    false_success: int
+    """Reported success while the reference tests fail."""
+    false_success_rate: float
+    """false_success / verified (0 when nothing was verified)."""
+    false_failure: int
+    """The agent gave up (failed/exhausted) while the reference tests pass."""
+    harness_errors: int
+    """Runs where the agent raised instead of returning (counted as not passed)."""
+    leaks: int
+    """Runs where a reference assertion was found in a message to the model (must be 0)."""
+    mean_iterations: float
+    """Mean code versions per task."""
+    mean_llm_calls: float
+    """Mean model calls per task."""
+    prompt_tokens: int
+    """Total prompt tokens."""
+    completion_tokens: int
+    """Total completion tokens."""
+    mean_wall_time: float
+    """Mean seconds per task (agent only)."""
+    median_wall_time: float
+    """Median seconds per task (agent only)."""
+    total_wall_time: float
+    """Sum of seconds over tasks (agent only)."""
+    by_category: dict[str, CategoryMetrics]
+    """Breakdown by task category."""
+
+
+class Comparison(Record):
+    """Paired comparison of a mode against the baseline on the tasks both ran."""
+
+    baseline: str
+    """Baseline mode (usually ``single_shot``)."""
+    mode: str
+    """Compared mode."""
+    tasks: int
+    """Tasks both modes ran."""
+    both: int
+    """Passed in both."""
+    gained: tuple[str, ...]
+    """Task ids the mode passed and the baseline failed."""
+    lost: tuple[str, ...]
+    """Task ids the baseline passed and the mode failed."""
+    neither: int
+    """Failed in both."""
+
+
+def _rate(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0
+
+
+def summarise(records: Iterable[TaskRecord], mode: str) -> ModeMetrics:
+    """Metrics of ``mode`` over ``records`` (records of other modes are ignored)."""
+    rs = [r for r in records if r.mode == mode]
+    n = len(rs)
+    passed = sum(r.passed for r in rs)
+    verified = sum(r.verified for r in rs)
+    false_success = sum(r.false_success for r in rs)
+    walls = [r.wall_time for r in rs]
+    categories: dict[str, CategoryMetrics] = {}
+    for category in sorted({r.category for r in rs}):
+        group = [r for r in rs if r.category == category]
+        ok = sum(r.passed for r in group)
+        categories[category] = CategoryMetrics(
+            tasks=len(group), passed=ok, pass_rate=_rate(ok, len(group))
+        )
+    return ModeMetrics(
+        mode=mode,
+        tasks=n,
+        passed=passed,
+        pass_at_1=_rate(passed, n),
+        first_attempt_passed=sum(r.first_attempt_passed for r in rs),
+        first_attempt_rate=_rate(sum(r.first_attempt_passed for r in rs), n),
+        healed=sum(r.healed for r in rs),
+        broken=sum(r.first_attempt_passed and not r.passed for r in rs),
+        verified=verified,
+        false_success=false_success,
+        false_success_rate=_rate(false_success, verified),
+        false_failure=sum(r.false_failure for r in rs),
+        harness_errors=sum(bool(r.error) for r in rs),
+        leaks=sum(bool(r.honesty and r.honesty.leaks) for r in rs),
+        mean_iterations=statistics.fmean([r.iterations for r in rs]) if rs else 0.0,
+        mean_llm_calls=statistics.fmean([r.llm_calls for r in rs]) if rs else 0.0,
+        prompt_tokens=sum(r.prompt_tokens for r in rs),
+        completion_tokens=sum(r.completion_tokens for r in rs),
+        mean_wall_time=statistics.fmean(walls) if walls else 0.0,
+        median_wall_time=statistics.median(walls) if walls else 0.0,
+        total_wall_time=sum(walls),
+        by_category=categories,
+    )
+
+
+def compare(records: Sequence[TaskRecord], baseline: str, mode: str) -> Comparison:
+    """Paired comparison of ``mode`` against ``baseline`` on the tasks both have."""
+    base = {r.task_id: r.passed for r in records if r.mode == baseline}
+    other = {r.task_id: r.passed for r in records if r.mode == mode}
+    common = [t for t in base if t in other]
+    return Comparison(
+        baseline=baseline,
+        mode=mode,
+        tasks=len(common),
+        both=sum(base[t] and other[t] for t in common),
+        gained=tuple(t for t in common if other[t] and not base[t]),
+        lost=tuple(t for t in common if base[t] and not other[t]),
+        neither=sum(not base[t] and not other[t] for t in common),
+    )

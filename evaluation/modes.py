@@ -1,0 +1,81 @@
+"""The benchmark modes and the ``HealConfig`` each one runs with: one table, nothing else.
+
+Every mode of a run uses the same model, temperature and iteration budget; only the
+switches in ``MODES`` differ. ``single_shot`` is the baseline: one generation, no tests,
+no repair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from evaluation.errors import SuiteError
+from selfheal.config import HealConfig
+
+__all__ = ["DEFAULT_MODES", "MODES", "config_for", "parse_modes"]
+
+MODES: Mapping[str, Mapping[str, object]] = {
+    "single_shot": {
+        "max_iterations": 1,
+        "example_tests": False,
+        "spec_blind_tests": False,
+        "adversarial_tests": False,
+        "critic": False,
+        "lessons": False,
+        "repair": False,
+        "run_tests": False,
+    },
+    "heal": {},
+    "heal-no-critic": {"critic": False},
+    "heal-no-adversarial": {"adversarial_tests": False},
+    "heal-no-spec-tests": {"spec_blind_tests": False},
+    "heal-no-examples": {"example_tests": False},
+    "heal-no-lessons": {"lessons": False},
+}
+"""Mode name -> the ``HealConfig`` fields it sets on top of the shared settings.
+``heal`` is the full loop with selfheal's defaults; each ``heal-no-*`` ablation turns one
+component off."""
+
+DEFAULT_MODES: tuple[str, ...] = ("single_shot", "heal")
+"""Modes run when ``--modes`` is not given."""
+
+
+def config_for(
+    mode: str,
+    *,
+    max_iterations: int = 4,
+    temperature: float = 0.0,
+    extra: Mapping[str, object] | None = None,
+) -> HealConfig:
+    """The ``HealConfig`` of ``mode``. ``extra`` holds settings shared by every mode
+    (e.g. timeouts); the mode's own switches win over it, so a mode means the same thing in
+    every run. Repair runs always use ``headless approve`` so nothing waits for a human."""
+    try:
+        switches = MODES[mode]
+    except KeyError:
+        raise SuiteError(f"Unknown mode {mode!r}. Choose from: {', '.join(MODES)}.") from None
+    fields: dict[str, object] = {
+        "temperature": temperature,
+        "max_iterations": max_iterations,
+        "autonomy": "full_auto",
+        "on_headless": "approve",
+    }
+    fields.update(extra or {})
+    fields.update(switches)
+    return HealConfig.model_validate(fields)
+
+
+def parse_modes(text: str | Sequence[str]) -> tuple[str, ...]:
+    """``"single_shot,heal"`` -> ``("single_shot", "heal")``, validated, order kept, no repeats."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    modes: list[str] = []
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        if item not in MODES:
+            raise SuiteError(f"Unknown mode {item!r}. Choose from: {', '.join(MODES)}.")
+        if item not in modes:
+            modes.append(item)
+    if not modes:
+        raise SuiteError(f"No mode given. Choose from: {', '.join(MODES)}.")
+    return tuple(modes)

@@ -1,0 +1,125 @@
+"""``TaskRecord``: one line of ``results.jsonl``, everything needed to study one (task, mode)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from evaluation.honesty import HonestyReport
+from evaluation.scoring import ReferenceVerdict
+from selfheal._record import Record
+
+__all__ = ["AttemptRecord", "TaskRecord", "TestRecord"]
+
+
+class TestRecord(Record):
+    """One test the agent used, with where it came from and how the final code did."""
+
+    __test__ = False  # not a pytest class
+
+    id: str
+    """The agent's test id."""
+    origin: str
+    """``spec_blind``, ``adversarial``, ``example``, ``user`` or ``critic``."""
+    trusted: bool
+    """Whether the agent treated it as ground truth."""
+    code: str
+    """The test's source."""
+    outcome: str | None = None
+    """Outcome on the last execution (None if it never ran)."""
+
+
+class AttemptRecord(Record):
+    """One version of the code the agent produced."""
+
+    iteration: int
+    """1 for the first generation."""
+    strategy: str
+    """``initial``, ``repair``, ``critic_repair`` or ``human_edit``."""
+    code: str
+    """The code of this attempt."""
+    own_tests_passed: bool | None = None
+    """Whether it passed the agent's own tests (None if it was never executed)."""
+
+
+class TaskRecord(Record):
+    """The result of running one task in one mode."""
+
+    suite: str
+    """Suite name."""
+    task_id: str
+    """Task id."""
+    category: str
+    """Task category."""
+    mode: str
+    """Benchmark mode (see ``evaluation.modes``)."""
+    model: str
+    """``provider:model`` that served the run."""
+    passed: bool
+    """Reference verdict on the final code (pass@1)."""
+    first_attempt_passed: bool
+    """Reference verdict on the first attempt's code."""
+    verified: bool
+    """What the agent reported (``HealResult.verified``)."""
+    status: str
+    """The agent's final status, or ``harness_error`` when the run raised."""
+    iterations: int = 0
+    """Code versions the agent produced."""
+    llm_calls: int = 0
+    """Model calls."""
+    prompt_tokens: int = 0
+    """Prompt tokens over all calls."""
+    completion_tokens: int = 0
+    """Completion tokens over all calls."""
+    wall_time: float = 0.0
+    """Seconds the agent ran (scoring excluded)."""
+    score_time: float = 0.0
+    """Seconds the reference scoring took."""
+    code: str | None = None
+    """The final code."""
+    verdict: ReferenceVerdict
+    """Reference verdict on the final code, with the failing assertion."""
+    first_verdict: ReferenceVerdict | None = None
+    """Reference verdict on the first attempt (None if there was no attempt)."""
+    attempts: tuple[AttemptRecord, ...] = ()
+    """Every version of the code."""
+    tests: tuple[TestRecord, ...] = ()
+    """Every test the agent used, with its origin and outcome."""
+    diagnoses: tuple[dict[str, Any], ...] = ()
+    """The agent's diagnoses, as dicts."""
+    lessons: tuple[str, ...] = ()
+    """Lessons the agent wrote."""
+    timeline: tuple[dict[str, Any], ...] = ()
+    """The agent's timeline events, as dicts."""
+    honesty: HonestyReport | None = None
+    """Check that no reference assertion was sent to the model."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """The ``HealConfig`` the run used."""
+    run_id: str = ""
+    """The agent's run id (its run log can be reloaded)."""
+    error: str = ""
+    """``Type: message`` when the agent raised instead of returning a result."""
+    finished_at: float = 0.0
+    """Unix time the record was written."""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(task_id, mode): the unit of resumption."""
+        return (self.task_id, self.mode)
+
+    @property
+    def healed(self) -> bool:
+        """The first attempt failed the reference tests, the final code passes."""
+        return self.passed and not self.first_attempt_passed
+
+    @property
+    def false_success(self) -> bool:
+        """The agent said verified, the reference tests fail."""
+        return self.verified and not self.passed
+
+    @property
+    def false_failure(self) -> bool:
+        """The agent tested its code and gave up (``failed``/``exhausted``), yet the
+        reference tests pass. ``unverified`` (single shot: nothing was claimed) is not one."""
+        return self.status in ("failed", "exhausted") and self.passed

@@ -1,0 +1,264 @@
+"""Reports: ``results.json``, ``results.md`` and PNG charts (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from evaluation.environment import RunInfo
+from evaluation.errors import ResultsFileError
+from evaluation.metrics import Comparison, ModeMetrics, compare, summarise
+from evaluation.records import TaskRecord
+from selfheal._record import Record
+
+__all__ = ["Settings", "Summary", "build_summary", "load_summary", "write_reports"]
+
+
+class Settings(Record):
+    """What must stay the same across resumptions of one results directory."""
+
+    suite: str
+    """Suite name."""
+    model: str
+    """Model string from the command line."""
+    modes: tuple[str, ...]
+    """Modes of the run."""
+    max_iterations: int
+    """Iteration budget of the heal modes."""
+    temperature: float
+    """Sampling temperature of every role."""
+
+
+class Summary(Record):
+    """The content of ``results.json``."""
+
+    settings: Settings
+    """The run's settings."""
+    runs: tuple[RunInfo, ...]
+    """One entry per invocation (the first run and every ``--resume``)."""
+    tasks_selected: int
+    """Tasks selected for the run."""
+    metrics: dict[str, ModeMetrics]
+    """Per-mode metrics over the records finished so far."""
+    comparisons: tuple[Comparison, ...]
+    """Each mode against the first mode (the baseline)."""
+    complete: bool
+    """True when every selected (task, mode) has a record."""
+    tasks: tuple[dict[str, Any], ...]
+    """A compact per-(task, mode) table; full records are in ``results.jsonl``."""
+
+
+def load_summary(path: Path) -> Summary | None:
+    """The existing ``results.json`` of a directory, if any."""
+    if not path.exists():
+        return None
+    try:
+        return Summary.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ResultsFileError(
+            f"{path} exists but cannot be read ({exc}). Move it away or pick another --out."
+        ) from exc
+
+
+def _compact(r: TaskRecord) -> dict[str, Any]:
+    return {
+        "task_id": r.task_id,
+        "mode": r.mode,
+        "category": r.category,
+        "passed": r.passed,
+        "first_attempt_passed": r.first_attempt_passed,
+        "verified": r.verified,
+        "status": r.status,
+        "iterations": r.iterations,
+        "llm_calls": r.llm_calls,
+        "wall_time": round(r.wall_time, 2),
+        "outcome": r.verdict.outcome,
+        "failing_assertion": r.verdict.failing_assertion,
+        "error": r.error,
+    }
+
+
+def build_summary(
+    *,
+    settings: Settings,
+    runs: Sequence[RunInfo],
+    records: Sequence[TaskRecord],
+    task_ids: Sequence[str],
+) -> Summary:
+    """Metrics over the latest record of each selected (task, mode)."""
+    wanted = set(task_ids)
+    latest = {r.key: r for r in records if r.task_id in wanted and r.mode in settings.modes}
+    order = {t: i for i, t in enumerate(task_ids)}
+    chosen = sorted(latest.values(), key=lambda r: (order[r.task_id], settings.modes.index(r.mode)))
+    baseline = settings.modes[0]
+    return Summary(
+        settings=settings,
+        runs=tuple(runs),
+        tasks_selected=len(task_ids),
+        metrics={m: summarise(chosen, m) for m in settings.modes},
+        comparisons=tuple(compare(chosen, baseline, m) for m in settings.modes[1:]),
+        complete=len(latest) == len(task_ids) * len(settings.modes),
+        tasks=tuple(_compact(r) for r in chosen),
+    )
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def render_markdown(summary: Summary) -> str:
+    """The Markdown report."""
+    s = summary.settings
+    last = summary.runs[-1] if summary.runs else None
+    lines = [
+        f"# Benchmark: {s.suite} with `{s.model}`",
+        "",
+    ]
+    if not summary.complete:
+        done = max((m.tasks for m in summary.metrics.values()), default=0)
+        lines += [
+            f"**Partial results**: {done} of {summary.tasks_selected} tasks finished so far.",
+            "",
+        ]
+    lines += [
+        "| mode | tasks | pass@1 | first attempt | healed | broken | self-reported verified | "
+        "false success | false failure | mean iterations | mean LLM calls | "
+        "prompt tok | completion tok | mean s/task | harness errors | leaks |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for m in summary.metrics.values():
+        lines.append(
+            f"| {m.mode} | {m.tasks} | {m.passed} ({_pct(m.pass_at_1)}) | "
+            f"{m.first_attempt_passed} ({_pct(m.first_attempt_rate)}) | {m.healed} | {m.broken} | "
+            f"{m.verified} | {m.false_success} | {m.false_failure} | {m.mean_iterations:.2f} | "
+            f"{m.mean_llm_calls:.1f} | {m.prompt_tokens} | {m.completion_tokens} | "
+            f"{m.mean_wall_time:.1f} | {m.harness_errors} | {m.leaks} |"
+        )
+    if summary.comparisons:
+        lines += ["", "Paired against the baseline (same tasks):", ""]
+        for c in summary.comparisons:
+            gained = ", ".join(c.gained) or "none"
+            lost = ", ".join(c.lost) or "none"
+            lines.append(
+                f"- `{c.mode}` vs `{c.baseline}` on {c.tasks} tasks: both pass {c.both}, "
+                f"gained {len(c.gained)} ({gained}), lost {len(c.lost)} ({lost}), "
+                f"neither {c.neither}."
+            )
+    categories = sorted({c for m in summary.metrics.values() for c in m.by_category})
+    if len(categories) > 1:
+        lines += ["", "Pass@1 by category:", ""]
+        lines.append("| category | " + " | ".join(summary.metrics) + " |")
+        lines.append("|---|" + "---:|" * len(summary.metrics))
+        for cat in categories:
+            cells = []
+            for metrics in summary.metrics.values():
+                cm = metrics.by_category.get(cat)
+                cells.append(f"{cm.passed}/{cm.tasks}" if cm else "-")
+            lines.append(f"| {cat} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Definitions: *pass@1* = final code passes the hidden reference tests (temperature "
+        f"{s.temperature}, one run per task); *first attempt* = the first generated code "
+        "passes them; *healed* = first attempt failed, final passed; *broken* = first "
+        "attempt passed, final failed; *false success* = the agent reported `verified` but "
+        "the reference tests fail; *false failure* = the agent gave up (`failed`/`exhausted`) "
+        "but the reference tests pass; *leaks* = runs where a reference assertion was found "
+        "in a message sent to the model.",
+    ]
+    if last is not None:
+        hw = last.hardware
+        model = last.model
+        lines += [
+            "",
+            f"Command: `{last.command}`  ",
+            f"Commit: `{last.git_commit}`{' (dirty work tree)' if last.git_dirty else ''}; "
+            f"date {last.date}  ",
+            f"Model: `{model.id}`"
+            + (f", file `{Path(model.file).name}`" if model.file else "")
+            + (f", quantization {model.quantization}" if model.quantization else "")
+            + (f", sha256 `{model.sha256}`" if model.sha256 else "")
+            + "  ",
+            f"Hardware: {hw.cpu_model}, {hw.logical_cores} logical cores, {hw.ram_gib} GiB RAM, "
+            f"GPU: {hw.gpu}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _charts(summary: Summary, records: Sequence[TaskRecord], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written: list[Path] = []
+    metrics = list(summary.metrics.values())
+    names = [m.mode for m in metrics]
+    x = range(len(names))
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(names) + 2), 4.2))
+    width = 0.38
+    first = [100 * m.first_attempt_rate for m in metrics]
+    final = [100 * m.pass_at_1 for m in metrics]
+    false_s = [100 * m.false_success / m.tasks if m.tasks else 0.0 for m in metrics]
+    ax.bar([i - width / 2 for i in x], first, width, label="first attempt passes", color="#9db4d0")
+    ax.bar([i + width / 2 for i in x], final, width, label="pass@1 (final code)", color="#2f6db5")
+    ax.bar(
+        [i + width / 2 for i in x],
+        false_s,
+        width,
+        bottom=final,
+        label="false success (claimed, fails reference)",
+        color="#d9534f",
+        hatch="//",
+        edgecolor="white",
+    )
+    for i in range(len(metrics)):
+        ax.text(
+            i + width / 2, final[i] + false_s[i] + 1, f"{final[i]:.0f}%", ha="center", fontsize=9
+        )
+    ax.set_xticks(list(x), names)
+    ax.set_ylabel("% of tasks")
+    ax.set_ylim(0, 110)
+    ax.set_title(
+        f"{summary.settings.suite}: reference pass rate by mode (n={metrics[0].tasks if metrics else 0})"
+    )
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    path = out / "pass_rate.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    written.append(path)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    most = max((r.iterations for r in records), default=1)
+    bins = [b + 0.5 for b in range(0, max(most, 1) + 1)]
+    for mode in summary.settings.modes:
+        its = [r.iterations for r in records if r.mode == mode]
+        if its:
+            ax.hist(its, bins=bins, alpha=0.6, label=mode)
+    ax.set_xlabel("code versions (iterations) per task")
+    ax.set_ylabel("tasks")
+    ax.set_title("Iterations per task")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "iterations.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    written.append(path)
+    return written
+
+
+def write_reports(summary: Summary, records: Sequence[TaskRecord], out: Path) -> list[Path]:
+    """Write results.json, results.md and the charts into ``out``; return the paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    json_path = out / "results.json"
+    tmp = json_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
+    tmp.replace(json_path)
+    md_path = out / "results.md"
+    md_path.write_text(render_markdown(summary), encoding="utf-8")
+    wanted = {(t["task_id"], t["mode"]) for t in summary.tasks}
+    latest = {r.key: r for r in records if r.key in wanted}
+    charts = _charts(summary, list(latest.values()), out)
+    return [json_path, md_path, *charts]

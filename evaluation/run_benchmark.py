@@ -1,0 +1,160 @@
+"""Command line: ``python -m evaluation.run_benchmark --suite SUITE --model MODEL ...``.
+
+Runs every selected task in every mode with the same model and settings, scores each final
+(and first) candidate with the hidden reference tests, appends each result to
+``OUT/results.jsonl`` as it finishes, and writes ``results.json``, ``results.md`` and
+charts. ``--resume`` continues an interrupted run where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from evaluation.environment import collect_run_info
+from evaluation.errors import ResultsFileError
+from evaluation.modes import DEFAULT_MODES, MODES, parse_modes
+from evaluation.report import Settings, build_summary, load_summary, render_markdown, write_reports
+from evaluation.results_file import ResultsFile
+from evaluation.runner import BenchmarkRunner, check_no_role_overrides
+from evaluation.suites import SUITES, get_suite, select_tasks
+from selfheal.errors import SelfHealError
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m evaluation.run_benchmark",
+        description="Measure how many programs selfheal gets right against the single-shot "
+        "baseline, scored by hidden reference tests.",
+    )
+    parser.add_argument("--suite", choices=sorted(SUITES), required=True, help="task suite")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="model string: local, local:/path.gguf, ollama:NAME, anthropic:NAME, mock, ...",
+    )
+    parser.add_argument(
+        "--modes",
+        default=",".join(DEFAULT_MODES),
+        help=f"comma-separated modes (default {','.join(DEFAULT_MODES)}); known: {', '.join(MODES)}",
+    )
+    parser.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    parser.add_argument(
+        "--task-ids", nargs="+", default=None, help="only these task ids (space or comma separated)"
+    )
+    parser.add_argument("--max-iterations", type=int, default=4, help="heal iteration budget")
+    parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
+    parser.add_argument("--workers", type=int, default=1, help="tasks run in parallel")
+    parser.add_argument(
+        "--resume", action="store_true", help="skip (task, mode) pairs already in OUT"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="output directory")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-hash", action="store_true", help="do not sha256 the local model file")
+    parser.add_argument("--list-tasks", action="store_true", help="print the task ids and exit")
+    return parser
+
+
+def _default_out(suite: str, model: str) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", model).strip("-") or "model"
+    return Path("evaluation") / "results" / f"{suite}-{slug}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(args_list)
+    try:
+        return _main(args, args_list)
+    except SelfHealError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(args: argparse.Namespace, args_list: list[str]) -> int:
+    suite = get_suite(args.suite)
+    task_ids = None
+    if args.task_ids:
+        task_ids = [t for item in args.task_ids for t in item.split(",") if t.strip()]
+    tasks = select_tasks(suite.tasks(), limit=args.limit, task_ids=task_ids)
+    if args.list_tasks:
+        for t in tasks:
+            print(f"{t.id}\t{t.category}\t{t.entry_point}")
+        return 0
+    modes = parse_modes(args.modes)
+    out: Path = args.out or _default_out(args.suite, args.model)
+    settings = Settings(
+        suite=args.suite,
+        model=args.model,
+        modes=modes,
+        max_iterations=args.max_iterations,
+        temperature=args.temperature,
+    )
+    results = ResultsFile(out / "results.jsonl")
+    previous = load_summary(out / "results.json")
+    if not args.resume and results.read():
+        raise ResultsFileError(
+            f"{out} already holds results. Pass --resume to continue that run, or choose "
+            "another --out."
+        )
+    if args.resume and previous is not None:
+        old = previous.settings
+        same = (old.suite, old.model, old.max_iterations, old.temperature) == (
+            settings.suite,
+            settings.model,
+            settings.max_iterations,
+            settings.temperature,
+        )
+        if not same:
+            raise ResultsFileError(
+                f"{out} holds a run with suite={old.suite}, model={old.model}, "
+                f"max_iterations={old.max_iterations}, temperature={old.temperature}; "
+                "resume it with the same settings, or choose another --out."
+            )
+    check_no_role_overrides()
+
+    from selfheal.llm.router import resolve_provider
+
+    info = collect_run_info(args.model, args_list, hash_file=not args.no_hash)
+    provider = resolve_provider(args.model)
+    runner = BenchmarkRunner(
+        tasks=tasks,
+        modes=modes,
+        provider=provider,
+        results=results,
+        max_iterations=args.max_iterations,
+        temperature=args.temperature,
+        workers=args.workers,
+        progress=not args.no_progress,
+    )
+    runs = (*(previous.runs if (previous and args.resume) else ()), info)
+    out.mkdir(parents=True, exist_ok=True)
+    interrupted = False
+    try:
+        runner.run(resume=args.resume)
+    except KeyboardInterrupt:
+        interrupted = True
+    records = results.read()
+    summary = build_summary(
+        settings=settings, runs=runs, records=records, task_ids=[t.id for t in tasks]
+    )
+    paths = write_reports(summary, records, out)
+    print(render_markdown(summary))
+    print("Wrote " + ", ".join(str(p) for p in [results.path, *paths]))
+    if interrupted or not summary.complete:
+        resume_args = [a for a in args_list if a != "--resume"] + ["--resume"]
+        print(
+            "Interrupted. Continue with: python -m evaluation.run_benchmark "
+            + " ".join(resume_args),
+            file=sys.stderr,
+        )
+        return 130 if interrupted else 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,350 @@
+"""Run every (task, mode) pair: the agent sees the prompt only, the reference tests score
+its code afterwards, and each result is appended to ``results.jsonl`` as soon as it exists."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from evaluation.honesty import check_calls
+from evaluation.modes import config_for
+from evaluation.recording import RecordingProvider
+from evaluation.records import AttemptRecord, TaskRecord, TestRecord
+from evaluation.results_file import ResultsFile
+from evaluation.scoring import DEFAULT_LIMITS, ReferenceVerdict, score
+from evaluation.suites import Task
+from selfheal.config import HealConfig
+from selfheal.errors import ConfigError
+from selfheal.kernel_sandbox.types import Executor, Limits
+from selfheal.llm.base import Provider
+
+__all__ = ["BenchmarkRunner", "HealFunction", "check_no_role_overrides", "default_executor"]
+
+
+class HealFunction(Protocol):
+    """The shape of ``selfheal.heal`` the runner calls."""
+
+    def __call__(
+        self, spec: str, *, provider: Any, config: HealConfig, entry_point: str | None
+    ) -> Any: ...
+
+
+def default_executor() -> Executor:
+    """The real kernel sandbox used for scoring."""
+    from selfheal.kernel_sandbox import KernelPool
+
+    pool: Executor = KernelPool()
+    return pool
+
+
+def check_no_role_overrides(env: Mapping[str, str] | None = None) -> None:
+    """Refuse to run when ``SELFHEAL_MODEL_<ROLE>`` variables would send some roles to
+    another model: every mode must use the one model under test, through the recorder."""
+    env = os.environ if env is None else env
+    skip = {
+        "SELFHEAL_MODEL_PATH",
+        "SELFHEAL_MODEL_DIR",
+        "SELFHEAL_MODEL_URL",
+        "SELFHEAL_MODEL_SHA256",
+    }
+    found = sorted(
+        name
+        for name, value in env.items()
+        if name.startswith("SELFHEAL_MODEL_") and name not in skip and value.strip()
+    )
+    if found:
+        raise ConfigError(
+            f"{', '.join(found)} route some roles to another model, which would mix models "
+            "within a benchmark and bypass its honesty check. Unset them for the benchmark."
+        )
+
+
+def _dump(value: Any) -> dict[str, Any]:
+    if hasattr(value, "model_dump"):
+        dumped: dict[str, Any] = value.model_dump(mode="json")
+        return dumped
+    if hasattr(value, "to_dict"):
+        as_dict: dict[str, Any] = value.to_dict()
+        return as_dict
+    return {"repr": repr(value)}
+
+
+class BenchmarkRunner:
+    """Runs tasks × modes with one provider and writes one ``TaskRecord`` per pair."""
+
+    def __init__(
+        self,
+        *,
+        tasks: Sequence[Task],
+        modes: Sequence[str],
+        provider: Provider,
+        results: ResultsFile,
+        heal: HealFunction | None = None,
+        executor_factory: Callable[[], Executor] = default_executor,
+        max_iterations: int = 4,
+        temperature: float = 0.0,
+        workers: int = 1,
+        config_extra: Mapping[str, object] | None = None,
+        score_limits: Limits = DEFAULT_LIMITS,
+        progress: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if workers < 1:
+            raise ConfigError(f"--workers must be at least 1 (got {workers}).")
+        self.tasks = list(tasks)
+        self.modes = list(modes)
+        self.provider = provider
+        self.results = results
+        self._heal = heal
+        self._executor_factory = executor_factory
+        self.workers = workers
+        self.configs = {
+            m: config_for(
+                m, max_iterations=max_iterations, temperature=temperature, extra=config_extra
+            )
+            for m in self.modes
+        }
+        self._score_limits = score_limits
+        self._progress = progress
+        self._clock = clock
+        self._local = threading.local()
+        self._executors: list[Executor] = []
+        self._executors_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ planning
+
+    def plan(self, *, resume: bool) -> list[tuple[Task, str]]:
+        """The (task, mode) pairs still to run, task-major so partial runs stay paired."""
+        done = self.results.done() if resume else set()
+        return [(t, m) for t in self.tasks for m in self.modes if (t.id, m) not in done]
+
+    # ------------------------------------------------------------------ one task
+
+    def _executor(self) -> Executor:
+        executor = getattr(self._local, "executor", None)
+        if executor is None:
+            executor = self._executor_factory()
+            self._local.executor = executor
+            with self._executors_lock:
+                self._executors.append(executor)
+        return executor
+
+    def _heal_fn(self) -> HealFunction:
+        if self._heal is None:
+            import selfheal
+
+            heal: HealFunction = selfheal.heal
+            self._heal = heal
+        return self._heal
+
+    def run_one(self, task: Task, mode: str) -> TaskRecord:
+        """Run the agent on ``task`` in ``mode``, then score it. Never raises for a bad
+        candidate or a failing agent: both end as a failing record."""
+        config = self.configs[mode]
+        recorder = RecordingProvider(self.provider)
+        started = self._clock()
+        try:
+            result = self._heal_fn()(
+                task.prompt, provider=recorder, config=config, entry_point=task.entry_point
+            )
+        except Exception as exc:
+            # The agent itself failed (model server down, a bug): record it and go on.
+            return self._record(
+                task=task,
+                mode=mode,
+                config=config,
+                recorder=recorder,
+                wall=self._clock() - started,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+        wall = self._clock() - started
+        return self._record(
+            task=task, mode=mode, config=config, recorder=recorder, wall=wall, result=result
+        )
+
+    def _record(
+        self,
+        *,
+        task: Task,
+        mode: str,
+        config: HealConfig,
+        recorder: RecordingProvider,
+        wall: float,
+        result: Any = None,
+        error: str = "",
+    ) -> TaskRecord:
+        calls = recorder.calls
+        completions = [c.completion for c in calls if c.completion is not None]
+        common: dict[str, Any] = {
+            "suite": task.suite,
+            "task_id": task.id,
+            "category": task.category,
+            "mode": mode,
+            "model": recorder.model_id,
+            "llm_calls": len(calls),
+            "prompt_tokens": sum(c.prompt_tokens for c in completions),
+            "completion_tokens": sum(c.completion_tokens for c in completions),
+            "wall_time": wall,
+            "honesty": check_calls(task, calls),
+            "config": config.model_dump(mode="json"),
+        }
+        if result is None:
+            verdict = ReferenceVerdict(
+                passed=False, outcome="no_code", message=f"The agent raised: {error}"
+            )
+            return TaskRecord(
+                **common,
+                passed=False,
+                first_attempt_passed=False,
+                verified=False,
+                status="harness_error",
+                verdict=verdict,
+                error=error,
+                finished_at=time.time(),
+            )
+
+        executor = self._executor()
+        score_started = self._clock()
+        final_code: str | None = result.code
+        verdict = score(task, final_code, executor, limits=self._score_limits)
+        attempts = tuple(result.attempts)
+        first_verdict: ReferenceVerdict | None = None
+        if attempts:
+            first_code = attempts[0].code
+            first_verdict = (
+                verdict
+                if first_code == final_code
+                else score(task, first_code, executor, limits=self._score_limits)
+            )
+        score_time = self._clock() - score_started
+
+        outcomes: dict[str, Any] = dict(result.test_outcomes())
+        tests = tuple(
+            TestRecord(
+                id=t.id,
+                origin=str(t.origin),
+                trusted=bool(t.trusted),
+                code=str(t.code),
+                outcome=outcomes.get(t.id),
+            )
+            for t in result.tests
+        )
+        attempt_records = tuple(
+            AttemptRecord(
+                iteration=a.iteration,
+                strategy=str(a.strategy),
+                code=a.code,
+                own_tests_passed=None if a.report is None else bool(a.report.passed),
+            )
+            for a in attempts
+        )
+        return TaskRecord(
+            **common,
+            passed=verdict.passed,
+            first_attempt_passed=bool(first_verdict and first_verdict.passed),
+            verified=bool(result.verified),
+            status=str(result.status),
+            iterations=int(result.iterations),
+            score_time=score_time,
+            code=final_code,
+            verdict=verdict,
+            first_verdict=first_verdict,
+            attempts=attempt_records,
+            tests=tests,
+            diagnoses=tuple(_dump(d) for d in result.diagnoses),
+            lessons=tuple(str(getattr(lesson, "text", lesson)) for lesson in result.lessons),
+            timeline=tuple(_dump(e) for e in result.timeline),
+            run_id=str(getattr(result, "run_id", "")),
+            finished_at=time.time(),
+        )
+
+    # ------------------------------------------------------------------ the run
+
+    @contextmanager
+    def _bar(self, total: int, initial: Mapping[str, tuple[int, int]]) -> Iterator[Any]:
+        if not self._progress:
+            yield None
+            return
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, unit="task", desc="benchmark", dynamic_ncols=True)
+        try:
+            yield bar
+        finally:
+            bar.close()
+
+    def run(
+        self, *, resume: bool = False, on_record: Callable[[TaskRecord], None] | None = None
+    ) -> list[TaskRecord]:
+        """Run every pending pair, appending each record as it finishes; return the new
+        records. ``KeyboardInterrupt`` stops scheduling, lets running tasks end, and
+        re-raises (the file then holds everything that finished)."""
+        if resume:
+            self.results.repair_tail()
+        pending = self.plan(resume=resume)
+        previous = self.results.latest() if resume else {}
+        counts: dict[str, list[int]] = {m: [0, 0] for m in self.modes}  # passed, total
+        for (task_id, mode), record in previous.items():
+            if mode in counts and any(t.id == task_id for t in self.tasks) and not record.error:
+                counts[mode][0] += record.passed
+                counts[mode][1] += 1
+        new: list[TaskRecord] = []
+
+        def finished(record: TaskRecord, bar: Any) -> None:
+            self.results.append(record)
+            new.append(record)
+            counts[record.mode][0] += record.passed
+            counts[record.mode][1] += 1
+            if on_record is not None:
+                on_record(record)
+            if bar is not None:
+                bar.set_postfix_str(
+                    "  ".join(f"{m} {p}/{n}" for m, (p, n) in counts.items()), refresh=False
+                )
+                bar.update(1)
+
+        try:
+            with self._bar(len(pending), {}) as bar:
+                if self.workers == 1:
+                    for task, mode in pending:
+                        finished(self.run_one(task, mode), bar)
+                else:
+                    self._run_parallel(pending, lambda r: finished(r, bar))
+        finally:
+            self.close()
+        return new
+
+    def _run_parallel(
+        self, pending: Sequence[tuple[Task, str]], finished: Callable[[TaskRecord], None]
+    ) -> None:
+        queue = list(pending)
+        with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="bench") as pool:
+            running: set[Future[TaskRecord]] = set()
+            try:
+                while queue or running:
+                    while queue and len(running) < self.workers:
+                        task, mode = queue.pop(0)
+                        running.add(pool.submit(self.run_one, task, mode))
+                    done, running = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        finished(future.result())
+            except BaseException:
+                queue.clear()
+                for future in running:
+                    future.cancel()
+                raise
+
+    def close(self) -> None:
+        """Shut down the scoring sandboxes."""
+        with self._executors_lock:
+            executors, self._executors = self._executors, []
+        for executor in executors:
+            closer = getattr(executor, "close", None) or getattr(executor, "shutdown", None)
+            if callable(closer):
+                closer()
+        self._local = threading.local()
