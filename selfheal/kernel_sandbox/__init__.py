@@ -1,0 +1,38 @@
+"""The kernel sandbox: the one place where candidates and tests execute.
+
+Each run loads untrusted candidate code into a fresh ipykernel (its own process group,
+cgroup and network namespace where the host allows them) from a warm ``KernelPool`` and
+runs the tests there; verdicts come only from HMAC-signed messages of a harness installed
+before the candidate existed. See ``docs/sandbox.md``.
+"""
+
+from __future__ import annotations
+
+from selfheal.kernel_sandbox.pool import KernelPool, get_default_pool
+from selfheal.kernel_sandbox.types import (
+    AssertTest,
+    CallTest,
+    ExecutionReport,
+    Executor,
+    Limits,
+    LoadResult,
+    Outcome,
+    SandboxTest,
+    SnippetResult,
+    TestResult,
+)
+
+__all__ = [
+    "AssertTest",
+    "CallTest",
+    "ExecutionReport",
+    "Executor",
+    "KernelPool",
+    "Limits",
+    "LoadResult",
+    "Outcome",
+    "SandboxTest",
+    "SnippetResult",
+    "TestResult",
+    "get_default_pool",
+]

@@ -1,0 +1,256 @@
+"""OS-level containment of a sandbox kernel: environment allow-list, rlimits, cgroups,
+network namespace, and killing a kernel's whole process tree.
+
+These are the hard boundaries (enforced by the kernel of the operating system); the
+audit hook in the harness is defence in depth only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import psutil
+
+from selfheal.kernel_sandbox.types import Limits
+
+__all__ = [
+    "CgroupSet",
+    "kernel_env",
+    "kill_tree",
+    "make_preexec",
+    "netns_available",
+    "apply_rlimits",
+]
+
+_ENV_KEEP = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
+_MiB = 1024 * 1024
+
+
+def kernel_env(home: Path, tmp: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The kernel's whole environment: an allow-list, never the host's secrets.
+
+    Only locale variables are copied from the host; ``PATH`` is a fixed system path,
+    ``HOME``/``TMPDIR``/``IPYTHONDIR`` point into the run's temporary directory.
+    """
+    src = os.environ if base is None else base
+    env = {k: src[k] for k in _ENV_KEEP if k in src}
+    env.setdefault("LANG", "C.UTF-8")
+    env.update(
+        {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(home),
+            "TMPDIR": str(tmp),
+            "IPYTHONDIR": str(home / ".ipython"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "MPLBACKEND": "Agg",
+            "MALLOC_ARENA_MAX": "2",
+            "JUPYTER_PLATFORM_DIRS": "1",
+            "JUPYTER_CONFIG_DIR": str(home / ".jupyter"),
+            "JUPYTER_DATA_DIR": str(home / ".jupyter-data"),
+            "JUPYTER_RUNTIME_DIR": str(home / ".jupyter-runtime"),
+        }
+    )
+    return env
+
+
+def apply_rlimits(limits: Limits, pid: int = 0) -> None:
+    """Set address-space, CPU, file-size, open-files, core and process rlimits.
+
+    ``pid=0`` means the calling process (used in ``preexec_fn``); otherwise ``prlimit``
+    changes a running kernel (used when a run asks for other limits than the pool's).
+    """
+    mem = limits.memory_mb * _MiB
+    pairs = [
+        (resource.RLIMIT_AS, mem),
+        (resource.RLIMIT_CPU, limits.cpu_seconds),
+        (resource.RLIMIT_FSIZE, limits.max_file_size_mb * _MiB),
+        (resource.RLIMIT_NOFILE, limits.max_open_files),
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_NPROC, limits.max_processes),
+    ]
+    for res, value in pairs:
+        with contextlib.suppress(ValueError, OSError):
+            if pid:
+                resource.prlimit(pid, res, (value, value))
+            else:
+                resource.setrlimit(res, (value, value))
+
+
+def make_preexec(limits: Limits) -> Callable[[], None]:
+    """The function run in the child between fork and exec."""
+
+    def preexec() -> None:
+        apply_rlimits(limits)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    return preexec
+
+
+@functools.lru_cache(maxsize=1)
+def netns_available() -> bool:
+    """True if ``unshare --net`` works here (root, or user namespaces allowed)."""
+    exe = shutil.which("unshare")
+    if exe is None:
+        return False
+    try:
+        r = subprocess.run(
+            [exe, "--net", "--", "true"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0
+
+
+def netns_prefix() -> list[str]:
+    """Command prefix that starts a process in a fresh network namespace (no route out)."""
+    exe = shutil.which("unshare")
+    if exe is None:  # pragma: no cover - guarded by netns_available
+        return []
+    return [exe, "--net", "--"]
+
+
+def _own_cgroup_paths() -> dict[str, str]:
+    out: dict[str, str] = {}
+    try:
+        text = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, ctrls, path = parts
+        if ctrls == "":
+            out["unified"] = path
+        for c in ctrls.split(","):
+            if c:
+                out[c] = path
+    return out
+
+
+class CgroupSet:
+    """Per-kernel cgroups for ``pids`` and ``memory`` (v2, or v1 controllers).
+
+    Created only where ``/sys/fs/cgroup`` is writable; every method is a no-op otherwise,
+    and the pool falls back to rlimits plus watching and killing the process tree.
+    """
+
+    def __init__(self, dirs: dict[str, Path], version: int) -> None:
+        self.dirs = dirs
+        self.version = version
+
+    @classmethod
+    def create(cls, limits: Limits, root: Path = Path("/sys/fs/cgroup")) -> CgroupSet:
+        name = f"selfheal-{uuid.uuid4().hex[:12]}"
+        own = _own_cgroup_paths()
+        dirs: dict[str, Path] = {}
+        mem = (limits.memory_mb + 256) * _MiB
+        if (root / "cgroup.controllers").exists():  # cgroup v2 mounted at root
+            try:
+                ctrls = root / own.get("unified", "/").lstrip("/") / "cgroup.controllers"
+                available = ctrls.read_text().split()
+                if "pids" in available or "memory" in available:
+                    d = root / own.get("unified", "/").lstrip("/") / name
+                    d.mkdir()
+                    if "pids" in available:
+                        (d / "pids.max").write_text(str(limits.max_processes))
+                    if "memory" in available:
+                        (d / "memory.max").write_text(str(mem))
+                        with contextlib.suppress(OSError):
+                            (d / "memory.swap.max").write_text("0")
+                    dirs["unified"] = d
+            except OSError:
+                pass
+            return cls(dirs, 2)
+        for ctrl, fname, value in (
+            ("pids", "pids.max", str(limits.max_processes)),
+            ("memory", "memory.limit_in_bytes", str(mem)),
+        ):
+            base = root / ctrl / own.get(ctrl, "/").lstrip("/")
+            try:
+                d = base / name
+                d.mkdir()
+                (d / fname).write_text(value)
+                dirs[ctrl] = d
+            except OSError:
+                with contextlib.suppress(OSError):
+                    (base / name).rmdir()
+        return cls(dirs, 1)
+
+    @property
+    def limits_processes(self) -> bool:
+        return "pids" in self.dirs or "unified" in self.dirs
+
+    def add(self, pid: int) -> None:
+        for d in self.dirs.values():
+            with contextlib.suppress(OSError):
+                (d / "cgroup.procs").write_text(str(pid))
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for d in self.dirs.values():
+            with contextlib.suppress(OSError, ValueError):
+                found.update(int(x) for x in (d / "cgroup.procs").read_text().split())
+        return found
+
+    def kill_all(self) -> None:
+        for d in self.dirs.values():
+            kill_file = d / "cgroup.kill"
+            if kill_file.exists():
+                with contextlib.suppress(OSError):
+                    kill_file.write_text("1")
+        for _ in range(50):
+            pids = self.pids()
+            if not pids:
+                return
+            for p in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(p, signal.SIGKILL)
+            time.sleep(0.01)
+
+    def remove(self) -> None:
+        self.kill_all()
+        for d in self.dirs.values():
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+        self.dirs = {}
+
+
+def kill_tree(pid: int, pgid: int | None, cgroups: CgroupSet | None = None) -> None:
+    """SIGKILL a kernel, its process group, every descendant, and its cgroups' members."""
+    victims: list[psutil.Process] = []
+    with contextlib.suppress(psutil.Error):
+        proc = psutil.Process(pid)
+        victims = [proc, *proc.children(recursive=True)]
+    if pgid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    for v in victims:
+        with contextlib.suppress(psutil.Error):
+            v.kill()
+    if cgroups is not None:
+        cgroups.kill_all()
+    psutil.wait_procs(victims, timeout=2)

@@ -1,0 +1,320 @@
+"""One sandbox kernel: an ipykernel in its own process (group, cgroup, network namespace),
+spoken to over jupyter_client, carrying the harness, used for exactly one request.
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import contextlib
+import hmac
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from queue import Empty
+from typing import Any
+
+from jupyter_client.blocking.client import BlockingKernelClient
+
+from selfheal.errors import SandboxError
+from selfheal.kernel_sandbox.containment import (
+    CgroupSet,
+    apply_rlimits,
+    kernel_env,
+    kill_tree,
+    make_preexec,
+    netns_prefix,
+)
+from selfheal.kernel_sandbox.types import Limits
+
+__all__ = ["SandboxKernel", "KernelEvent", "live_kernels", "shutdown_all_kernels"]
+
+_MIME = "application/x-selfheal"
+_HARNESS_SRC = (Path(__file__).parent / "_kernel_harness.py").read_text()
+
+_live: weakref.WeakSet[SandboxKernel] = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+def live_kernels() -> list[SandboxKernel]:
+    """Kernels started by this process and not yet killed."""
+    with _live_lock:
+        return [k for k in _live if k.alive_process]
+
+
+def shutdown_all_kernels() -> None:
+    """Kill every sandbox kernel this process started (also registered with ``atexit``)."""
+    with _live_lock:
+        ks = list(_live)
+    for k in ks:
+        k.kill()
+
+
+atexit.register(shutdown_all_kernels)
+
+
+@dataclass(frozen=True)
+class KernelEvent:
+    """What ``SandboxKernel.next_event`` saw."""
+
+    kind: str
+    """``message`` (a verified harness message), ``idle`` (nothing yet), ``dead`` (the
+    process died), ``replied`` (the request finished)."""
+    data: tuple[Any, ...] = ()
+    """The harness message for ``message``; the reply status for ``replied``."""
+
+
+def _cleanup(
+    proc: subprocess.Popen[bytes], cgroups: CgroupSet, kc: BlockingKernelClient, root: str
+) -> None:
+    with contextlib.suppress(Exception):
+        kc.stop_channels()
+    with contextlib.suppress(Exception):
+        kill_tree(proc.pid, proc.pid, cgroups)
+    with contextlib.suppress(Exception):
+        proc.kill()
+    with contextlib.suppress(Exception):
+        proc.wait(timeout=2)
+    with contextlib.suppress(Exception):
+        cgroups.remove()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+class SandboxKernel:
+    """A started, warm kernel with the harness installed. Single use: after its one
+    request, ``kill()`` it (the pool does)."""
+
+    def __init__(
+        self,
+        limits: Limits,
+        *,
+        network_namespace: bool,
+        python: str | None = None,
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self.limits = limits
+        self.network_namespace = network_namespace
+        self.root = tempfile.mkdtemp(prefix="selfheal-k-")
+        os.chmod(self.root, 0o700)
+        root = Path(self.root)
+        self.work = root / "work"
+        home = root / "home"
+        tmp = self.work / ".tmp"
+        for d in (self.work, home, tmp):
+            d.mkdir(parents=True, exist_ok=True)
+        self._key = secrets.token_bytes(32)
+        key_file = root / "key"
+        key_file.write_bytes(self._key)
+        session_key = secrets.token_hex(16)
+        conn: dict[str, Any] = {
+            "shell_port": 1,
+            "iopub_port": 2,
+            "stdin_port": 3,
+            "control_port": 4,
+            "hb_port": 5,
+            "ip": str(root / "k"),
+            "key": session_key,
+            "transport": "ipc",
+            "signature_scheme": "hmac-sha256",
+            "kernel_name": "python3",
+        }
+        conn_file = root / "conn.json"
+        conn_file.write_text(json.dumps(conn))
+        cmd = [
+            python or sys.executable,
+            "-m",
+            "ipykernel_launcher",
+            "-f",
+            str(conn_file),
+            "--IPKernelApp.capture_fd_output=False",
+            "--HistoryManager.enabled=False",
+            "--quiet",
+        ]
+        if network_namespace:
+            cmd = netns_prefix() + cmd
+        self.cgroups = CgroupSet.create(limits)
+        self._killed = False
+        self._reply_status: str | None = None
+        self._lock = threading.Lock()
+        try:
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=self.work,
+                env=kernel_env(home, tmp),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=make_preexec(limits),
+                close_fds=True,
+            )
+        except OSError as e:
+            self.cgroups.remove()
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise SandboxError(
+                f"could not start a sandbox kernel ({e}); check that ipykernel is installed "
+                f"for {cmd[0]!r}"
+            ) from e
+        self.pid = self.proc.pid
+        self.cgroups.add(self.pid)
+        self.kc = BlockingKernelClient()
+        self.kc.load_connection_info(conn)  # type: ignore[arg-type]
+        self.kc.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
+        self._finalizer = weakref.finalize(
+            self, _cleanup, self.proc, self.cgroups, self.kc, self.root
+        )
+        with _live_lock:
+            _live.add(self)
+        try:
+            self._warm_up(str(key_file), startup_timeout)
+        except BaseException:
+            self.kill()
+            raise
+
+    # ---------------------------------------------------------------- lifecycle
+    @property
+    def alive_process(self) -> bool:
+        return not self._killed and self.proc.poll() is None
+
+    def _warm_up(self, key_file: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        code = (
+            _HARNESS_SRC
+            + f"\n_selfheal_install({key_file!r}, {str(self.work)!r})\ndel _selfheal_install\n"
+        )
+        # the first request is queued until the kernel is up; poll for its reply
+        msg_id = self.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
+        while True:
+            if self.proc.poll() is not None:
+                raise SandboxError(
+                    f"the sandbox kernel exited during start-up (code {self.proc.returncode}); "
+                    "check that ipykernel runs with this Python and the memory limit "
+                    f"({self.limits.memory_mb} MiB) is not too small"
+                )
+            if time.monotonic() > deadline:
+                raise SandboxError(
+                    f"the sandbox kernel did not start within {timeout}s; the machine may be "
+                    "overloaded: use a smaller pool or a longer startup_timeout"
+                )
+            try:
+                reply = self.kc.get_shell_msg(timeout=0.05)
+            except Empty:
+                continue
+            if reply["parent_header"].get("msg_id") != msg_id:
+                continue
+            if reply["content"].get("status") != "ok":
+                c = reply["content"]
+                raise SandboxError(
+                    f"installing the sandbox harness failed: {c.get('ename')}: {c.get('evalue')}"
+                )
+            break
+        # drain start-up iopub traffic
+        with contextlib.suppress(Exception):
+            while self.kc.iopub_channel.msg_ready():
+                self.kc.get_iopub_msg(timeout=0)
+
+    def adopt_limits(self, limits: Limits) -> None:
+        """Apply another run's rlimits and cgroup limits to this (still unused) kernel."""
+        if limits == self.limits:
+            return
+        apply_rlimits(limits, self.pid)
+        mem = (limits.memory_mb + 256) * 1024 * 1024
+        for ctrl, d in self.cgroups.dirs.items():
+            with contextlib.suppress(OSError):
+                if ctrl in ("pids", "unified"):
+                    (d / "pids.max").write_text(str(limits.max_processes))
+                if ctrl == "memory":
+                    (d / "memory.limit_in_bytes").write_text(str(mem))
+                if ctrl == "unified":
+                    (d / "memory.max").write_text(str(mem))
+        self.limits = limits
+
+    def kill(self) -> None:
+        """Kill the kernel's whole process tree and remove its files. Idempotent."""
+        with self._lock:
+            if self._killed:
+                return
+            self._killed = True
+        self._finalizer()
+
+    # ---------------------------------------------------------------- requests
+    def send_request(self, req: dict[str, Any]) -> str:
+        code = f"__selfheal__({req!r})"
+        return str(self.kc.execute(code, silent=False, store_history=False, allow_stdin=False))
+
+    def process_count(self) -> int:
+        """Processes in the kernel's tree (the kernel included)."""
+        if self.cgroups.dirs:
+            return len(self.cgroups.pids())
+        import psutil
+
+        try:
+            return 1 + len(psutil.Process(self.pid).children(recursive=True))
+        except psutil.Error:
+            return 0
+
+    def next_event(self, msg_id: str, timeout: float) -> KernelEvent:
+        """Wait up to ``timeout`` s for the next verified harness message of ``msg_id``."""
+        end = time.monotonic() + timeout
+        while True:
+            ev = self._read_iopub(msg_id, 0.0)
+            if ev is not None:
+                return ev
+            if self._reply_status is not None:
+                ev = self._read_iopub(msg_id, 0.1)
+                return ev if ev is not None else KernelEvent("replied", (self._reply_status,))
+            if self.proc.poll() is not None:
+                ev = self._read_iopub(msg_id, 0.05)
+                return ev if ev is not None else KernelEvent("dead")
+            with contextlib.suppress(Empty):
+                reply = self.kc.get_shell_msg(timeout=0)
+                if reply["parent_header"].get("msg_id") == msg_id:
+                    self._reply_status = str(reply["content"].get("status"))
+                    continue
+            left = end - time.monotonic()
+            if left <= 0:
+                return KernelEvent("idle")
+            ev = self._read_iopub(msg_id, min(left, 0.05))
+            if ev is not None:
+                return ev
+
+    def _read_iopub(self, msg_id: str, timeout: float) -> KernelEvent | None:
+        end = time.monotonic() + timeout
+        while True:
+            left = max(0.0, end - time.monotonic())
+            try:
+                msg = self.kc.get_iopub_msg(timeout=left)
+            except Empty:
+                return None
+            except Exception:
+                return None
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] != "display_data":
+                continue
+            data = msg["content"].get("data", {}).get(_MIME)
+            if not isinstance(data, dict):
+                continue
+            payload, mac = data.get("p"), data.get("m")
+            if not isinstance(payload, str) or not isinstance(mac, str):
+                continue
+            good = hmac.new(
+                self._key, payload.encode("utf-8", "surrogatepass"), "sha256"
+            ).hexdigest()
+            if not hmac.compare_digest(good, mac):
+                continue  # forged or tampered: ignored
+            try:
+                value = ast.literal_eval(payload)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                continue
+            if isinstance(value, tuple) and value:
+                return KernelEvent("message", value)

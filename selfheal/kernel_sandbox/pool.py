@@ -1,0 +1,268 @@
+"""``KernelPool``: warm, single-use sandbox kernels, replaced in the background."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+
+from selfheal.errors import ConfigError, SandboxError
+from selfheal.kernel_sandbox.containment import netns_available
+from selfheal.kernel_sandbox.kernel import SandboxKernel
+from selfheal.kernel_sandbox.runner import execute, execute_snippet
+from selfheal.kernel_sandbox.types import ExecutionReport, Limits, SandboxTest, SnippetResult
+
+__all__ = ["KernelPool", "get_default_pool"]
+
+
+class KernelPool:
+    """A pool of warm sandbox kernels. Implements the ``Executor`` protocol.
+
+    Every run takes a fresh kernel (nothing one candidate defines is visible to the next);
+    the used kernel is killed and a new one started in the background, so isolation costs
+    no latency while a warm kernel is ready. ``run`` is thread-safe: concurrent runs each
+    get their own kernel (at most ``size`` warm ones; more callers wait for a start).
+
+    ``network_namespace``: ``None`` (default) uses a fresh network namespace with no route
+    out where the host allows it (root or user namespaces), ``True`` requires it, ``False``
+    disables it.
+    """
+
+    def __init__(
+        self,
+        size: int = 2,
+        *,
+        limits: Limits | None = None,
+        network_namespace: bool | None = None,
+        python: str | None = None,
+        startup_timeout: float = 30.0,
+    ) -> None:
+        if size < 1:
+            raise ConfigError(f"KernelPool size must be at least 1, got {size}")
+        self.size = size
+        self.limits = limits or Limits()
+        available = netns_available()
+        if network_namespace and not available:
+            raise ConfigError(
+                "network_namespace=True but `unshare --net` does not work here (needs root "
+                "or unprivileged user namespaces); pass network_namespace=None to fall back"
+            )
+        self.network_namespace = available if network_namespace is None else network_namespace
+        self.python = python
+        self.startup_timeout = startup_timeout
+        self._cond = threading.Condition()
+        self._ready: collections.deque[SandboxKernel] = collections.deque()
+        self._starting = 0
+        self._closed = False
+        self._started = False
+        self._error: BaseException | None = None
+        self._failures = 0
+        self._workers = ThreadPoolExecutor(max_workers=size + 1, thread_name_prefix="sandbox")
+        self.kernels_started = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> KernelPool:
+        """Start warming ``size`` kernels in the background (``run`` does it too)."""
+        with self._cond:
+            if self._closed:
+                raise SandboxError("this KernelPool is closed; create a new one")
+            self._started = True
+            self._refill()
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> bool:
+        """Block until ``size`` warm kernels are ready (for benchmarks and tests)."""
+        end = time.monotonic() + timeout
+        with self._cond:
+            self._refill()
+            while len(self._ready) < self.size:
+                left = end - time.monotonic()
+                if left <= 0 or self._closed:
+                    return False
+                self._cond.wait(left)
+            return True
+
+    def close(self) -> None:
+        """Kill every kernel of the pool. Idempotent; also runs at interpreter exit."""
+        with self._cond:
+            self._closed = True
+            ready = list(self._ready)
+            self._ready.clear()
+            self._cond.notify_all()
+        for k in ready:
+            k.kill()
+        self._workers.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> KernelPool:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if not self._closed:
+                self.close()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ kernels
+    def _new_kernel(self, limits: Limits, network_namespace: bool) -> SandboxKernel:
+        k = SandboxKernel(
+            limits,
+            network_namespace=network_namespace,
+            python=self.python,
+            startup_timeout=self.startup_timeout,
+        )
+        self.kernels_started += 1
+        return k
+
+    def _refill(self) -> None:
+        """(Caller holds the lock.) Start kernels until ``size`` are ready or starting."""
+        while not self._closed and len(self._ready) + self._starting < self.size:
+            if self._failures >= 3:
+                return
+            self._starting += 1
+            self._workers.submit(self._spawn)
+
+    def _spawn(self) -> None:
+        try:
+            k = self._new_kernel(self.limits, self.network_namespace)
+        except BaseException as e:
+            with self._cond:
+                self._starting -= 1
+                self._error = e
+                self._failures += 1
+                self._cond.notify_all()
+            return
+        with self._cond:
+            self._starting -= 1
+            self._failures = 0
+            if self._closed:
+                closed = True
+            else:
+                closed = False
+                self._ready.append(k)
+                self._cond.notify_all()
+        if closed:
+            k.kill()
+
+    def acquire(self, limits: Limits, deadline: float) -> SandboxKernel:
+        """Take a warm kernel (waiting for one if needed) set up for ``limits``."""
+        if limits.allow_network and self.network_namespace:
+            # pool kernels have no network: this run needs its own kernel
+            return self._new_kernel(limits, network_namespace=False)
+        with self._cond:
+            if self._closed:
+                raise SandboxError("this KernelPool is closed; create a new one")
+            self._started = True
+            self._refill()
+            while not self._ready:
+                if self._closed:
+                    raise SandboxError("the KernelPool was closed while waiting for a kernel")
+                if self._failures >= 3 and self._starting == 0:
+                    err = self._error
+                    self._failures = 0  # let a later call try again
+                    raise SandboxError(
+                        f"sandbox kernels fail to start: {err}; see the message above for "
+                        "what to fix"
+                    ) from err
+                self._refill()
+                left = deadline - time.monotonic()
+                # waiting for a kernel does not eat the run budget below a start-up time
+                self._cond.wait(max(0.05, min(left, 0.5)) if left > 0 else 0.5)
+            k = self._ready.popleft()
+            self._refill()
+        try:
+            k.adopt_limits(limits)
+        except Exception:
+            self.release(k)
+            raise
+        return k
+
+    def release(self, kernel: SandboxKernel) -> None:
+        """Give back a used kernel: it is killed in the background, never reused."""
+        try:
+            self._workers.submit(kernel.kill)
+        except RuntimeError:  # executor shut down
+            kernel.kill()
+
+    # ------------------------------------------------------------------ Executor
+    def _limits(self, timeout: float | None, limits: Limits | None) -> Limits:
+        lim = limits or self.limits
+        if timeout is not None:
+            if timeout <= 0:
+                raise ConfigError(f"timeout must be positive, got {timeout}")
+            lim = lim.model_copy(update={"test_timeout": float(timeout)})
+        return lim
+
+    def run(
+        self,
+        code: str,
+        tests: Sequence[str | SandboxTest],
+        *,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> ExecutionReport:
+        """Load ``code`` in a fresh kernel and run each test; ``timeout`` is per test."""
+        return execute(self, code, tests, self._limits(timeout, limits))
+
+    def run_snippet(
+        self,
+        code: str,
+        *,
+        setup: str = "",
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> SnippetResult:
+        """Run ``setup`` (usually the candidate), then ``code``; report the last value."""
+        return execute_snippet(self, code, setup, self._limits(timeout, limits))
+
+    async def arun(
+        self,
+        code: str,
+        tests: Sequence[str | SandboxTest],
+        *,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> ExecutionReport:
+        """Async twin of ``run`` (runs in a worker thread; the event loop stays free)."""
+        return await asyncio.to_thread(self.run, code, tests, timeout=timeout, limits=limits)
+
+    async def arun_snippet(
+        self,
+        code: str,
+        *,
+        setup: str = "",
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> SnippetResult:
+        """Async twin of ``run_snippet``."""
+        return await asyncio.to_thread(
+            self.run_snippet, code, setup=setup, timeout=timeout, limits=limits
+        )
+
+
+_default: KernelPool | None = None
+_default_lock = threading.Lock()
+
+
+def get_default_pool() -> KernelPool:
+    """The process-wide shared pool (size 2, default limits), created on first use and
+    closed at interpreter exit."""
+    global _default
+    with _default_lock:
+        if _default is None or _default._closed:
+            _default = KernelPool(size=2).start()
+            atexit.register(_default.close)
+        return _default

@@ -1,0 +1,157 @@
+"""Host-side rewriting of test code so comparisons cannot be fooled by candidate objects.
+
+Every comparison in a test (``a == b``, ``a < b``, ``x in xs``, ...) becomes a call to the
+harness's ``__sh_cmp__``, and every ``assert`` becomes ``__sh_assert__`` /
+``__sh_assert_cmp__``. The harness compares plain builtin values natively (their dunder
+methods cannot be overridden) and refuses to let a candidate object be equal to, or be
+ordered against, a plain value. See ``docs/sandbox.md`` for what is and is not covered.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+__all__ = ["encode_value", "decode_value", "rewrite_test", "split_snippet"]
+
+_OPS: dict[type[ast.cmpop], str] = {
+    ast.Eq: "Eq",
+    ast.NotEq: "NotEq",
+    ast.Lt: "Lt",
+    ast.LtE: "LtE",
+    ast.Gt: "Gt",
+    ast.GtE: "GtE",
+    ast.Is: "Is",
+    ast.IsNot: "IsNot",
+    ast.In: "In",
+    ast.NotIn: "NotIn",
+}
+
+
+def _call(name: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=list(args), keywords=[])
+
+
+class _Rewriter(ast.NodeTransformer):
+    def visit_Compare(self, node: ast.Compare) -> ast.expr:
+        self.generic_visit(node)
+        operands = [node.left, *node.comparators]
+        parts: list[ast.expr] = [
+            _call("__sh_cmp__", ast.Constant(_OPS[type(op)]), operands[i], operands[i + 1])
+            for i, op in enumerate(node.ops)
+        ]
+        if len(parts) == 1:
+            return parts[0]
+        # a chain: every operand is evaluated once per pair it appears in (no side effects
+        # are expected in test comparisons); short-circuits like Python does
+        return ast.BoolOp(op=ast.And(), values=parts)
+
+    def visit_Assert(self, node: ast.Assert) -> Any:
+        src = ast.unparse(node.test)
+        msg = self.visit(node.msg) if node.msg is not None else ast.Constant(None)
+        test = node.test
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            # assert a and b  ->  assert a; assert b
+            return [self.visit_Assert(ast.Assert(test=v, msg=node.msg)) for v in test.values]
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            left = self.visit(test.left)
+            right = self.visit(test.comparators[0])
+            call = _call(
+                "__sh_assert_cmp__",
+                ast.Constant(_OPS[type(test.ops[0])]),
+                left,
+                right,
+                ast.Constant(src),
+                msg,
+            )
+        else:
+            value = self.visit(test)
+            if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not):
+                value = ast.UnaryOp(op=ast.Not(), operand=_call("__sh_truth__", value.operand))
+            call = _call("__sh_assert__", value, ast.Constant(src), msg)
+        return ast.Expr(value=call)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not):
+            return ast.UnaryOp(op=ast.Not(), operand=_call("__sh_truth__", node.operand))
+        return node
+
+
+def rewrite_test(code: str) -> str:
+    """Return ``code`` with comparisons and asserts routed through the harness helpers.
+
+    Raises ``SyntaxError`` if ``code`` does not parse (the caller reports the test as an
+    error).
+    """
+    tree = ast.parse(code)
+    tree = _Rewriter().visit(tree)
+    ast.fix_missing_locations(tree)
+    return ast.unparse(tree)
+
+
+def split_snippet(code: str) -> tuple[str, str | None]:
+    """Split a snippet into (statements, last expression or None), like a notebook cell."""
+    tree = ast.parse(code)
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body.pop()
+        return ast.unparse(tree), ast.unparse(last)
+    return code, None
+
+
+def encode_value(v: Any) -> Any:
+    """Encode a plain Python value as tagged tuples (what the harness ``dec`` reads).
+
+    Raises ``TypeError`` for values that are not plain builtin data.
+    """
+    t = type(v)
+    if t is float:
+        return ("f", v.hex())
+    if t is complex:
+        return ("c", v.real.hex(), v.imag.hex())
+    if t in (int, str, bytes, bool, type(None)):
+        return ("p", v)
+    if t is bytearray:
+        return ("ba", bytes(v))
+    if t is range:
+        return ("r", v.start, v.stop, v.step)
+    if t is list:
+        return ("l", [encode_value(x) for x in v])
+    if t is tuple:
+        return ("t", [encode_value(x) for x in v])
+    if t is set:
+        return ("s", [encode_value(x) for x in v])
+    if t is frozenset:
+        return ("z", [encode_value(x) for x in v])
+    if t is dict:
+        return ("d", [(encode_value(k), encode_value(x)) for k, x in v.items()])
+    raise TypeError(
+        f"CallTest values must be plain builtin data (numbers, strings, lists, dicts, ...), "
+        f"not {t.__qualname__}; use an AssertTest for other values"
+    )
+
+
+def decode_value(e: Any) -> Any:
+    """Inverse of ``encode_value`` (input comes from ``ast.literal_eval``, never ``eval``)."""
+    tag = e[0]
+    if tag == "p":
+        return e[1]
+    if tag == "f":
+        return float.fromhex(e[1])
+    if tag == "c":
+        return complex(float.fromhex(e[1]), float.fromhex(e[2]))
+    if tag == "ba":
+        return bytearray(e[1])
+    if tag == "r":
+        return range(e[1], e[2], e[3])
+    if tag == "l":
+        return [decode_value(x) for x in e[1]]
+    if tag == "t":
+        return tuple(decode_value(x) for x in e[1])
+    if tag == "s":
+        return {decode_value(x) for x in e[1]}
+    if tag == "z":
+        return frozenset(decode_value(x) for x in e[1])
+    if tag == "d":
+        return {decode_value(k): decode_value(x) for k, x in e[1]}
+    raise ValueError(f"unknown value tag {tag!r}")
