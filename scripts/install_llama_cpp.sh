@@ -96,7 +96,7 @@ if [[ -z "$WHEEL" ]]; then
   say "building llama-cpp-python==$VERSION from source with $JOBS jobs (minutes; cached afterwards)"
   start=$(date +%s)
   CMAKE_ARGS="$ARGS" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" FORCE_CMAKE=1 \
-    "$PY" -m pip wheel --no-deps --no-binary llama-cpp-python -w "$TMP" "llama-cpp-python==$VERSION" \
+    "$PY" -m pip wheel --no-cache-dir --no-deps --no-binary llama-cpp-python -w "$TMP" "llama-cpp-python==$VERSION" \
     || die "building llama-cpp-python failed; a C/C++ compiler and cmake are needed (apt install build-essential cmake)."
   say "built in $(( $(date +%s) - start ))s"
   rm -rf "$WHEEL_DIR"
