@@ -217,8 +217,16 @@ def _inline_examples(text: str, name: str) -> list[Example]:
 
 def _longest_expression(rest: str) -> str | None:
     """The longest prefix of ``rest`` (cut at a space or punctuation) that is a literal-like expression."""
-    cuts = sorted({len(rest)} | {i for i, c in enumerate(rest) if c in " ,;"}, reverse=True)
+    rest = rest[:200]
+    cuts = range(len(rest), 0, -1)
     for cut in cuts:
+        tail = rest[cut:]
+        if tail and not (
+            tail[0] in " \t"
+            or tail.startswith(("'''", '"""'))
+            or (tail[0] in ".,;:" and (len(tail) == 1 or tail[1] in " \t"))
+        ):
+            continue  # the value must end at a word boundary, not inside a token
         cand = rest[:cut].strip()
         while cand.endswith((".", ",", ";", ":")):
             cand = cand[:-1].rstrip()

@@ -329,6 +329,8 @@ class HealState(Record):
     """Seconds spent in nodes so far (survives reloads)."""
     error: str = ""
     """Why the run failed, when ``status == "failed"``."""
+    stop_reason: str = ""
+    """Why the runner stopped early (a spent token or time budget), if it did."""
     final_code: str | None = None
     """The code the run settled on (set by ``finish``)."""
     parent: ForkInfo | None = None

@@ -123,7 +123,7 @@ def finish(state: HealState, ctx: Context) -> HealState:
     cfg = state.config
     executed = best is not None and best.report is not None
     if best is None:
-        status = "failed"
+        status = "exhausted" if state.stop_reason else "failed"
     elif not executed or not state.active_tests:
         status = "unverified"
     elif all_active_pass(state, best.report):
@@ -140,5 +140,5 @@ def finish(state: HealState, ctx: Context) -> HealState:
         status = "exhausted"
     error = state.error
     if best is None and not error:
-        error = "No code was produced."
+        error = f"No code was produced: {state.stop_reason}." if state.stop_reason else "No code was produced."
     return state.model_copy(update={"status": status, "final_code": code, "error": error})

@@ -1,0 +1,64 @@
+"""Scripted replies for the core tests (a small 'clamp' task and the median demo)."""
+
+from __future__ import annotations
+
+SPEC = (
+    "Write a function clamp(x, lo, hi) that returns x limited to the range [lo, hi]. "
+    "Example: clamp(5, 0, 3) -> 3"
+)
+
+
+def block(code: str) -> str:
+    return f"```python\n{code.strip()}\n```"
+
+
+TESTS = block(
+    """
+def clamp(x: float, lo: float, hi: float) -> float: ...
+
+# why: inside the range
+assert clamp(2, 0, 3) == 2
+# why: below the range
+assert clamp(-1, 0, 3) == 0
+"""
+)
+WRONG_TEST = block(
+    """
+# why: model-written and wrong: 7 clamped to [0, 3] is 3
+assert clamp(7, 0, 3) == 7
+"""
+)
+NO_TESTS = block("# nothing to add")
+GOOD = block(
+    """
+def clamp(x, lo, hi):
+    return max(lo, min(x, hi))
+"""
+)
+BUGGY = block(
+    """
+def clamp(x, lo, hi):
+    return min(x, hi)
+"""
+)
+BROKEN = block(
+    """
+def clamp(x, lo, hi):
+    return x
+"""
+)
+DIAG_CODE = (
+    '{"root_cause": "values below lo are not raised to lo", "category": "edge_case", '
+    '"repair_strategy": "use max(lo, ...)", "confidence": 0.9, "blame": "code", "wrong_tests": []}'
+)
+DIAG_TEST = (
+    '{"root_cause": "test adv1 expects 7 but the spec limits to hi=3", "category": "wrong_test", '
+    '"repair_strategy": "none", "confidence": 0.9, "blame": "test", "wrong_tests": ["adv1"]}'
+)
+LESSONS = '{"lessons": ["Clamp from below with max(lo, x)."]}'
+ACCEPT = '{"verdict": "accept", "concerns": [], "tests": []}'
+REJECT_WITH_TEST = (
+    '{"verdict": "reject", "concerns": ["floats are not checked"], '
+    '"tests": ["assert clamp(0.5, 1.0, 2.0) == 1.0"]}'
+)
+REJECT_CONCERNS = '{"verdict": "reject", "concerns": ["no docstring"], "tests": []}'

@@ -1,0 +1,61 @@
+"""No node mutates the state it is given: each returns a new one."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import scripts as s
+
+from selfheal import HealConfig, Run
+from selfheal.graph import table
+from selfheal.kernel_sandbox import KernelPool
+from selfheal.llm.mock import MockProvider
+from selfheal.state import HealState
+
+
+def test_no_node_mutates_its_input(pool: KernelPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    checked: list[str] = []
+    for name, row in list(table.GRAPH.items()):
+
+        def guarded(state: HealState, ctx, _run=row.run, _name=name) -> HealState:  # type: ignore[no-untyped-def]
+            before = copy.deepcopy(state.model_dump())
+            out = _run(state, ctx)
+            assert state.model_dump() == before, f"node {_name} mutated its input"
+            assert out is not state or _name == "none"
+            checked.append(_name)
+            return out
+
+        monkeypatch.setitem(table.GRAPH, name, table.Step(row.name, guarded, row.route, row.role))
+
+    reject = (
+        '{"verdict": "reject", "concerns": ["floats"], "tests": ["assert clamp(1.5, 1.0, 2.0) == 1.5"]}'
+    )
+    inty = s.block("def clamp(x, lo, hi):\n    return max(int(lo), min(int(x), int(hi)))")
+    mock = MockProvider(
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.BUGGY, inty, s.GOOD],
+            "adversary": [s.block("assert clamp(3, 0, 3) == 3")],
+            "debugger": [s.DIAG_CODE, s.DIAG_CODE],
+            "lessons": [s.LESSONS, s.LESSONS],
+            "critic": [reject],
+        }
+    )
+    result = Run.start(s.SPEC, provider=mock, config=HealConfig(), executor=pool).run()
+    assert result.status == "verified"
+    assert set(checked) == set(table.GRAPH), f"not every node ran: {set(table.GRAPH) - set(checked)}"
+
+
+def test_records_are_frozen() -> None:
+    from pydantic import ValidationError
+
+    from selfheal.spec import parse_spec
+
+    state = HealState(spec=parse_spec(s.SPEC))
+    with pytest.raises(ValidationError):
+        state.status = "verified"  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        state.config.max_iterations = 9  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        HealConfig(4)  # type: ignore[misc]  # keyword-only

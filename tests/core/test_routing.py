@@ -1,0 +1,329 @@
+"""Every routing path of the pipeline, driven by the scripted mock and a real kernel pool."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import scripts as s
+
+from selfheal import Approve, Edit, HealConfig, Reject, Run, heal
+from selfheal.kernel_sandbox import KernelPool
+from selfheal.llm.mock import MockProvider
+from selfheal.result import HealResult
+
+PASSING_ADV = s.block("# why: top edge\nassert clamp(3, 0, 3) == 3")
+INTY = s.block("def clamp(x, lo, hi):\n    return max(int(lo), min(int(x), int(hi)))")
+GOOD_DOC = s.block('def clamp(x, lo, hi):\n    """Limit x to [lo, hi]."""\n    return max(lo, min(x, hi))')
+
+
+def nodes(result: HealResult) -> list[str]:
+    return [e.node for e in result.timeline if e.kind == "end"]
+
+
+def run(script: dict[str, list[str]], pool: KernelPool, **cfg: object) -> tuple[HealResult, MockProvider]:
+    mock = MockProvider(script)
+    result = heal(s.SPEC, provider=mock, config=HealConfig(**cfg), executor=pool)  # type: ignore[arg-type]
+    return result, mock
+
+
+def test_pass_first_time(pool: KernelPool) -> None:
+    result, mock = run(
+        {"test_writer": [s.TESTS], "generator": [s.GOOD], "adversary": [PASSING_ADV], "critic": [s.ACCEPT]},
+        pool,
+    )
+    assert result.status == "verified" and result.verified
+    assert result.iterations == 1
+    assert nodes(result) == ["plan_tests", "generate", "gate", "adversarial", "execute", "critic", "finish"]
+    assert [t.origin for t in result.tests] == ["example", "spec_blind", "spec_blind", "adversarial"]
+    assert [t.trusted for t in result.tests] == [True, False, False, False]
+    assert set(result.test_outcomes().values()) == {"passed"}
+    assert result.function(7, 0, 3) == 3
+    assert len(mock.calls) == 4 and result.usage.calls == 4
+
+
+def test_fail_diagnose_repair_pass(pool: KernelPool) -> None:
+    result, mock = run(
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.BUGGY, s.GOOD],
+            "adversary": [PASSING_ADV],
+            "debugger": [s.DIAG_CODE],
+            "lessons": [s.LESSONS],
+            "critic": [s.ACCEPT],
+        },
+        pool,
+    )
+    assert result.status == "verified"
+    assert result.iterations == 2
+    assert nodes(result) == [
+        "plan_tests", "generate", "gate", "adversarial", "execute",
+        "diagnose", "lessons", "repair", "gate", "execute", "critic", "finish",
+    ]  # fmt: skip
+    first = result.attempts[0].report
+    assert first is not None and not first.passed
+    assert {r.test_id: r.outcome for r in first.results}["sb2"] == "failed"
+    assert result.diagnoses[0].category == "edge_case" and result.diagnoses[0].blame == "code"
+    assert result.lessons == ("Clamp from below with max(lo, x).",)
+    assert result.attempts[1].strategy == "repair"
+    # the repair prompt carried the failing test, the diagnosis and the lesson
+    repair_prompt = mock.calls_for("generator")[1].messages[-1].content
+    assert "sb2" in repair_prompt and "max(lo, ...)" in repair_prompt and "Clamp from below" in repair_prompt
+    assert "max(lo, min(x, hi))" in (result.code or "")
+
+
+def test_exhausted_keeps_the_best_attempt(pool: KernelPool) -> None:
+    result, _ = run(
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.BUGGY, s.BROKEN, s.BUGGY],
+            "adversary": [PASSING_ADV],
+            "debugger": [s.DIAG_CODE, s.DIAG_CODE],
+            "lessons": [s.LESSONS, s.LESSONS],
+        },
+        pool,
+        max_iterations=3,
+    )
+    assert result.status == "exhausted" and not result.verified
+    assert result.iterations == 3
+    # BROKEN fails the trusted example; BUGGY only fails a model-written test: BUGGY is kept
+    assert "min(x, hi)" in (result.code or "") and "max" not in (result.code or "")
+
+
+def test_critic_rejects_with_a_test_that_forces_a_repair(pool: KernelPool) -> None:
+    reject = (
+        '{"verdict": "reject", "concerns": ["floats are truncated"], '
+        '"tests": ["assert clamp(1.5, 1.0, 2.0) == 1.5"]}'
+    )
+    result, _ = run(
+        {
+            "test_writer": [s.TESTS],
+            "generator": [INTY, s.GOOD],
+            "adversary": [PASSING_ADV],
+            "critic": [reject],
+            "debugger": [s.DIAG_CODE],
+            "lessons": [s.LESSONS],
+        },
+        pool,
+    )
+    assert result.status == "verified"
+    assert nodes(result)[4:] == [
+        "execute", "critic", "execute", "diagnose", "lessons", "repair", "gate", "execute", "finish",
+    ]  # fmt: skip
+    critic_tests = [t for t in result.tests if t.origin == "critic"]
+    assert [t.code for t in critic_tests] == ["assert clamp(1.5, 1.0, 2.0) == 1.5"]
+    assert result.test_outcomes()[critic_tests[0].id] == "passed"
+    assert result.state.reviews[0].verdict == "reject"
+
+
+def test_critic_concerns_without_tests_lead_to_a_critic_repair(pool: KernelPool) -> None:
+    result, _ = run(
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.GOOD, GOOD_DOC],
+            "adversary": [PASSING_ADV],
+            "critic": [s.REJECT_CONCERNS],
+            "lessons": [s.LESSONS],
+        },
+        pool,
+    )
+    assert result.status == "verified"
+    assert result.attempts[-1].strategy == "critic_repair"
+    assert result.diagnoses[-1].source == "critic"
+    assert '"""Limit x to [lo, hi]."""' in (result.code or "")
+
+
+def _review_script() -> dict[str, list[str]]:
+    return {
+        "test_writer": [s.TESTS],
+        "generator": [s.BUGGY, s.GOOD, s.GOOD],
+        "adversary": [PASSING_ADV],
+        "debugger": [s.DIAG_CODE],
+        "lessons": [s.LESSONS],
+        "critic": [s.ACCEPT],
+    }
+
+
+def test_review_repairs_stops_and_approve_resumes(pool: KernelPool) -> None:
+    result, mock = run(_review_script(), pool, autonomy="review_repairs")
+    assert result.status == "awaiting_approval"
+    pending = result.state.pending
+    assert pending is not None and pending.kind == "repair"
+    assert "-    return min(x, hi)" in pending.diff and "+    return max(lo, min(x, hi))" in pending.diff
+    assert pending.diagnosis is not None and pending.diagnosis.blame == "code"
+    final = Run.load(result.run_id, provider=mock, executor=pool).resume(Approve())
+    assert final.status == "verified" and final.iterations == 2
+    assert [d.kind for d in final.state.decisions] == ["approve"]
+
+
+def test_review_edit_runs_the_human_code(pool: KernelPool) -> None:
+    result, mock = run(_review_script(), pool, autonomy="review_repairs")
+    human = "def clamp(x, lo, hi):\n    return sorted((lo, x, hi))[1]\n"
+    final = Run.load(result.run_id, provider=mock, executor=pool).resume(Edit(human))
+    assert final.status == "verified"
+    assert final.attempts[-1].strategy == "human_edit" and final.code == human
+
+
+def test_review_reject_feeds_the_reason_back(pool: KernelPool) -> None:
+    result, mock = run(_review_script(), pool, autonomy="review_repairs")
+    run_ = Run.load(result.run_id, provider=mock, executor=pool)
+    again = run_.resume(Reject("keep it one line and use max()"))
+    assert again.status == "awaiting_approval"  # a new proposal waits
+    third_prompt = mock.calls_for("generator")[2].messages[-1].content
+    assert "keep it one line and use max()" in third_prompt
+    final = run_.resume(Approve())
+    assert final.status == "verified"
+    assert [d.kind for d in final.state.decisions] == ["reject", "approve"]
+
+
+def test_review_all_stops_before_the_first_version_too(pool: KernelPool) -> None:
+    seen: list[str] = []
+
+    def approver(proposal, state):  # type: ignore[no-untyped-def]
+        seen.append(proposal.kind)
+        return Approve()
+
+    mock = MockProvider(_review_script())
+    result = heal(s.SPEC, provider=mock, config=HealConfig(autonomy="review_all"), executor=pool, approver=approver)
+    assert result.status == "verified"
+    assert seen == ["initial", "repair"]
+
+
+def test_async_approver_with_arun(pool: KernelPool) -> None:
+    async def approver(proposal, state):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0)
+        return Approve()
+
+    async def main() -> HealResult:
+        r = Run.start(s.SPEC, provider=MockProvider(_review_script()), config=HealConfig(autonomy="review_repairs"), executor=pool)
+        return await r.arun(approver)
+
+    assert asyncio.run(main()).status == "verified"
+
+
+def test_headless_policy_approves_without_an_approver(pool: KernelPool) -> None:
+    result, _ = run(_review_script(), pool, autonomy="review_repairs", on_headless="approve")
+    assert result.status == "verified"
+    assert result.state.decisions[0].reason == "on_headless=approve"
+
+
+def test_malformed_generator_reply_fails_clearly(pool: KernelPool) -> None:
+    result, mock = run(
+        {"test_writer": [s.TESTS], "generator": ["I cannot do that.", "Still no code.", "Nope."]},
+        pool,
+    )
+    assert result.status == "failed" and not result.verified
+    assert "generator gave no usable code" in result.error
+    assert len(mock.calls_for("generator")) == 3  # first try + 2 retries, then it gives up
+    assert any(e.kind == "error" and e.node == "generate" for e in result.timeline)
+
+
+def test_malformed_diagnosis_falls_back_to_a_heuristic(pool: KernelPool) -> None:
+    result, _ = run(
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.BUGGY, s.GOOD],
+            "adversary": [PASSING_ADV],
+            "debugger": ["no idea", "really no idea", "{broken"],
+            "lessons": [s.LESSONS],
+            "critic": [s.ACCEPT],
+        },
+        pool,
+    )
+    assert result.status == "verified"
+    assert result.diagnoses[0].source == "heuristic"
+    assert "sb2" in result.diagnoses[0].root_cause
+
+
+def test_salvaged_reply_is_marked_degraded(pool: KernelPool) -> None:
+    prose = "Sure! Here is my diagnosis:\n" + s.DIAG_CODE + "\nHope this helps."
+    result, _ = run(
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.BUGGY, s.GOOD],
+            "adversary": [PASSING_ADV],
+            "debugger": [prose],
+            "lessons": [s.LESSONS],
+            "critic": [s.ACCEPT],
+        },
+        pool,
+    )
+    assert result.status == "verified"
+    assert result.diagnoses[0].source == "debugger"
+    assert any(e.kind == "degraded" and e.node == "diagnose" for e in result.timeline)
+
+
+def test_wrong_model_test_is_quarantined_not_obeyed(pool: KernelPool) -> None:
+    result, mock = run(
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.GOOD],
+            "adversary": [s.WRONG_TEST],
+            "debugger": [s.DIAG_TEST],
+            "critic": [s.ACCEPT],
+        },
+        pool,
+    )
+    assert result.status == "verified" and result.iterations == 1
+    adv = next(t for t in result.tests if t.id == "adv1")
+    assert adv.quarantined and "adv1 expects 7" in adv.quarantine_reason
+    assert result.test_outcomes()["adv1"] == "failed"  # still run and reported
+    assert len(mock.calls_for("generator")) == 1  # the code was not "repaired" to fit the bad test
+
+
+def test_trusted_tests_are_never_quarantined(pool: KernelPool) -> None:
+    diag = s.DIAG_TEST.replace('"adv1"', '"u1"')
+    mock = MockProvider(
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.GOOD, s.GOOD],
+            "adversary": [PASSING_ADV],
+            "debugger": [diag],
+            "lessons": [s.LESSONS],
+        }
+    )
+    result = heal(
+        s.SPEC, provider=mock, config=HealConfig(max_iterations=2), executor=pool,
+        tests=["assert clamp(7, 0, 3) == 7"],
+    )
+    u1 = next(t for t in result.tests if t.id == "u1")
+    assert u1.trusted and not u1.quarantined
+    assert result.status == "exhausted" and not result.verified
+
+
+def test_token_budget_exhausts(pool: KernelPool) -> None:
+    result, mock = run(
+        {"test_writer": [s.TESTS], "generator": [s.BUGGY, s.GOOD], "adversary": [PASSING_ADV], "debugger": [s.DIAG_CODE]},
+        pool,
+        token_budget=200,
+    )
+    assert result.status in ("exhausted", "unverified")
+    assert not result.verified
+    assert any("token budget spent" in e.detail for e in result.timeline)
+    assert len(mock.calls) < 4
+
+
+def test_single_shot_is_unverified(pool: KernelPool) -> None:
+    mock = MockProvider({"generator": [s.GOOD]})
+    result = heal(s.SPEC, provider=mock, config=HealConfig.single_shot(), executor=pool)
+    assert result.status == "unverified" and not result.verified
+    assert result.tests == () and result.iterations == 1
+    assert nodes(result) == ["plan_tests", "generate", "gate", "finish"]
+
+
+def test_every_result_records_its_config(pool: KernelPool) -> None:
+    result, _ = run(
+        {"test_writer": [s.TESTS], "generator": [s.GOOD], "adversary": [PASSING_ADV], "critic": [s.ACCEPT]},
+        pool,
+        max_iterations=2,
+        critic_rounds=1,
+    )
+    assert result.config.max_iterations == 2
+    assert result.to_dict()["config"]["max_iterations"] == 2
+
+
+def test_unknown_provider_is_a_config_error() -> None:
+    from selfheal.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        heal(s.SPEC, provider="nosuch:model")
