@@ -141,6 +141,8 @@ def _selfheal_install(key_file: str, work_dir: str) -> None:
         }
     )
 
+    gc_events = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents"})
+
     def _inside_work(path: Any) -> bool:
         if _type(path) is _int:
             return True
@@ -191,6 +193,8 @@ def _selfheal_install(key_file: str, work_dir: str) -> None:
                         f"sandbox: changing files outside the working directory is blocked "
                         f"({event} {a!r})"
                     )
+        elif event in gc_events:
+            raise PermissionError(f"sandbox: {event} is blocked while candidate code runs")
         elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
             if event == "os.kill" and args and args[0] in (0, _mypid):
                 return
@@ -407,11 +411,32 @@ def _selfheal_install(key_file: str, work_dir: str) -> None:
         if state[1]:
             raise _Timeout()
 
+    _bdict = builtins.__dict__
+    # the candidate's view of the builtins module, swapped in only while its code runs, so
+    # patching ``len`` or ``isinstance`` cannot break the harness or the kernel's messaging
+    cand_builtins: list[dict[str, Any] | None] = [None]
+
+    def enter_candidate_world() -> None:
+        cb = cand_builtins[0]
+        if cb is not None:
+            _bdict.clear()
+            _bdict.update(cb)
+
+    def leave_candidate_world() -> None:
+        cb = _dict(_bdict)
+        if _len(cb) != _len(_clean_builtins) or _any(
+            cb.get(k, cb) is not v for k, v in _clean_builtins.items()
+        ):
+            cand_builtins[0] = cb
+            _bdict.clear()
+            _bdict.update(_clean_builtins)
+
     def guarded(fn: Any, limit: float, out: Cap, err: Cap) -> BaseException | None:
         """Run ``fn`` as candidate code: streams captured, audit hook on, alarm armed."""
         res: BaseException | None = None
         try:
             try:
+                enter_candidate_world()
                 _signal(_SIGALRM, _on_alarm)
                 _sys.stdout = out
                 _sys.stderr = err
@@ -425,12 +450,14 @@ def _selfheal_install(key_file: str, work_dir: str) -> None:
                 _setitimer(_ITIMER_REAL, 0, 0)
                 _sys.stdout = _real_stdout
                 _sys.stderr = _real_stderr
+                leave_candidate_world()
         except _BaseException as e:
             state[1] = False
             state[0] = False
             _setitimer(_ITIMER_REAL, 0, 0)
             _sys.stdout = _real_stdout
             _sys.stderr = _real_stderr
+            leave_candidate_world()
             res = e
         return res
 
@@ -463,7 +490,40 @@ def _selfheal_install(key_file: str, work_dir: str) -> None:
         tb += f"{tn}: {msg}"
         return tn, msg, tb, line
 
+    def run_test(co: Any, tns: dict[str, Any]) -> None:
+        """Run a test compiled as ``def __sh_test__(helpers...)``: the helpers are the
+        test function's locals, out of reach of a candidate that edits its caller's
+        globals."""
+        _exec(co, tns)
+        fn = tns.pop("__sh_test__", None)
+        if fn is None:
+            return  # compiled without the wrapper (``from x import *``): ran at top level
+        fn(cmp, assert_, assert_cmp, truth)
+
+    def tampered(
+        tns: dict[str, Any], base: dict[str, Any], tb_clean: dict[str, Any]
+    ) -> BaseException | None:
+        """Evidence that the candidate edited the test's globals or builtins."""
+        if tns.get("__builtins__") is not tb_clean:
+            return _AssertionError("the candidate replaced the test's builtins")
+        for k, v in _clean_builtins.items():
+            if tb_clean.get(k, tb_clean) is not v:
+                return _AssertionError(f"the candidate edited the test's builtin {k!r}")
+        if _len(tb_clean) != _len(_clean_builtins):
+            return _AssertionError("the candidate added names to the test's builtins")
+        for k, v in tns.items():
+            if k in ("__builtins__", "__name__"):
+                continue
+            if k not in base or base[k] is not v:
+                return _AssertionError(f"the candidate edited the test's global {k!r}")
+        for k in base:
+            if k not in tns:
+                return _AssertionError(f"the candidate deleted the test's global {k!r}")
+        return None
+
     def entry(req: dict[str, Any]) -> None:
+        # the entry point leaves the namespace before any candidate code runs
+        ip.user_ns.pop("__selfheal__", None)
         try:
             state[2] = _bool(req.get("allow_network", False))
             state[3] = _bool(req.get("allow_subprocess", False))
@@ -481,7 +541,7 @@ def _selfheal_install(key_file: str, work_dir: str) -> None:
                     continue
                 try:
                     if t[0] == "assert":
-                        compiled.append(("assert", _compile(t[2], f"<test {t[1]}>", "exec")))
+                        compiled.append(("assert", _compile(t[2], f"<test {t[1]}>", "exec"), t[3]))
                     elif t[0] == "call":
                         compiled.append(("call", t[2], dec(t[3]), dec(t[4])))
                     else:  # snippet: (kind, id, body, last_expr or None)
@@ -529,19 +589,22 @@ def _selfheal_install(key_file: str, work_dir: str) -> None:
                 c = compiled[i]
                 send(("start", i))
                 tns = _dict(base)
-                tns["__builtins__"] = _dict(_clean_builtins)
+                tb_clean = _dict(_clean_builtins)
+                tns["__builtins__"] = tb_clean
                 tns["__name__"] = "__test__"
-                tns.update(helpers)
+                if c[0] != "assert" or not c[2]:
+                    tns.update(helpers)
                 out, err = Cap(limit_out), Cap(limit_out)
                 box: list[Any] = [None]
                 t1 = _perf()
                 if c[0] == "bad":
                     exc = c[1]
                 elif c[0] == "assert":
-                    co_t = c[1]
                     exc = guarded(
-                        lambda co_t=co_t, tns=tns: _exec(co_t, tns), test_timeout, out, err
+                        lambda co_t=c[1], tns=tns: run_test(co_t, tns), test_timeout, out, err
                     )
+                    if exc is None and c[2]:
+                        exc = tampered(tns, base, tb_clean)
                 elif c[0] == "call":
                     fn = base.get(c[1])
                     if fn is None:

@@ -36,13 +36,27 @@ from selfheal.kernel_sandbox.containment import (
 )
 from selfheal.kernel_sandbox.types import Limits
 
-__all__ = ["SandboxKernel", "KernelEvent", "live_kernels", "shutdown_all_kernels"]
+__all__ = [
+    "KernelEvent",
+    "SandboxKernel",
+    "killed_roots",
+    "live_kernels",
+    "shutdown_all_kernels",
+]
 
 _MIME = "application/x-selfheal"
 _HARNESS_SRC = (Path(__file__).parent / "_kernel_harness.py").read_text()
 
 _live: weakref.WeakSet[SandboxKernel] = weakref.WeakSet()
 _live_lock = threading.Lock()
+_killed_roots: list[str] = []
+
+
+def killed_roots() -> list[str]:
+    """Directories of the kernels this process has killed (tests use them to check that
+    no process of a killed kernel is left)."""
+    with _live_lock:
+        return list(_killed_roots)
 
 
 def live_kernels() -> list[SandboxKernel]:
@@ -245,6 +259,8 @@ class SandboxKernel:
                 return
             self._killed = True
         self._finalizer()
+        with _live_lock:
+            _killed_roots.append(self.root)
 
     # ---------------------------------------------------------------- requests
     def send_request(self, req: dict[str, Any]) -> str:

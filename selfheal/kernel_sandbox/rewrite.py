@@ -66,8 +66,6 @@ class _Rewriter(ast.NodeTransformer):
             )
         else:
             value = self.visit(test)
-            if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not):
-                value = ast.UnaryOp(op=ast.Not(), operand=_call("__sh_truth__", value.operand))
             call = _call("__sh_assert__", value, ast.Constant(src), msg)
         return ast.Expr(value=call)
 
@@ -78,16 +76,45 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
 
-def rewrite_test(code: str) -> str:
-    """Return ``code`` with comparisons and asserts routed through the harness helpers.
+HELPERS = ("__sh_cmp__", "__sh_assert__", "__sh_assert_cmp__", "__sh_truth__")
+"""Names of the harness helpers, in the order the test function takes them."""
 
-    Raises ``SyntaxError`` if ``code`` does not parse (the caller reports the test as an
-    error).
+
+def rewrite_test(code: str) -> tuple[str, bool]:
+    """Return ``(code, wrapped)``: ``code`` with comparisons and asserts routed through
+    the harness helpers, wrapped (when possible) in ``def __sh_test__(<helpers>): ...`` so
+    the helpers are the test's locals, which a candidate cannot swap by editing globals.
+
+    Raises ``SyntaxError`` if ``code`` does not compile (the caller sends it unchanged so
+    the harness reports the error).
     """
-    tree = ast.parse(code)
-    tree = _Rewriter().visit(tree)
-    ast.fix_missing_locations(tree)
-    return ast.unparse(tree)
+    compile(code, "<test>", "exec", dont_inherit=True)
+    tree = _Rewriter().visit(ast.parse(code))
+    body = tree.body or [ast.Pass()]
+    func = ast.FunctionDef(
+        name="__sh_test__",
+        args=ast.arguments(
+            posonlyargs=[],
+            args=[ast.arg(arg=h) for h in HELPERS],
+            kwonlyargs=[],
+            kw_defaults=[],
+            defaults=[],
+        ),
+        body=body,
+        decorator_list=[],
+        returns=None,
+        type_comment=None,
+    )
+    wrapped_tree = ast.Module(body=[func], type_ignores=[])
+    ast.fix_missing_locations(wrapped_tree)
+    wrapped = ast.unparse(wrapped_tree)
+    try:
+        compile(wrapped, "<test>", "exec", dont_inherit=True)
+    except SyntaxError:  # e.g. ``from m import *`` is only legal at module level
+        flat = ast.Module(body=body, type_ignores=[])
+        ast.fix_missing_locations(flat)
+        return ast.unparse(flat), False
+    return wrapped, True
 
 
 def split_snippet(code: str) -> tuple[str, str | None]:

@@ -64,10 +64,10 @@ def normalize_tests(tests: Sequence[str | SandboxTest]) -> list[SandboxTest]:
 def _wire(t: SandboxTest) -> tuple[Any, ...]:
     if isinstance(t, AssertTest):
         try:
-            code = rewrite_test(t.code)
+            code, wrapped = rewrite_test(t.code)
         except SyntaxError:
-            code = t.code  # the harness compiles it and reports the SyntaxError
-        return ("assert", t.id, code)
+            code, wrapped = t.code, False  # the harness compiles it and reports the error
+        return ("assert", t.id, code, wrapped)
     try:
         args = encode_value(tuple(t.args))
         kwargs = encode_value(dict(t.kwargs))

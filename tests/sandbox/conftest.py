@@ -1,0 +1,42 @@
+"""Shared fixtures: one warm pool for the whole sandbox suite (short timeouts)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+from selfheal.kernel_sandbox import KernelPool, Limits
+from selfheal.kernel_sandbox.kernel import live_kernels
+
+FAST = Limits(test_timeout=1.0, load_timeout=3.0, run_timeout=20.0, memory_mb=1024)
+"""Limits the suite runs with: short timeouts keep the suite fast on 2 cores."""
+
+
+def sandbox_processes() -> list[psutil.Process]:
+    """Live (non-zombie) processes that are sandbox kernels or their descendants."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        try:
+            cmd = " ".join(p.info["cmdline"] or [])
+            if p.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if "selfheal-k-" in cmd:
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.fixture(scope="session")
+def pool() -> Iterator[KernelPool]:
+    with KernelPool(size=2, limits=FAST) as p:
+        assert p.wait_ready(60), "sandbox kernels did not start"
+        yield p
+    assert live_kernels() == []
+
+
+@pytest.fixture
+def limits() -> Limits:
+    return FAST
