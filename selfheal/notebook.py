@@ -1,0 +1,357 @@
+"""Running inside Jupyter: where we are, and the live handle of a run in a notebook.
+
+**Where we are** (``notebook_mode()``):
+
+- ``none``: not inside a Jupyter kernel (plain Python, terminal IPython). ``heal`` behaves
+  exactly as documented in ``selfheal.api``.
+- ``headless``: inside a kernel that no human is watching: nbclient, nbconvert ``--execute``,
+  nbmake, papermill. They all send ``execute_request`` with ``allow_stdin=False`` (a frontend
+  that cannot answer ``input()`` cannot answer a button either). An approval then follows
+  ``config.on_headless``: ``error`` raises ``ApprovalRequired`` at once, never hangs.
+- ``live``: inside a kernel whose current request allows stdin (JupyterLab, Notebook 7,
+  VS Code, Colab). The view is shown and updates live.
+
+``SELFHEAL_HEADLESS=1`` forces ``headless`` and ``SELFHEAL_HEADLESS=0`` forces ``live``
+(inside a kernel).
+
+**The live handle**: in ``live`` mode a run that needs a human (autonomy ``review_*`` and no
+``approver``) cannot block the cell, because a button click is a message queued behind the
+running cell. ``heal`` then returns a ``LiveHeal`` at once: the run goes on as an asyncio
+task on the kernel's event loop, the view's buttons resolve its approvals, ``await handle``
+(in a later cell) gives the ``HealResult``, and ``handle.code``/``.status``/... always
+reflect the latest state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from selfheal.approval import Approve, Approver, Edit, Reject
+from selfheal.config import HealConfig
+from selfheal.errors import ApprovalRequired, ConfigError
+from selfheal.graph.context import EventSink, TokenSink
+from selfheal.graph.runner import ProviderArg, Run
+from selfheal.kernel_sandbox.types import Executor
+from selfheal.result import HealResult
+from selfheal.state import Event, HealState, TestCase
+from selfheal.widgets.approver import FutureApprover
+from selfheal.widgets.text import render_markdown, render_text
+
+if TYPE_CHECKING:
+    from selfheal.widgets.view import HealView
+
+NotebookMode = Literal["none", "headless", "live"]
+
+__all__ = ["LiveHeal", "NotebookMode", "heal_in_notebook", "aheal_in_notebook", "notebook_mode"]
+
+
+def kernel_shell() -> Any | None:
+    """The IPython shell when running inside an IPython kernel, else None."""
+    if "ipykernel" not in sys.modules or "IPython" not in sys.modules:
+        return None
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return None
+    return shell
+
+
+def notebook_mode() -> NotebookMode:
+    """``none``, ``headless`` or ``live`` (see the module docstring for the rule)."""
+    shell = kernel_shell()
+    if shell is None:
+        return "none"
+    forced = os.environ.get("SELFHEAL_HEADLESS", "").strip().lower()
+    if forced in ("1", "true", "yes"):
+        return "headless"
+    if forced in ("0", "false", "no"):
+        return "live"
+    return "live" if bool(getattr(shell.kernel, "_allow_stdin", False)) else "headless"
+
+
+def _display(obj: Any) -> None:
+    from IPython.display import display
+
+    display(obj)
+
+
+class _Relay:
+    """An event sink that forwards to several sinks (the view, the caller's ``on_event``)."""
+
+    def __init__(self, *sinks: EventSink | None) -> None:
+        self.sinks = [s for s in sinks if s is not None]
+
+    def __call__(self, event: Event) -> None:
+        for s in self.sinks:
+            try:
+                s(event)
+            except Exception:  # a broken sink must not break the run
+                pass
+
+
+def _needs_human(config: HealConfig, approver: Approver | None) -> bool:
+    return approver is None and config.autonomy != "full_auto"
+
+
+def _approval_required(state: HealState) -> ApprovalRequired:
+    p = state.pending
+    what = "a repair" if p is not None and p.kind == "repair" else "the first version"
+    return ApprovalRequired(
+        f"Run {state.run_id} needs a human to approve {what} (autonomy "
+        f"{state.config.autonomy!r}), but this notebook runs headless (nbclient, nbconvert, "
+        "nbmake or papermill), so nothing can answer. Pass `config=HealConfig(on_headless="
+        "'approve')` (or 'reject') to decide automatically, use autonomy 'full_auto', or "
+        f"answer later with selfheal.resume({state.run_id!r}, selfheal.Approve()).",
+        state=state,
+    )
+
+
+def _finish_headless(result: HealResult) -> HealResult:
+    if result.status == "awaiting_approval" and result.config.on_headless == "error":
+        raise _approval_required(result.state)
+    return result
+
+
+class LiveHeal:
+    """A heal run going on in the kernel's event loop, with its live view.
+
+    ``await handle`` gives the ``HealResult``; ``handle.result()`` gives it once done;
+    ``handle.code``, ``.status``, ``.verified``, ``.iterations`` (any ``HealResult`` field)
+    reflect the latest state. ``approve()``, ``edit(code)``, ``reject(reason)`` answer a
+    waiting proposal from code, like the buttons do.
+    """
+
+    def __init__(
+        self,
+        run: Run,
+        task: asyncio.Task[HealResult],
+        approver: FutureApprover,
+        view: HealView | None = None,
+    ) -> None:
+        self.run = run
+        self.approver = approver
+        self.view = view
+        self._task = task
+        self._callbacks: list[Callable[[HealResult], None]] = []
+        task.add_done_callback(self._on_done)
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> HealState:
+        return self.run.state
+
+    def snapshot(self) -> HealResult:
+        """The result as it stands now (status ``running`` or ``awaiting_approval`` until done)."""
+        return self.run.result
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.snapshot(), name)
+
+    def done(self) -> bool:
+        return self._task.done()
+
+    def result(self) -> HealResult:
+        """The final result. Raises ``ConfigError`` while the run is still going (waiting in a
+        cell would deadlock the kernel: use ``await handle`` or check ``handle.done()``)."""
+        if not self._task.done():
+            raise ConfigError(
+                f"Run {self.run.state.run_id} is still going (status {self.run.state.status!r}). "
+                "Answer its approval in the view (or handle.approve()), then use "
+                "`result = await handle` in a later cell."
+            )
+        return self._task.result()
+
+    def __await__(self) -> Generator[Any, None, HealResult]:
+        return self._task.__await__()
+
+    def add_done_callback(self, fn: Callable[[HealResult], None]) -> None:
+        """Call ``fn(result)`` when the run ends successfully (at once if it already has)."""
+        if self._task.done() and not self._task.cancelled() and self._task.exception() is None:
+            fn(self._task.result())
+        else:
+            self._callbacks.append(fn)
+
+    def _on_done(self, task: asyncio.Task[HealResult]) -> None:
+        if self.view is not None:
+            self.view.refresh(self.run.state, live=False)
+        if task.cancelled() or task.exception() is not None:
+            return
+        for fn in self._callbacks:
+            try:
+                fn(task.result())
+            except Exception as exc:  # report, but never lose the run's result
+                print(f"selfheal: a completion callback failed: {exc!r}", file=sys.stderr)
+
+    # -- decisions --------------------------------------------------------------------------
+
+    def approve(self, reason: str = "") -> None:
+        """Run the proposed code."""
+        self.approver.decide(Approve(reason))
+
+    def edit(self, code: str, reason: str = "") -> None:
+        """Run ``code`` instead of the proposal."""
+        self.approver.decide(Edit(code, reason))
+
+    def reject(self, reason: str = "") -> None:
+        """Refuse the proposal; ``reason`` goes to the next generation."""
+        self.approver.decide(Reject(reason))
+
+    def cancel(self) -> None:
+        """Stop the run (its log keeps every state; ``selfheal.resume`` continues it)."""
+        self.approver.cancel()
+        self._task.cancel()
+
+    # -- display ----------------------------------------------------------------------------
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        if self.view is not None:
+            bundle: dict[str, Any] = self.view._repr_mimebundle_(**kwargs)
+            return bundle
+        state = self.run.state
+        return {
+            "text/plain": render_text(state, live=not self._task.done()),
+            "text/markdown": render_markdown(state, live=not self._task.done()),
+        }
+
+    def __repr__(self) -> str:
+        s = self.run.state
+        return (
+            f"LiveHeal(run_id={s.run_id!r}, status={s.status!r}, iteration={s.iteration}, "
+            f"done={self._task.done()})"
+        )
+
+
+def _make_view(run: Run) -> HealView:
+    from selfheal.widgets.view import HealView
+
+    return HealView(run.state, state_getter=lambda: run.state, live=True)
+
+
+def _start(
+    spec: str,
+    *,
+    provider: ProviderArg,
+    config: HealConfig | None,
+    entry_point: str | None,
+    tests: Sequence[str | TestCase] | None,
+    executor: Executor | None,
+    relay: _Relay,
+    on_token: TokenSink | None,
+) -> Run:
+    return Run.start(
+        spec,
+        provider=provider,
+        config=config,
+        entry_point=entry_point,
+        tests=tests,
+        executor=executor,
+        sink=relay,
+        on_token=on_token,
+    )
+
+
+def heal_in_notebook(
+    mode: NotebookMode,
+    spec: str,
+    *,
+    provider: ProviderArg = None,
+    config: HealConfig | None = None,
+    entry_point: str | None = None,
+    tests: Sequence[str | TestCase] | None = None,
+    approver: Approver | None = None,
+    executor: Executor | None = None,
+    on_event: EventSink | None = None,
+    on_token: TokenSink | None = None,
+    show: bool = True,
+) -> HealResult | LiveHeal:
+    """``heal`` inside a kernel. ``live`` + a human needed: a ``LiveHeal`` at once; ``live``
+    otherwise: blocks while the view updates, returns the result; ``headless``: runs to the
+    end, raising ``ApprovalRequired`` if an approval cannot be answered (``on_headless``)."""
+    relay = _Relay(on_event)
+    run = _start(
+        spec,
+        provider=provider,
+        config=config,
+        entry_point=entry_point,
+        tests=tests,
+        executor=executor,
+        relay=relay,
+        on_token=on_token,
+    )
+    if mode != "live":
+        return _finish_headless(run.run(approver))
+    view = _make_view(run)
+    relay.sinks.insert(0, view.on_event)
+    if show:
+        _display(view)
+    if not _needs_human(run.state.config, approver):
+        try:
+            return run.run(approver)
+        finally:
+            view.refresh(run.state, live=False)
+    return start_live(run, view=view)
+
+
+def start_live(run: Run, *, view: HealView | None = None) -> LiveHeal:
+    """Run ``run`` as a task on the kernel's loop; the view's buttons answer its approvals."""
+    loop = asyncio.get_event_loop()
+    future_approver = FutureApprover()
+    if view is not None:
+        view.attach_loop(loop)
+        view.bind(future_approver)
+    task = loop.create_task(run.arun(future_approver))
+    return LiveHeal(run, task, future_approver, view)
+
+
+async def aheal_in_notebook(
+    mode: NotebookMode,
+    spec: str,
+    *,
+    provider: ProviderArg = None,
+    config: HealConfig | None = None,
+    entry_point: str | None = None,
+    tests: Sequence[str | TestCase] | None = None,
+    approver: Approver | None = None,
+    executor: Executor | None = None,
+    on_event: EventSink | None = None,
+    on_token: TokenSink | None = None,
+    show: bool = True,
+) -> HealResult:
+    """``aheal`` inside a kernel: shows the live view (``live``) and awaits the run.
+
+    An awaited cell holds the kernel, so buttons cannot answer while it runs: a run that
+    needs a human and has no ``approver`` follows ``on_headless`` (``error``: raises
+    ``ApprovalRequired``). Use ``handle = selfheal.heal(...)`` for button approvals."""
+    relay = _Relay(on_event)
+    run = await asyncio.to_thread(
+        _start,
+        spec,
+        provider=provider,
+        config=config,
+        entry_point=entry_point,
+        tests=tests,
+        executor=executor,
+        relay=relay,
+        on_token=on_token,
+    )
+    view = None
+    if mode == "live":
+        view = _make_view(run)
+        view.attach_loop(asyncio.get_running_loop())
+        relay.sinks.insert(0, view.on_event)
+        if show:
+            _display(view)
+    try:
+        result = await run.arun(approver)
+    finally:
+        if view is not None:
+            view.refresh(run.state, live=False)
+    return _finish_headless(result)

@@ -1,0 +1,333 @@
+"""``HealView``: the live notebook view of a heal run, built from ipywidgets.
+
+The view is thin: every panel is computed by ``selfheal.widgets.model`` from a state; this
+module only turns those rows into widgets and wires the approval buttons to a
+``FutureApprover``. Events may arrive from a worker thread; they are handed to the kernel's
+event loop when one is attached, so widget updates happen on the loop's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+
+from selfheal.approval import Approve, Edit, Reject
+from selfheal.state import Decision, Event, HealState, Proposal
+from selfheal.widgets.approver import FutureApprover
+from selfheal.widgets.model import (
+    OUTCOME_ICONS,
+    TimelineRow,
+    approval_view,
+    code_view,
+    lessons_view,
+    row_detail,
+    summary_line,
+    test_rows,
+    timeline_rows,
+)
+from selfheal.widgets.text import render_markdown, render_text
+
+StateGetter = Callable[[], HealState]
+
+_CSS = """
+<style>
+.selfheal-row button, button.selfheal-row { text-align: left !important; font-family: monospace; }
+.selfheal-row-running { background: #fff7d6 !important; }
+.selfheal-row-error { background: #fde2e2 !important; }
+.selfheal-row-waiting { background: #e2ecfd !important; }
+.selfheal-pre { font-family: monospace; white-space: pre; font-size: 12px; margin: 0; }
+.selfheal-diff-add { color: #116611; } .selfheal-diff-del { color: #aa1111; }
+table.selfheal-table td, table.selfheal-table th { padding: 1px 8px; text-align: left; }
+</style>
+"""
+
+
+def _pre(text: str) -> str:
+    return f'<pre class="selfheal-pre">{html.escape(text)}</pre>'
+
+
+def _diff_html(diff: str) -> str:
+    out = []
+    for line in diff.splitlines():
+        esc = html.escape(line)
+        if line.startswith("+") and not line.startswith("+++"):
+            out.append(f'<span class="selfheal-diff-add">{esc}</span>')
+        elif line.startswith("-") and not line.startswith("---"):
+            out.append(f'<span class="selfheal-diff-del">{esc}</span>')
+        else:
+            out.append(esc)
+    return '<pre class="selfheal-pre">' + "\n".join(out) + "</pre>"
+
+
+def _row_label(r: TimelineRow) -> str:
+    model = f"  [{r.model}]" if r.model else ""
+    dur = "…" if r.state == "running" else f"{r.duration:.2f}s"
+    return f"{r.icon} {r.node:<11} it{r.iteration}  {dur:>7}  {r.tokens:>5} tok{model}  {r.detail[:90]}"
+
+
+class HealView(w.VBox):  # type: ignore[misc]
+    """Timeline, Tests, Code and Lessons tabs, plus an approval panel while a proposal waits.
+
+    ``HealView(state)`` shows a finished state; a live run feeds it with ``on_event`` (the
+    run's event sink) and ``refresh()``; ``bind(approver)`` wires the buttons.
+    """
+
+    def __init__(
+        self,
+        state: HealState,
+        *,
+        state_getter: StateGetter | None = None,
+        live: bool = False,
+    ) -> None:
+        self._state = state
+        self._getter = state_getter
+        self._live_events: list[Event] = []
+        self.live = live
+        self._approver: FutureApprover | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        self._rows: list[TimelineRow] = []
+        self._selected: int | None = None
+        self._lock = threading.RLock()
+
+        self.header = w.HTML()
+        self.header.add_class("selfheal-header")
+        self.timeline_box = w.VBox(layout=w.Layout(width="100%"))
+        self.timeline_box.add_class("selfheal-timeline")
+        self.detail = w.HTML()
+        self.detail.add_class("selfheal-detail")
+        self.tests_html = w.HTML()
+        self.tests_html.add_class("selfheal-tests")
+        self.code_html = w.HTML()
+        self.code_html.add_class("selfheal-code")
+        self.lessons_html = w.HTML()
+        self.lessons_html.add_class("selfheal-lessons")
+        self.tabs = w.Tab(
+            children=[
+                w.VBox([self.timeline_box, self.detail]),
+                self.tests_html,
+                self.code_html,
+                self.lessons_html,
+            ]
+        )
+        for i, title in enumerate(("Timeline", "Tests", "Code", "Lessons")):
+            self.tabs.set_title(i, title)
+
+        # approval panel
+        self.diagnosis_html = w.HTML()
+        self.diff_html = w.HTML()
+        self.edit_area = w.Textarea(
+            layout=w.Layout(width="100%", height="180px"), placeholder="edit the code here"
+        )
+        self.edit_area.add_class("selfheal-edit")
+        self.reason = w.Text(placeholder="reason (for Reject)", layout=w.Layout(width="60%"))
+        self.reason.add_class("selfheal-reason")
+        self.approve_button = w.Button(description="Approve", button_style="success", icon="check")
+        self.approve_button.add_class("selfheal-approve")
+        self.edit_button = w.Button(description="Run my edit", button_style="warning", icon="edit")
+        self.edit_button.add_class("selfheal-edit-button")
+        self.reject_button = w.Button(description="Reject", button_style="danger", icon="times")
+        self.reject_button.add_class("selfheal-reject")
+        self.approve_button.on_click(lambda _b: self._decide(Approve()))
+        self.edit_button.on_click(lambda _b: self._decide(Edit(self.edit_area.value)))
+        self.reject_button.on_click(lambda _b: self._decide(Reject(self.reason.value)))
+        self.approval_panel = w.VBox(
+            [
+                w.HTML("<b>Approval needed</b>"),
+                self.diagnosis_html,
+                self.diff_html,
+                w.Accordion(children=[self.edit_area], titles=("Edit the proposed code",)),
+                w.HBox([self.approve_button, self.edit_button, self.reject_button, self.reason]),
+            ],
+            layout=w.Layout(display="none", border="1px solid #7aa0e0", padding="6px"),
+        )
+        self.approval_panel.add_class("selfheal-approval")
+        super().__init__([w.HTML(_CSS), self.header, self.approval_panel, self.tabs])
+        self.add_class("selfheal-view")
+        self._render()
+
+    # -- wiring -----------------------------------------------------------------------------
+
+    def attach_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hand events that arrive on other threads to ``loop`` (the kernel's)."""
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+
+    def bind(self, approver: FutureApprover) -> None:
+        """Let the buttons answer ``approver``'s proposals, and show the panel when one comes."""
+        self._approver = approver
+        approver.on_proposal(self._on_proposal)
+
+    def _on_proposal(self, proposal: Proposal, state: HealState) -> None:
+        self.refresh(state)
+
+    def _decide(self, decision: Decision) -> None:
+        if self._approver is None or not self._approver.waiting:
+            return
+        self._approver.decide(decision)
+        self.approval_panel.layout.display = "none"
+        self.header.value = (
+            f"<b>selfheal</b> · {html.escape(decision.kind)} sent; resuming the run…"
+        )
+
+    # -- feeding ----------------------------------------------------------------------------
+
+    def on_event(self, event: Event) -> None:
+        """The run's event sink. Safe to call from any thread."""
+        if (
+            self._loop is not None
+            and threading.get_ident() != self._loop_thread
+            and self._loop.is_running()
+        ):
+            self._loop.call_soon_threadsafe(self._handle_event, event)
+        else:
+            self._handle_event(event)
+
+    def _handle_event(self, event: Event) -> None:
+        with self._lock:
+            self._live_events.append(event)
+            if self._getter is not None:
+                self._state = self._getter()
+            self._render()
+
+    def refresh(self, state: HealState | None = None, *, live: bool | None = None) -> None:
+        """Redraw from ``state`` (default: the state getter's)."""
+        with self._lock:
+            if live is not None:
+                self.live = live
+            if state is not None:
+                self._state = state
+            elif self._getter is not None:
+                self._state = self._getter()
+            self._render()
+
+    def display_state(self) -> HealState:
+        """The state shown: the last known state plus live events not yet checkpointed."""
+        state = self._state
+        known = set(state.events)
+        last_known = -1
+        for i, e in enumerate(self._live_events):
+            if e in known:
+                last_known = i
+        self._live_events = [e for e in self._live_events[last_known + 1 :] if e not in known]
+        if not self._live_events:
+            return state
+        return state.model_copy(update={"events": state.events + tuple(self._live_events)})
+
+    # -- drawing ----------------------------------------------------------------------------
+
+    def _render(self) -> None:
+        state = self.display_state()
+        live = self.live and not state.finished
+        self.header.value = "<b>selfheal</b> · " + html.escape(summary_line(state, live=live))
+        self._render_timeline(state, live)
+        self._render_tests(state)
+        cv = code_view(state)
+        code_html = f"<b>{html.escape(cv.label)}</b>" + _pre(cv.code or "(no code yet)")
+        if cv.diff:
+            code_html += "<b>diff against the previous attempt</b>" + _diff_html(cv.diff)
+        self.code_html.value = code_html
+        lv = lessons_view(state)
+        parts = ["<b>Rolling lessons</b>"]
+        parts.append(
+            "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lv.current) + "</ul>"
+            if lv.current
+            else "<p>(none yet)</p>"
+        )
+        if lv.carried:
+            parts.append("<b>Carried in from earlier</b><ul>")
+            parts += [f"<li>{html.escape(x)}</li>" for x in lv.carried]
+            parts.append("</ul>")
+        self.lessons_html.value = "".join(parts)
+        av = approval_view(state)
+        if av is not None and self._approver is not None and self._approver.waiting:
+            self.diagnosis_html.value = (
+                f"<b>Diagnosis</b>{_pre(av.diagnosis)}" if av.diagnosis else "<i>first version</i>"
+            )
+            self.diff_html.value = "<b>Proposed change</b>" + _diff_html(av.diff or av.code)
+            if self.edit_area.value == "" or self.approval_panel.layout.display == "none":
+                self.edit_area.value = av.code
+            self.approval_panel.layout.display = "flex"
+        else:
+            self.approval_panel.layout.display = "none"
+
+    def _render_timeline(self, state: HealState, live: bool) -> None:
+        rows = timeline_rows(state, live=live)
+        buttons = list(self.timeline_box.children)
+        while len(buttons) < len(rows):
+            b = w.Button(layout=w.Layout(width="100%", height="auto"))
+            b.add_class("selfheal-row")
+            idx = len(buttons)
+            b.on_click(lambda _b, idx=idx: self.select(idx))
+            buttons.append(b)
+        buttons = buttons[: len(rows)]
+        for b, r in zip(buttons, rows, strict=True):
+            label = _row_label(r)
+            if b.description != label:
+                b.description = label
+                b.tooltip = r.detail[:300]
+            for st in ("running", "done", "error", "waiting"):
+                cls = f"selfheal-row-{st}"
+                if st == r.state:
+                    b.add_class(cls)
+                else:
+                    b.remove_class(cls)
+        if len(buttons) != len(self.timeline_box.children):
+            self.timeline_box.children = tuple(buttons)
+        self._rows = rows
+        if self._selected is not None and self._selected < len(rows):
+            self._show_detail(state, rows[self._selected])
+
+    def _render_tests(self, state: HealState) -> None:
+        rows = test_rows(state)
+        if not rows:
+            self.tests_html.value = "<p>(no tests yet)</p>"
+            return
+        n = max(len(r.outcomes) for r in rows)
+        head = "".join(f"<th>it{i + 1}</th>" for i in range(n))
+        body = []
+        for r in rows:
+            cells = "".join(
+                f'<td title="{html.escape(o)}">{OUTCOME_ICONS.get(o, "?")}</td>' for o in r.outcomes
+            )
+            cells += "<td></td>" * (n - len(r.outcomes))
+            title = f' title="{html.escape(r.quarantine_reason)}"' if r.quarantine_reason else ""
+            body.append(
+                f"<tr><td>{html.escape(r.id)}</td><td>{r.origin}</td><td{title}>{r.trust}</td>"
+                f"{cells}<td><code>{html.escape(r.source)}</code></td></tr>"
+            )
+        self.tests_html.value = (
+            '<table class="selfheal-table"><tr><th>test</th><th>origin</th><th>trust</th>'
+            f"{head}<th>source</th></tr>" + "".join(body) + "</table>"
+        )
+
+    def select(self, index: int) -> None:
+        """Show the detail of timeline row ``index`` (what a click on the row does)."""
+        self._selected = index
+        if index < len(self._rows):
+            self._show_detail(self.display_state(), self._rows[index])
+
+    def _show_detail(self, state: HealState, row: TimelineRow) -> None:
+        d = row_detail(state, row)
+        body = "<br>".join(html.escape(x) for x in d.lines)
+        code = ""
+        if d.code:
+            code = _diff_html(d.code) if d.code.startswith("---") else _pre(d.code)
+        self.detail.value = f"<div><b>{html.escape(d.title)}</b><br>{body}{code}</div>"
+
+    # -- fallbacks --------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return render_text(self.display_state(), live=self.live)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle: dict[str, Any] = dict(super()._repr_mimebundle_(**kwargs) or {})
+        state = self.display_state()
+        bundle["text/plain"] = render_text(state, live=self.live)
+        bundle["text/markdown"] = render_markdown(state, live=self.live)
+        return bundle
