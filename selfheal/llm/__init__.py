@@ -1,12 +1,17 @@
 """Language models: the Provider protocol, structured output, model strings and routing.
 
-Importing this package needs only the base dependencies; provider classes that need an
-optional SDK are imported on first use.
+Importing this package needs only the base dependencies. The provider classes that need an
+optional SDK (``AnthropicProvider``, ``OllamaProvider``, ``HFProvider``) are imported on
+first attribute access, and raise :class:`~selfheal.errors.MissingDependency` when built
+without their SDK.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from selfheal.llm.base import Completion, Message, Provider, TokenCallback
+from selfheal.llm.retry import RetryPolicy
 from selfheal.llm.router import (
     ModelSpec,
     Router,
@@ -27,14 +32,24 @@ from selfheal.llm.structured import (
     extract_code,
     parse_structured,
 )
+from selfheal.llm.tokens import count_tokens, trim_history, trim_text, trim_traceback
+
+if TYPE_CHECKING:
+    from selfheal.llm.anthropic import AnthropicProvider
+    from selfheal.llm.hf import HFProvider
+    from selfheal.llm.ollama import OllamaProvider
 
 __all__ = [
+    "AnthropicProvider",
     "CodeReply",
     "Completion",
+    "HFProvider",
     "Message",
     "ModelSpec",
+    "OllamaProvider",
     "Parsed",
     "Provider",
+    "RetryPolicy",
     "Router",
     "StructuredParseError",
     "StructuredReply",
@@ -44,9 +59,28 @@ __all__ = [
     "ask_code",
     "ask_structured",
     "build_provider",
+    "count_tokens",
     "extract_code",
     "parse_model_string",
     "parse_structured",
     "resolve_model_string",
     "resolve_provider",
+    "trim_history",
+    "trim_text",
+    "trim_traceback",
 ]
+
+_LAZY = {
+    "AnthropicProvider": "selfheal.llm.anthropic",
+    "HFProvider": "selfheal.llm.hf",
+    "OllamaProvider": "selfheal.llm.ollama",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'selfheal.llm' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
