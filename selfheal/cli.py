@@ -1,9 +1,9 @@
 """The ``selfheal`` command line.
 
-    selfheal heal "SPEC" [--provider P] [--model M] [--max-iterations N] [--autonomy A]
-                         [--out FILE] [--json] [--entry-point NAME] [--test ASSERT ...]
-    selfheal runs list | show ID | fork ID --at K [...] | resume ID [--approve|--reject R|--edit F]
-    selfheal doctor [--no-load]
+selfheal heal "SPEC" [--provider P] [--model M] [--max-iterations N] [--autonomy A]
+                     [--out FILE] [--json] [--entry-point NAME] [--test ASSERT ...]
+selfheal runs list | show ID | fork ID --at K [...] | resume ID [--approve|--reject R|--edit F]
+selfheal doctor [--no-load]
 """
 
 from __future__ import annotations
@@ -156,7 +156,9 @@ def cmd_heal(args: argparse.Namespace) -> int:
         if model and model.startswith("mock"):
             spec = DEMO_SPEC
         else:
-            raise SystemExit("selfheal heal: give a SPEC (the mock provider alone has a built-in demo spec)")
+            raise SystemExit(
+                "selfheal heal: give a SPEC (the mock provider alone has a built-in demo spec)"
+            )
     if model and model.split(":", 1)[0] == "mock" and spec != DEMO_SPEC:
         print(
             "note: the mock provider replays its scripted median demo whatever the spec; "
@@ -211,7 +213,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
             with open(args.code_file, encoding="utf-8") as f:
                 code = f.read()
         child = run.fork(args.at, lessons=args.lesson or None, code=code, model=args.model)
-        print(f"forked {run.state.run_id} @ iteration {args.at} -> {child.state.run_id}", file=sys.stderr)
+        print(
+            f"forked {run.state.run_id} @ iteration {args.at} -> {child.state.run_id}",
+            file=sys.stderr,
+        )
         return _finish(child.run(terminal_approver if sys.stdin.isatty() else None), args)
     # resume
     decision: Decision | None = None
@@ -239,15 +244,25 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="selfheal", description="Spec in, tested Python out; repaired when it fails.")
+    p = argparse.ArgumentParser(
+        prog="selfheal", description="Spec in, tested Python out; repaired when it fails."
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
 
     h = sub.add_parser("heal", help="heal a spec into tested code")
-    h.add_argument("spec", nargs="?", help="what the function must do (plain language or a def with a docstring)")
-    h.add_argument("--provider", help="local | mock | ollama[:MODEL] | anthropic[:MODEL] | hf:MODEL | auto")
+    h.add_argument(
+        "spec",
+        nargs="?",
+        help="what the function must do (plain language or a def with a docstring)",
+    )
+    h.add_argument(
+        "--provider", help="local | mock | ollama[:MODEL] | anthropic[:MODEL] | hf:MODEL | auto"
+    )
     h.add_argument("--model", help="model name (combined with --provider) or a full model string")
     h.add_argument("--max-iterations", type=int, default=4)
-    h.add_argument("--autonomy", choices=["full_auto", "review_repairs", "review_all"], default="full_auto")
+    h.add_argument(
+        "--autonomy", choices=["full_auto", "review_repairs", "review_all"], default="full_auto"
+    )
     h.add_argument("--entry-point", help="name of the function, if the spec does not say")
     h.add_argument("--test", action="append", help="an assertion of your own (trusted); repeatable")
     h.add_argument("--out", help="write the final code to this file")
@@ -269,7 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true")
     fork = rs.add_parser("fork", help="start a new run from iteration K of a run, with changes")
     fork.add_argument("id")
-    fork.add_argument("--at", type=int, required=True, help="iteration to fork from (0 = before any code)")
+    fork.add_argument(
+        "--at", type=int, required=True, help="iteration to fork from (0 = before any code)"
+    )
     fork.add_argument("--lesson", action="append", help="replace the lessons (repeatable)")
     fork.add_argument("--model", help="another model string for every role")
     fork.add_argument("--code-file", help="replace attempt K's code with this file")
@@ -288,7 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_runs)
 
     d = sub.add_parser("doctor", help="what works here: providers, the local model, kernels, GPU")
-    d.add_argument("--no-load", action="store_true", help="do not load the model to test generation")
+    d.add_argument(
+        "--no-load", action="store_true", help="do not load the model to test generation"
+    )
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_doctor)
     return p
@@ -305,10 +324,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {note}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("\nselfheal: interrupted; the run is checkpointed (selfheal runs list).", file=sys.stderr)
+        print(
+            "\nselfheal: interrupted; the run is checkpointed (selfheal runs list).",
+            file=sys.stderr,
+        )
         return 130
 
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -140,5 +140,9 @@ def finish(state: HealState, ctx: Context) -> HealState:
         status = "exhausted"
     error = state.error
     if best is None and not error:
-        error = f"No code was produced: {state.stop_reason}." if state.stop_reason else "No code was produced."
+        error = (
+            f"No code was produced: {state.stop_reason}."
+            if state.stop_reason
+            else "No code was produced."
+        )
     return state.model_copy(update={"status": status, "final_code": code, "error": error})

@@ -185,7 +185,9 @@ class Run:
                 time=ctx.clock(), node=name, kind="info", iteration=s.iteration, detail=reason
             )
             ctx.emit(ev)
-            s = s.model_copy(update={"next": "finish", "stop_reason": reason, "events": s.events + (ev,)})
+            s = s.model_copy(
+                update={"next": "finish", "stop_reason": reason, "events": s.events + (ev,)}
+            )
             name = "finish"
         row = GRAPH[name]
         start = Event(time=ctx.clock(), node=name, kind="start", iteration=s.iteration)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -53,7 +54,9 @@ def critic(state: HealState, ctx: Context) -> HealState:
             concerns=("critic reply unusable; not reviewed",),
         )
         return log.apply(state, reviews=state.reviews + (review,))
-    verdict = "reject" if reply.verdict.strip().lower().startswith("rej") else "accept"
+    verdict: Literal["accept", "reject"] = (
+        "reject" if reply.verdict.strip().lower().startswith("rej") else "accept"
+    )
     found: list[tuple[str, str]] = []
     for src in reply.tests:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+from typing import Literal
 
 from selfheal.errors import MalformedReply
 from selfheal.graph.context import Context
@@ -122,7 +123,7 @@ def repair(state: HealState, ctx: Context) -> HealState:
             state, status="failed", error=f"The generator gave no usable repair: {exc}"
         )
     code = with_prelude(code, spec.prelude)
-    strategy = (
+    strategy: Literal["repair", "critic_repair"] = (
         "critic_repair" if diagnosis is not None and diagnosis.source == "critic" else "repair"
     )
     proposal = Proposal(

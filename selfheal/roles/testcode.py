@@ -76,14 +76,11 @@ def parse_test_block(
 
 
 def _def_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    stub = ast.FunctionDef(
-        name=node.name,
-        args=node.args,
-        body=[ast.Expr(ast.Constant(...))],
-        decorator_list=[],
-        returns=node.returns,
-        type_params=[],
-    )
+    import copy
+
+    stub = copy.copy(node)
+    stub.body = [ast.Expr(ast.Constant(...))]
+    stub.decorator_list = []
     text = ast.unparse(ast.fix_missing_locations(stub)).splitlines()[0]
     return text.replace("async def", "def")
 

@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 
 import scripts as s
-
 from selfheal import HealConfig, Run
 from selfheal.graph.checkpoint import list_runs, read_states
 from selfheal.kernel_sandbox import KernelPool
@@ -38,7 +37,15 @@ def comparable(state: HealState) -> dict[str, object]:
         "iteration": state.iteration,
         "final_code": state.final_code,
         "tests": [(t.id, t.origin, t.code, t.trusted, t.quarantined) for t in state.tests],
-        "attempts": [(a.iteration, a.code, a.strategy, [(r.test_id, r.outcome) for r in a.report.results] if a.report else None) for a in state.attempts],
+        "attempts": [
+            (
+                a.iteration,
+                a.code,
+                a.strategy,
+                [(r.test_id, r.outcome) for r in a.report.results] if a.report else None,
+            )
+            for a in state.attempts
+        ],
         "diagnoses": [(d.root_cause, d.blame) for d in state.diagnoses],
         "lessons": [lesson.text for lesson in state.lessons],
         "nodes": [e.node for e in state.events if e.kind == "end"],
@@ -46,7 +53,9 @@ def comparable(state: HealState) -> dict[str, object]:
     }
 
 
-def test_killed_run_resumes_to_the_same_result(pool: KernelPool, runs_dir: Path, tmp_path: Path) -> None:
+def test_killed_run_resumes_to_the_same_result(
+    pool: KernelPool, runs_dir: Path, tmp_path: Path
+) -> None:
     # the child process runs the same script but its debugger hangs: we kill -9 it there
     child = tmp_path / "child.py"
     child.write_text(
@@ -70,7 +79,9 @@ def test_killed_run_resumes_to_the_same_result(pool: KernelPool, runs_dir: Path,
         )
     )
     env = dict(os.environ, SELFHEAL_RUNS_DIR=str(runs_dir))
-    proc = subprocess.Popen([sys.executable, str(child)], stdout=subprocess.PIPE, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(child)], stdout=subprocess.PIPE, env=env, start_new_session=True
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -81,13 +92,22 @@ def test_killed_run_resumes_to_the_same_result(pool: KernelPool, runs_dir: Path,
     logs = list_runs()
     assert len(logs) == 1
     saved = read_states(logs[0])
-    assert saved[-1].next == "diagnose" and saved[-1].iteration == 1  # checkpoint before the hung node
+    assert (
+        saved[-1].next == "diagnose" and saved[-1].iteration == 1
+    )  # checkpoint before the hung node
 
     # resume with a provider whose script starts where the dead one stopped
-    rest = {"debugger": [s.DIAG_CODE], "lessons": [s.LESSONS], "generator": [s.GOOD], "critic": [s.ACCEPT]}
+    rest = {
+        "debugger": [s.DIAG_CODE],
+        "lessons": [s.LESSONS],
+        "generator": [s.GOOD],
+        "critic": [s.ACCEPT],
+    }
     resumed = Run.load(logs[0], provider=MockProvider(rest), executor=pool).run()
 
-    uninterrupted = Run.start(s.SPEC, provider=MockProvider(SCRIPT), config=HealConfig(), executor=pool).run()
+    uninterrupted = Run.start(
+        s.SPEC, provider=MockProvider(SCRIPT), config=HealConfig(), executor=pool
+    ).run()
     assert resumed.status == "verified"
     assert comparable(resumed.state) == comparable(uninterrupted.state)
     # the log holds every state, old and new, in order
@@ -115,7 +135,12 @@ def test_fork_with_other_lessons_and_code_keeps_both_histories(pool: KernelPool)
 
     # fork at iteration 1 with human-edited code: it runs the edit instead of the buggy version
     fixed = "def clamp(x, lo, hi):\n    return min(max(x, lo), hi)\n"
-    child = parent.fork(1, code=fixed, lessons=["Use min(max(x, lo), hi)."], provider=MockProvider({"critic": [s.ACCEPT]}))
+    child = parent.fork(
+        1,
+        code=fixed,
+        lessons=["Use min(max(x, lo), hi)."],
+        provider=MockProvider({"critic": [s.ACCEPT]}),
+    )
     assert child.state.parent is not None and child.state.parent.run_id == done.run_id
     assert child.state.parent.changes == ("lessons", "code")
     out = child.run()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 
 import pytest
-import scripts as s
 
+import scripts as s
 from selfheal import HealConfig, Run
 from selfheal.graph import table
 from selfheal.kernel_sandbox import KernelPool
@@ -28,9 +28,7 @@ def test_no_node_mutates_its_input(pool: KernelPool, monkeypatch: pytest.MonkeyP
 
         monkeypatch.setitem(table.GRAPH, name, table.Step(row.name, guarded, row.route, row.role))
 
-    reject = (
-        '{"verdict": "reject", "concerns": ["floats"], "tests": ["assert clamp(1.5, 1.0, 2.0) == 1.5"]}'
-    )
+    reject = '{"verdict": "reject", "concerns": ["floats"], "tests": ["assert clamp(1.5, 1.0, 2.0) == 1.5"]}'
     inty = s.block("def clamp(x, lo, hi):\n    return max(int(lo), min(int(x), int(hi)))")
     mock = MockProvider(
         {
@@ -44,7 +42,9 @@ def test_no_node_mutates_its_input(pool: KernelPool, monkeypatch: pytest.MonkeyP
     )
     result = Run.start(s.SPEC, provider=mock, config=HealConfig(), executor=pool).run()
     assert result.status == "verified"
-    assert set(checked) == set(table.GRAPH), f"not every node ran: {set(table.GRAPH) - set(checked)}"
+    assert set(checked) == set(table.GRAPH), (
+        f"not every node ran: {set(table.GRAPH) - set(checked)}"
+    )
 
 
 def test_records_are_frozen() -> None:

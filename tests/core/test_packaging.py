@@ -18,7 +18,16 @@ def test_wheel_installed_in_a_fresh_venv_finds_the_prompts(tmp_path: Path) -> No
     pytest.importorskip("build")
     dist = tmp_path / "dist"
     subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--wheel",
+            "--no-isolation",
+            "--outdir",
+            str(dist),
+            str(ROOT),
+        ],
         check=True,
         capture_output=True,
     )
@@ -37,16 +46,22 @@ def test_wheel_installed_in_a_fresh_venv_finds_the_prompts(tmp_path: Path) -> No
     # the dependencies come from the test environment, but not selfheal itself
     site = subprocess.run(
         [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     (Path(site) / "_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     out = subprocess.run(
         [
-            str(py), "-c",
+            str(py),
+            "-c",
             "import selfheal, selfheal.llm.prompts as p; t = p.load_prompt('generator'); "
             "print(selfheal.__file__); print(t.path); print(t.version)",
         ],
-        cwd=tmp_path, check=True, capture_output=True, text=True,
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.splitlines()
     assert out[0].startswith(str(venv)), f"selfheal was imported from {out[0]}, not the wheel"
     assert out[1].startswith(str(venv)) and out[1].endswith("selfheal/prompts/generator.yaml")

