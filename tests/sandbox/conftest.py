@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
 
 import psutil
@@ -9,6 +11,14 @@ import pytest
 
 from selfheal.kernel_sandbox import KernelPool, Limits
 from selfheal.kernel_sandbox.kernel import live_kernels
+
+HOST_SECRETS = {
+    "SELFHEAL_CORPUS_API_KEY": "sk-corpus-" + uuid.uuid4().hex,
+    "SELFHEAL_PROBE_TOKEN": "tok-" + uuid.uuid4().hex,
+    "HF_SELFHEAL_PROBE": "hf_" + uuid.uuid4().hex,
+}
+"""Secrets the host process holds before any kernel starts; no kernel may see them."""
+os.environ.update(HOST_SECRETS)
 
 FAST = Limits(test_timeout=1.0, load_timeout=3.0, run_timeout=20.0, memory_mb=1024)
 """Limits the suite runs with: short timeouts keep the suite fast on 2 cores."""
