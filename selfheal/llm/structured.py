@@ -108,7 +108,7 @@ def _strip_thinking(text: str) -> str:
 
 
 def _scan_object(text: str, start: int) -> tuple[str, bool, str | None]:
-    """From the ``{`` at ``start``, find the balanced object.
+    """From the ``{`` (or ``[``) at ``start``, find the balanced object (or array).
 
     Returns ``(candidate, complete, closed)``: the text up to the matching brace and True;
     or, when the text ends first, the rest of the text, False, and the same text closed
@@ -243,6 +243,15 @@ def _candidates(text: str) -> list[tuple[str, tuple[str, ...], str]]:
                 add(candidate, note, _CUT_OFF)
             if complete:
                 resume = start + len(candidate)  # objects nested in it are not answers
+    # A bare JSON array (some small models answer a one-list record with just the list).
+    for source, repairs in sources:
+        body = source.strip()
+        if body.startswith("["):
+            candidate, complete, closed = _scan_object(body, 0)
+            if complete:
+                add(candidate, repairs)
+            elif closed is not None:
+                add(closed, (*repairs, "closed truncated object"))
     return out
 
 
@@ -442,9 +451,53 @@ def _is_alias(model: type[BaseModel], key: str) -> bool:
     return any(info.alias == key for info in model.model_fields.values())
 
 
+def _field_keys(model: type[BaseModel]) -> set[str]:
+    return {info.alias or name for name, info in model.model_fields.items()}
+
+
+def _sole_list_field(model: type[BaseModel]) -> str | None:
+    """The key of the model's only list-typed field, if it has exactly one."""
+    keys = [
+        info.alias or name
+        for name, info in model.model_fields.items()
+        if get_origin(_strip_optional(info.annotation)) in (list, tuple, set, frozenset)
+    ]
+    return keys[0] if len(keys) == 1 else None
+
+
+def _unwrap(obj: dict[str, Any], model: type[T]) -> tuple[T, tuple[str, ...]] | None:
+    """``{"answer": {...}}`` → the inner object, when that validates."""
+    if len(obj) != 1:
+        return None
+    key, inner = next(iter(obj.items()))
+    if not isinstance(inner, dict):
+        return None
+    unwrapped = _validate(inner, model)
+    if isinstance(unwrapped, str):
+        return None
+    return unwrapped[0], (f"unwrapped the object under {key!r}", *unwrapped[1])
+
+
 def _validate(obj: Any, model: type[T]) -> tuple[T, tuple[str, ...]] | str:
     """Validate strictly first, then after near-miss coercion. Returns the value and the
     repairs, or the validation error text."""
+    if isinstance(obj, list):
+        key = _sole_list_field(model)
+        if key is None:
+            return "a JSON array where an object was expected"
+        wrapped = _validate({key: obj}, model)
+        if isinstance(wrapped, str):
+            return wrapped
+        return wrapped[0], (f"wrapped a bare list as {key}", *wrapped[1])
+    if not isinstance(obj, dict):
+        return f"expected a JSON object, got {type(obj).__name__}"
+    keys = _field_keys(model)
+    if obj and keys and not set(obj) & keys:
+        # Records whose fields all have defaults would accept any object: demand overlap.
+        unwrapped = _unwrap(obj, model)
+        if unwrapped is not None:
+            return unwrapped
+        return f"none of the expected keys ({', '.join(sorted(keys))}) is present"
     try:
         return model.model_validate_json(json.dumps(obj, ensure_ascii=False), strict=True), ()
     except (ValidationError, TypeError, ValueError):
@@ -459,15 +512,8 @@ def _validate(obj: Any, model: type[T]) -> tuple[T, tuple[str, ...]] | str:
     try:
         value = model.model_validate(fixed)
     except ValidationError as exc:
-        # A model that echoed the schema or wrapped the answer: {"answer": {...}}.
-        if isinstance(obj, dict) and len(obj) == 1:
-            inner = next(iter(obj.values()))
-            if isinstance(inner, dict):
-                unwrapped = _validate(inner, model)
-                if not isinstance(unwrapped, str):
-                    key = next(iter(obj))
-                    return unwrapped[0], (f"unwrapped the object under {key!r}", *unwrapped[1])
-        return _error_text(exc)
+        unwrapped = _unwrap(obj, model)
+        return unwrapped if unwrapped is not None else _error_text(exc)
     return value, (*repairs, "coerced types (lax validation)")
 
 

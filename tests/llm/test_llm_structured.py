@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, Field
 
 from selfheal._record import Record
 from selfheal.errors import MalformedReply
@@ -232,6 +233,55 @@ def test_wrapped_answer_is_unwrapped() -> None:
     parsed = parse_structured('{"plan": ' + CLEAN + "}", Plan)
     assert parsed.value == EXPECTED
     assert parsed.repairs[0] == "unwrapped the object under 'plan'"
+
+
+class Review(BaseModel):
+    """Like the critic's reply: every field has a default, extra keys are ignored."""
+
+    verdict: str = "accept"
+    concerns: list[str] = Field(default_factory=list)
+    tests: list[str] = Field(default_factory=list)
+
+
+class Lessons(BaseModel):
+    """A record with a single list field."""
+
+    lessons: list[str] = Field(default_factory=list)
+
+
+def test_all_default_record_skips_unrelated_objects() -> None:
+    text = 'Format: {"foo": 1}. Answer: {"verdict": "reject", "tests": ["assert f(1) == 2"]}'
+    parsed = parse_structured(text, Review)
+    assert parsed.value == Review(verdict="reject", tests=["assert f(1) == 2"])
+
+
+def test_all_default_record_unwraps_instead_of_defaulting() -> None:
+    parsed = parse_structured('{"review": {"verdict": "reject", "concerns": ["slow"]}}', Review)
+    assert parsed.value == Review(verdict="reject", concerns=["slow"])
+    assert parsed.repairs == ("unwrapped the object under 'review'",)
+
+
+def test_all_default_record_rejects_an_unrelated_object() -> None:
+    with pytest.raises(StructuredParseError) as info:
+        parse_structured('{"answer": 42}', Review)
+    assert "none of the expected keys (concerns, tests, verdict)" in info.value.errors
+
+
+def test_empty_object_takes_defaults() -> None:
+    assert parse_structured("{}", Review).value == Review()
+
+
+def test_bare_list_fills_the_only_list_field() -> None:
+    text = '```json\n["Check empty input first.", "Sort before taking the middle."]\n```'
+    parsed = parse_structured(text, Lessons)
+    assert parsed.value.lessons == ["Check empty input first.", "Sort before taking the middle."]
+    assert parsed.repairs == ("extracted from code fence", "wrapped a bare list as lessons")
+
+
+def test_bare_list_is_refused_when_ambiguous() -> None:
+    with pytest.raises(StructuredParseError) as info:
+        parse_structured('["a", "b"]', Review)  # two list fields: which one?
+    assert "array where an object was expected" in info.value.errors
 
 
 def test_missing_field_fails_with_validation_text() -> None:
