@@ -72,11 +72,47 @@ def text_stream(pieces: list[str], stop: str = "end_turn") -> list[bytes]:
     return sse(events)
 
 
+def tool_stream(name: str, parts: list[str]) -> list[bytes]:
+    start = message([], stop="")
+    start["stop_reason"] = None
+    block = {"type": "tool_use", "id": "toolu_01", "name": name, "input": {}}
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": block},
+    ]
+    events += [
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": p},
+        }
+        for p in parts
+    ]
+    events += [
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"output_tokens": 9},
+        },
+        {"type": "message_stop"},
+    ]
+    return sse(events)
+
+
+TOOL_PARTS = ['{"value": ', '7, "note"', ': "séance"}']
+
+
 def anthropic_handler(text: str = "Hi!") -> Callable[[Request], Response]:
     def handle(request: Request) -> Response:
         if request.path != "/v1/messages":
             return Response.json({"type": "error", "error": {"type": "not_found_error"}}, 404)
         body = request.json()
+        if body.get("tools") and body.get("stream"):
+            return Response(
+                body=tool_stream(body["tools"][0]["name"], TOOL_PARTS),
+                headers={"content-type": "text/event-stream"},
+            )
         if body.get("tools"):
             tool = {
                 "type": "tool_use",
@@ -176,6 +212,21 @@ def test_structured_output_uses_forced_tool(http_server: Any) -> None:
     body = server.requests[0].json()
     assert body["tools"][0]["input_schema"] == Answer.model_json_schema()
     assert body["tool_choice"] == {"type": "tool", "name": "answer"}
+
+
+def test_structured_output_while_streaming(http_server: Any) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"value": {"type": "integer"}, "note": {"type": "string"}},
+    }
+    pieces: list[str] = []
+    completion = make(http_server(anthropic_handler())).complete(
+        CHAT, schema=schema, on_token=pieces.append
+    )
+    assert pieces == TOOL_PARTS
+    assert json.loads(completion.text) == {"value": 7, "note": "séance"}
+    assert "séance" in completion.text  # not \u-escaped
+    assert completion.finish_reason == "stop"
 
 
 def test_length_finish_reason(http_server: Any) -> None:
