@@ -43,6 +43,7 @@ def main() -> int:
     parser.add_argument("--require-model", action="store_true")
     args = parser.parse_args()
 
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as selfheal does, see llamacpp.py
     import llama_cpp
 
     print(f"llama-cpp-python {llama_cpp.__version__} from {Path(llama_cpp.__file__).parent}")

@@ -195,7 +195,8 @@ def _auto_choice() -> str:
 
 
 _CHECK_SCRIPT = r"""
-import json, sys, time
+import json, os, sys, time
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import llama_cpp
 path, threads = sys.argv[1], int(sys.argv[2])
 t0 = time.perf_counter()

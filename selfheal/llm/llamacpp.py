@@ -51,7 +51,15 @@ _INSTALL_HINT = (
 
 
 def import_llama_cpp() -> Any:
-    """Import ``llama_cpp`` or raise :class:`MissingDependency` pointing at ``make install``."""
+    """Import ``llama_cpp`` or raise :class:`MissingDependency` pointing at ``make install``.
+
+    Sets ``OMP_WAIT_POLICY=PASSIVE`` (unless already set) before the native library loads:
+    llama.cpp's CPU build synchronises its threads with OpenMP barriers, and with the default
+    spin-waiting a 2-thread decode on a busy 2-core machine (kernels, tests, another model)
+    ran 6x slower (0.44 vs 2.7 tokens/s, docs/local_model.md). Set ``OMP_WAIT_POLICY=ACTIVE``
+    yourself on a dedicated machine if you measure it faster there.
+    """
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import llama_cpp
     except ImportError as exc:
