@@ -18,10 +18,10 @@ RowState = Literal["running", "done", "error", "waiting"]
 Trust = Literal["trusted", "untrusted", "quarantined"]
 
 ICONS: dict[str, str] = {
-    "running": "⏳",
+    "running": "▶",
     "done": "✓",
     "error": "✗",
-    "waiting": "✋",
+    "waiting": "●",
     "passed": "✓",
     "failed": "✗",
     "timeout": "⏱",
@@ -189,7 +189,7 @@ def _rows(events: tuple[Event, ...], *, waiting: bool, live: bool) -> list[Timel
                     index=len(rows),
                     node="approval",
                     state="done",
-                    icon="👤",
+                    icon="◆",
                     iteration=e.iteration,
                     detail=e.detail,
                     events=(i,),

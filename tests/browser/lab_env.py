@@ -1,0 +1,123 @@
+"""Helpers of the real-browser tests: a JupyterLab server on 127.0.0.1 and headless Chromium.
+
+Install what they need with ``scripts/install_browser.sh`` (Debian's chromium, JupyterLab,
+Playwright for Python, a kernelspec for this venv). Without chromium or Playwright the tests
+skip and say so.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("SELFHEAL_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def missing_browser_parts() -> str:
+    """Why the browser tests cannot run here ("" when they can)."""
+    if not Path(CHROMIUM).exists():
+        return f"chromium not found at {CHROMIUM}: run scripts/install_browser.sh"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed: run scripts/install_browser.sh"
+    try:
+        import jupyterlab  # noqa: F401
+    except ImportError:
+        return "jupyterlab is not installed: run scripts/install_browser.sh"
+    return ""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Lab:
+    """A running JupyterLab server."""
+
+    url: str
+    token: str
+    root: Path
+    log: Path
+
+    def notebook_url(self, name: str) -> str:
+        return f"{self.url}/lab/tree/{name}?token={self.token}"
+
+
+@contextmanager
+def running_lab(root: Path) -> Iterator[Lab]:
+    """JupyterLab serving ``root`` on a free 127.0.0.1 port, token set, no browser; its
+    kernels see this checkout (PYTHONPATH) and the mock model (``SELFHEAL_MODEL=mock``)."""
+    port = free_port()
+    token = secrets.token_hex(16)
+    env = dict(os.environ)
+    env.update(
+        SELFHEAL_MODEL="mock",
+        SELFHEAL_RUNS_DIR=str(root / ".runs"),
+        PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
+        JUPYTER_CONFIG_DIR=str(root / ".jupyter"),
+        JUPYTER_RUNTIME_DIR=str(root / ".runtime"),
+    )
+    env.pop("SELFHEAL_HEADLESS", None)
+    log = root / "lab.log"
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        f"--ServerApp.port={port}",
+        "--ServerApp.ip=127.0.0.1",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--ServerApp.disable_check_xsrf=True",
+        "--LabApp.news_url=",
+        "--ServerApp.allow_root=True",
+    ]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited early:\n{log.read_text()[-3000:]}")
+            try:
+                r = httpx.get(f"{url}/api/status", params={"token": token}, timeout=2)
+                if r.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"JupyterLab did not start in 90 s:\n{log.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield Lab(url=url, token=token, root=root, log=log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

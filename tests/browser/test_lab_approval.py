@@ -1,0 +1,111 @@
+"""A real JupyterLab in headless Chromium: the live view renders, updates, and Approve resumes
+the run; the healed function works in the next cell."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from lab_env import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, REPO, Lab
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(600)]
+
+CELL_HEAL = """import selfheal
+from selfheal.llm.mock import DEMO_SPEC
+h = selfheal.heal(DEMO_SPEC, config=selfheal.HealConfig(autonomy="review_repairs"))"""
+
+CELL_RESULT = """r = await h
+median = r.function
+print("RESULT", r.status, r.verified, median([4, 1, 3, 2]))"""
+
+
+def _write_notebook(root: Path) -> str:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(CELL_HEAL), nbformat.v4.new_code_cell(CELL_RESULT)]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    name = "approval.ipynb"
+    nbformat.write(nb, root / name)
+    return name
+
+
+def _run_cell(page: Any, index: int) -> None:
+    """Run cell ``index`` with Shift+Enter, retrying while the kernel is still connecting."""
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    prompt = cell.locator(".jp-InputArea-prompt")
+    for _ in range(6):
+        cell.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if re.search(r"\[(\*|\d+)\]", prompt.inner_text()):
+                return
+            time.sleep(0.2)
+    raise AssertionError(f"cell {index} never started running")
+
+
+def test_live_view_approve_in_jupyterlab(lab: Lab) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    name = _write_notebook(lab.root)
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "notebook_approval.png"
+    done_shot = ARTIFACTS / "notebook_done.png"
+    print(f"\nscreenshots: {shot} {done_shot}\nlab log: {lab.log}")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        try:
+            page.goto(lab.notebook_url(name), timeout=60_000)
+            # the kernel is up when the status says Idle
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+            expect(
+                page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+            ).to_have_count(1, timeout=60_000)
+            no_news = page.get_by_role("button", name="No", exact=True)
+            if no_news.count():
+                no_news.first.click()  # the "get notified about Jupyter news?" toast
+            _run_cell(page, 0)
+            view = page.locator(".selfheal-view")
+            expect(view).to_have_count(1, timeout=60_000)
+            rows = page.locator(".selfheal-timeline .selfheal-row")
+            expect(rows.first).to_be_visible(timeout=60_000)
+            approve = page.locator(".selfheal-approve")
+            expect(approve).to_be_visible(timeout=60_000)
+            before = rows.count()
+            expect(page.locator(".selfheal-row-waiting")).to_have_count(1)
+            expect(page.locator(".selfheal-header")).to_contain_text("waiting for your approval")
+            assert "Diagnosis" in page.locator(".selfheal-approval").inner_text()
+            # a click on a row shows its detail
+            page.locator(".selfheal-timeline .selfheal-row", has_text="diagnose").first.click()
+            expect(page.locator(".selfheal-detail")).to_contain_text("diagnosis")
+            page.locator(".selfheal-view").scroll_into_view_if_needed()
+            page.screenshot(path=str(shot), full_page=False)
+            approve.click()
+            expect(page.locator(".selfheal-header")).to_contain_text("verified", timeout=60_000)
+            after = rows.count()
+            assert after > before, (before, after)  # the timeline kept updating after approval
+            expect(page.locator(".selfheal-row-waiting")).to_have_count(0)
+            _run_cell(page, 1)
+            out = page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-OutputArea-output")
+            expect(out).to_contain_text("RESULT verified True 2.5", timeout=60_000)
+            page.screenshot(path=str(done_shot), full_page=False)
+        except Exception:
+            failed = ARTIFACTS / "failure.png"
+            page.screenshot(path=str(failed), full_page=True)
+            print(f"failure screenshot: {failed}")
+            print("notebook text:\n" + page.locator(".jp-Notebook").inner_text()[-4000:])
+            raise
+        finally:
+            browser.close()
+    img = REPO / "docs" / "img"
+    img.mkdir(parents=True, exist_ok=True)
+    shutil.copy(shot, img / "notebook_approval.png")
