@@ -1,0 +1,26 @@
+# The README's two commands: `make demo` and `make test`. Both install what they need first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SPEC ?= Write a function is_palindrome(s) that returns True if s reads the same forwards and backwards, ignoring case and every character that is not a letter or a digit. Example: is_palindrome('A man, a plan, a canal: Panama') -> True
+
+.PHONY: install demo test lint bench-sandbox bench-llamacpp
+
+install:
+	bash scripts/install.sh
+
+demo: install
+	$(VENV)/bin/selfheal heal --provider local "$(SPEC)"
+
+test: install
+	PYTHON=$(PY) bash scripts/install_browser.sh
+	bash scripts/test.sh
+
+lint:
+	$(VENV)/bin/ruff check selfheal tests evaluation benchmarks
+	$(VENV)/bin/mypy
+
+bench-sandbox:
+	$(PY) benchmarks/bench_sandbox.py
+
+bench-llamacpp:
+	$(PY) benchmarks/bench_llamacpp.py
