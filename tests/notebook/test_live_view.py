@@ -1,0 +1,114 @@
+"""The live pieces without a frontend: FutureApprover, HealView fed by a real run, buttons."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+
+import pytest
+
+from selfheal.approval import Approve
+from selfheal.errors import ConfigError
+from selfheal.graph.runner import Run
+from selfheal.widgets import FutureApprover, render_text
+from selfheal.widgets.model import timeline_rows
+from selfheal.widgets.view import HealView
+
+
+async def _wait_for(pred: object, timeout: float = 60.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not pred():  # type: ignore[operator]
+        if loop.time() > end:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+async def test_future_approver_resolves_from_another_thread(review_run: Run) -> None:
+    approver = FutureApprover()
+    seen: list[str] = []
+    approver.on_proposal(lambda p, s: seen.append(p.kind))
+    task = asyncio.create_task(review_run.arun(approver))
+    await _wait_for(lambda: approver.waiting)
+    assert seen == ["repair"]
+    assert approver.proposal is not None and "if not values" in approver.proposal.code
+    t = threading.Thread(target=approver.decide, args=(Approve(),))
+    t.start()
+    t.join()
+    result = await asyncio.wait_for(task, 120)
+    assert result.status == "verified"
+    assert [d.kind for d in result.state.decisions] == ["approve"]
+    with pytest.raises(ConfigError, match="No proposal is waiting"):
+        approver.decide(Approve())
+
+
+async def test_view_follows_a_live_run_and_buttons_answer(review_run: Run) -> None:
+    view = HealView(review_run.state, state_getter=lambda: review_run.state, live=True)
+    view.attach_loop(asyncio.get_running_loop())
+    review_run.ctx = dataclasses.replace(review_run.ctx, sink=view.on_event)
+    approver = FutureApprover()
+    view.bind(approver)
+    task = asyncio.create_task(review_run.arun(approver))
+    await _wait_for(lambda: approver.waiting)
+    await asyncio.sleep(0.05)  # let queued events reach the view
+    rows = timeline_rows(review_run.state)
+    assert len(view.timeline_box.children) == len(rows)
+    assert view.approval_panel.layout.display == "flex"
+    assert "waiting for your approval" in view.header.value
+    assert "upper middle element" in view.diagnosis_html.value
+    assert "selfheal-diff-add" in view.diff_html.value
+    assert "if not values" in view.edit_area.value
+    # a click on a timeline row shows its detail
+    view.timeline_box.children[4].click()
+    assert "execute" in view.detail.value and "sb2 failed" in view.detail.value
+    # the user edits the code and clicks "Run my edit"
+    edited = view.edit_area.value.replace("median() of an empty list", "empty list")
+    view.edit_area.value = edited
+    view.edit_button.click()
+    assert view.approval_panel.layout.display == "none"
+    result = await asyncio.wait_for(task, 120)
+    assert result.status == "verified" and result.code == edited
+    view.refresh(review_run.state, live=False)
+    assert "verified" in view.header.value
+    assert len(view.timeline_box.children) == len(timeline_rows(review_run.state))
+    assert "approve" not in view.header.value
+    assert "empty list" in view.code_html.value
+
+
+async def test_reject_button_sends_the_reason(review_run: Run) -> None:
+    view = HealView(review_run.state, state_getter=lambda: review_run.state, live=True)
+    approver = FutureApprover()
+    view.bind(approver)
+    task = asyncio.create_task(review_run.arun(approver))
+    await _wait_for(lambda: approver.waiting)
+    view.reason.value = "keep the first version's style"
+    view.reject_button.click()
+    # the mock's demo script has no third generator reply: the run stops with that error
+    with pytest.raises(Exception, match="mock script"):
+        await asyncio.wait_for(task, 120)
+    decisions = review_run.state.decisions
+    assert [(d.kind, d.reason) for d in decisions] == [("reject", "keep the first version's style")]
+
+
+def test_view_of_a_finished_state_and_text_fallback(demo_run: Run) -> None:
+    state = demo_run.run().state
+    view = HealView(state)
+    assert len(view.timeline_box.children) == len(timeline_rows(state))
+    assert view.approval_panel.layout.display == "none"
+    assert "median: verified" in view.header.value
+    assert "<th>it1</th><th>it2</th>" in view.tests_html.value
+    assert "average the two middle values" in view.lessons_html.value
+    bundle = view._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"] == render_text(state)
+    assert "| ✓ | critic |" in bundle["text/markdown"]
+    assert repr(view) == render_text(state)
+
+
+def test_buttons_do_nothing_without_a_waiting_proposal(demo_run: Run) -> None:
+    view = HealView(demo_run.run().state)
+    approver = FutureApprover()
+    view.bind(approver)
+    view.approve_button.click()  # no proposal: ignored, no exception
+    assert not approver.waiting
