@@ -57,6 +57,7 @@ class KernelPool:
         self.startup_timeout = startup_timeout
         self._cond = threading.Condition()
         self._ready: collections.deque[SandboxKernel] = collections.deque()
+        self._dying: set[SandboxKernel] = set()
         self._starting = 0
         self._closed = False
         self._started = False
@@ -97,6 +98,10 @@ class KernelPool:
         for k in ready:
             k.kill()
         self._workers.shutdown(wait=True, cancel_futures=True)
+        with self._cond:
+            dying = list(self._dying)
+        for k in dying:
+            self._kill(k)
 
     def __enter__(self) -> KernelPool:
         return self.start()
@@ -192,10 +197,17 @@ class KernelPool:
 
     def release(self, kernel: SandboxKernel) -> None:
         """Give back a used kernel: it is killed in the background, never reused."""
+        with self._cond:
+            self._dying.add(kernel)
         try:
-            self._workers.submit(kernel.kill)
+            self._workers.submit(self._kill, kernel)
         except RuntimeError:  # executor shut down
-            kernel.kill()
+            self._kill(kernel)
+
+    def _kill(self, kernel: SandboxKernel) -> None:
+        kernel.kill()
+        with self._cond:
+            self._dying.discard(kernel)
 
     # ------------------------------------------------------------------ Executor
     def _limits(self, timeout: float | None, limits: Limits | None) -> Limits:

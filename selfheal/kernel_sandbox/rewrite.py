@@ -10,6 +10,7 @@ ordered against, a plain value. See ``docs/sandbox.md`` for what is and is not c
 from __future__ import annotations
 
 import ast
+import functools
 from typing import Any
 
 __all__ = ["encode_value", "decode_value", "rewrite_test", "split_snippet"]
@@ -80,13 +81,15 @@ HELPERS = ("__sh_cmp__", "__sh_assert__", "__sh_assert_cmp__", "__sh_truth__")
 """Names of the harness helpers, in the order the test function takes them."""
 
 
+@functools.lru_cache(maxsize=4096)
 def rewrite_test(code: str) -> tuple[str, bool]:
     """Return ``(code, wrapped)``: ``code`` with comparisons and asserts routed through
     the harness helpers, wrapped (when possible) in ``def __sh_test__(<helpers>): ...`` so
     the helpers are the test's locals, which a candidate cannot swap by editing globals.
 
     Raises ``SyntaxError`` if ``code`` does not compile (the caller sends it unchanged so
-    the harness reports the error).
+    the harness reports the error). Cached: an agent re-runs the same tests on every
+    candidate.
     """
     compile(code, "<test>", "exec", dont_inherit=True)
     tree = _Rewriter().visit(ast.parse(code))

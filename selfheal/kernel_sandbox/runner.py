@@ -267,6 +267,7 @@ class _Run:
                 if kind == "load":
                     loading = False
                     mark = time.monotonic()
+                    current = start if start < len(self.tests) else None
                     if self.load is None:
                         self.load = _load_from(m)
                         if not self.load.ok:
@@ -280,9 +281,6 @@ class _Run:
                             f"({m[3]}: {m[4]})",
                         )
                         return None
-                elif kind == "start":
-                    current = int(m[1])
-                    mark = time.monotonic()
                 elif kind == "result":
                     i = int(m[1])
                     r, value = _result_from(m, self.tests[i])
@@ -291,7 +289,9 @@ class _Run:
                         r = _check_call(t, r, value)
                     self.results[i] = r
                     self.values[i] = value
-                    current = None
+                    # tests run in order and each result is sent as it ends: the next
+                    # one is running now
+                    current = i + 1 if i + 1 < len(self.tests) else None
                     mark = time.monotonic()
                 elif kind == "done":
                     self._fill_rest(
