@@ -28,6 +28,7 @@ from typing import Any
 
 from selfheal.config import HealConfig
 from selfheal.errors import ConfigError
+from selfheal.kernel_sandbox.types import Executor
 from selfheal.llm.base import Provider
 from selfheal.result import HealResult
 from selfheal.widgets.model import unified_diff
@@ -55,6 +56,8 @@ class MagicDefaults:
     """``HealConfig`` fields, e.g. ``{"autonomy": "review_repairs", "max_iterations": 3}``."""
     provider: Provider | None = None
     """A provider object (Python only, e.g. a scripted mock in tests); wins over ``model``."""
+    executor: Executor | None = None
+    """The sandbox to run candidates in (default: the shared kernel pool)."""
     last: Any = None
     """The last result or live handle a magic produced."""
 
@@ -209,7 +212,7 @@ def _heal_and_finish(shell: Any, spec: str, *, cell: str | None = None, **kw: An
     import selfheal
 
     d = defaults(shell)
-    outcome = selfheal.heal(spec, **kw)
+    outcome = selfheal.heal(spec, executor=d.executor, **kw)
     d.last = outcome
     if isinstance(outcome, HealResult):
         _finish(shell, outcome, cell=cell)
@@ -301,6 +304,7 @@ def selfheal_config_magic(shell: Any, line: str) -> Any:
     if words == ["--reset"]:
         d.config.clear()
         d.provider = None
+        d.executor = None
         words = []
     updates: dict[str, Any] = {}
     for w in words:

@@ -1,0 +1,166 @@
+"""The magics on a real IPython shell, with the mock provider."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from nb_fakes import InProcessExecutor
+
+from selfheal.errors import ConfigError
+from selfheal.llm.mock import DEMO_SPEC, MockProvider
+from selfheal.magics import defaults, fixed_cell, split_spec_and_tests
+from selfheal.result import HealResult
+
+
+@pytest.fixture
+def shell() -> Iterator[InteractiveShell]:
+    sh = InteractiveShell.instance()
+    sh.run_line_magic("load_ext", "selfheal")
+    d = defaults(sh)
+    d.executor = InProcessExecutor()
+    sh.rl_next_input = None
+    yield sh
+    sh.run_line_magic("unload_ext", "selfheal")
+    for name in ("median", "mean"):
+        sh.user_ns.pop(name, None)
+
+
+def _run(sh: InteractiveShell, cell: str) -> None:
+    res = sh.run_cell(cell, store_history=True)
+    if res.error_in_exec is not None:
+        raise res.error_in_exec
+    if res.error_before_exec is not None:
+        raise res.error_before_exec
+
+
+def test_cell_magic_defines_the_function_and_offers_the_code(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SELFHEAL_MODEL", "mock")
+    _run(shell, f"%%selfheal --name median --max-iterations 3\n{DEMO_SPEC}\n")
+    median = shell.user_ns["median"]
+    assert median([4, 1, 3, 2]) == 2.5
+    with pytest.raises(ValueError):
+        median([])
+    last = defaults(shell).last
+    assert isinstance(last, HealResult) and last.verified
+    assert last.config.max_iterations == 3
+    assert shell.rl_next_input == last.code.rstrip() + "\n"
+
+
+def test_cell_magic_tests_flag_adds_trusted_user_tests(shell: InteractiveShell) -> None:
+    defaults(shell).provider = MockProvider.demo()
+    body = f"{DEMO_SPEC}\nassert median([10, 20]) == 15\nassert median([1, 2, 3,\n    4]) == 2.5\n"
+    _run(shell, "%%selfheal --tests\n" + body)
+    result = defaults(shell).last
+    user = [t for t in result.tests if t.origin == "user"]
+    assert [t.code for t in user] == [
+        "assert median([10, 20]) == 15",
+        "assert median([1, 2, 3,\n    4]) == 2.5",
+    ]
+    assert all(t.trusted for t in user)
+    assert result.verified and result.test_outcomes()["u1"] == "passed"
+    assert "assert median" not in result.state.spec.text
+
+
+def test_split_spec_and_tests_syntax() -> None:
+    spec, tests = split_spec_and_tests("Add numbers.\nadd(1, 2) -> 3\n\nassert add(1, 1) == 2\n")
+    assert spec == "Add numbers.\nadd(1, 2) -> 3" and tests == ["assert add(1, 1) == 2"]
+    assert split_spec_and_tests("Only a spec.") == ("Only a spec.", [])
+    with pytest.raises(ConfigError, match="is not a test"):
+        split_spec_and_tests("Spec.\nassert f(1) == 1\nprint('x')\n")
+
+
+def test_cell_magic_rejects_unknown_options(shell: InteractiveShell) -> None:
+    with pytest.raises(ConfigError, match="Unknown option '--bogus'"):
+        _run(shell, "%%selfheal --bogus\nAdd two numbers.\n")
+    with pytest.raises(ConfigError, match="needs a number"):
+        _run(shell, "%%selfheal --max-iterations many\nAdd two numbers.\n")
+
+
+def test_config_magic_shows_and_sets_defaults(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _run(shell, "%selfheal_config autonomy=review_repairs max_iterations=3 critic=false")
+    out = capsys.readouterr().out
+    assert "autonomy = 'review_repairs'" in out and "max_iterations = 3" in out
+    cfg = defaults(shell).heal_config()
+    assert cfg.autonomy == "review_repairs" and cfg.max_iterations == 3 and cfg.critic is False
+    with pytest.raises(ConfigError, match="Unknown setting 'autonomyy'"):
+        _run(shell, "%selfheal_config autonomyy=full_auto")
+    with pytest.raises(ValueError):
+        _run(shell, "%selfheal_config autonomy=sometimes")
+    assert defaults(shell).heal_config().autonomy == "review_repairs"  # unchanged by the error
+    _run(shell, "%selfheal_config --reset")
+    assert defaults(shell).heal_config().autonomy == "full_auto"
+
+
+def test_review_outside_a_kernel_returns_the_paused_result_without_defining_code(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    defaults(shell).provider = MockProvider.demo()
+    _run(shell, "%selfheal_config autonomy=review_repairs")
+    _run(shell, f"%%selfheal\n{DEMO_SPEC}\n")
+    last = defaults(shell).last
+    assert last.status == "awaiting_approval"
+    assert "median" not in shell.user_ns
+    assert "not verified" in capsys.readouterr().err
+
+
+MEAN_TESTS = """```python
+def mean(xs): ...
+
+# why: the user asked for 0.0 on an empty list
+assert mean([]) == 0.0
+# why: plain average
+assert mean([1, 2, 3]) == 2
+```"""
+
+MEAN_FIXED = """```python
+def mean(xs):
+    if not xs:
+        return 0.0
+    return sum(xs) / len(xs)
+```"""
+
+
+def test_line_magic_heals_the_function_that_raised(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mock = MockProvider({"test_writer": [MEAN_TESTS], "generator": [MEAN_FIXED]})
+    defaults(shell).provider = mock
+    _run(shell, "%selfheal_config autonomy=full_auto adversarial_tests=false critic=false")
+    cell = "def mean(xs):\n    return sum(xs) / len(xs)\n\nprint(mean([]))"
+    shell.run_cell(cell, store_history=True)  # raises ZeroDivisionError
+    _run(shell, "%selfheal return 0.0 for an empty list")
+    result = defaults(shell).last
+    assert result.verified and result.entry_point == "mean"
+    spec = result.state.spec.text
+    assert spec.startswith("Fix the function mean from this notebook cell. return 0.0 for")
+    assert "ZeroDivisionError" in spec and "return sum(xs) / len(xs)" in spec
+    assert shell.user_ns["mean"]([]) == 0.0
+    # the fixed cell keeps the rest of the cell and replaces the function
+    assert shell.rl_next_input == fixed_cell(cell, "mean", result.code) + "\n"
+    assert shell.rl_next_input.endswith("print(mean([]))\n")
+    out = capsys.readouterr().out
+    assert "--- cell (before)" in out and "+    if not xs:" in out
+
+
+def test_line_magic_without_an_error_says_what_to_do(shell: InteractiveShell) -> None:
+    import sys
+
+    for attr in ("last_type", "last_value", "last_traceback"):
+        if hasattr(sys, attr):
+            delattr(sys, attr)
+    with pytest.raises(ConfigError, match="right after a cell that raised"):
+        _run(shell, "%selfheal")
+
+
+def test_fixed_cell_replaces_only_the_function() -> None:
+    cell = "import math\n\n@cache\ndef f(x):\n    return x\n\nf(1)"
+    assert fixed_cell(cell, "f", "def f(x):\n    return x + 1\n") == (
+        "import math\n\ndef f(x):\n    return x + 1\n\nf(1)"
+    )
+    assert fixed_cell("x = 1", "g", "def g(): pass") == "def g(): pass\n\nx = 1"
