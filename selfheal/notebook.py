@@ -98,22 +98,30 @@ def _needs_human(config: HealConfig, approver: Approver | None) -> bool:
     return approver is None and config.autonomy != "full_auto"
 
 
-def _approval_required(state: HealState) -> ApprovalRequired:
+_HEADLESS_WHY = (
+    "this notebook runs headless (nbclient, nbconvert, nbmake or papermill), so nothing can answer"
+)
+_AWAIT_WHY = (
+    "an awaited cell holds the kernel, so the view's buttons cannot answer (use "
+    "`handle = selfheal.heal(...)` in a live notebook: its buttons resume the run)"
+)
+
+
+def _approval_required(state: HealState, why: str = _HEADLESS_WHY) -> ApprovalRequired:
     p = state.pending
     what = "a repair" if p is not None and p.kind == "repair" else "the first version"
     return ApprovalRequired(
         f"Run {state.run_id} needs a human to approve {what} (autonomy "
-        f"{state.config.autonomy!r}), but this notebook runs headless (nbclient, nbconvert, "
-        "nbmake or papermill), so nothing can answer. Pass `config=HealConfig(on_headless="
+        f"{state.config.autonomy!r}), but {why}. Pass `config=HealConfig(on_headless="
         "'approve')` (or 'reject') to decide automatically, use autonomy 'full_auto', or "
         f"answer later with selfheal.resume({state.run_id!r}, selfheal.Approve()).",
         state=state,
     )
 
 
-def _finish_headless(result: HealResult) -> HealResult:
+def _finish_headless(result: HealResult, why: str = _HEADLESS_WHY) -> HealResult:
     if result.status == "awaiting_approval" and result.config.on_headless == "error":
-        raise _approval_required(result.state)
+        raise _approval_required(result.state, why)
     return result
 
 
@@ -354,4 +362,4 @@ async def aheal_in_notebook(
     finally:
         if view is not None:
             view.refresh(run.state, live=False)
-    return _finish_headless(result)
+    return _finish_headless(result, _AWAIT_WHY if mode == "live" else _HEADLESS_WHY)

@@ -1,0 +1,163 @@
+"""heal() inside real Jupyter kernels: headless (nbclient) never hangs, live returns a handle
+whose approvals resolve in the kernel's event loop, full autonomy streams widget updates."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.manager import KernelManager
+from nbclient import NotebookClient
+
+from selfheal.notebook import notebook_mode
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+REPO = Path(__file__).resolve().parents[2]
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+PRELUDE = """import selfheal
+from selfheal import HealConfig
+from selfheal.llm.mock import DEMO_SPEC
+from selfheal.notebook import notebook_mode
+print("MODE", notebook_mode())"""
+
+
+@pytest.fixture
+def kernel_env(monkeypatch: pytest.MonkeyPatch, runs_dir: Path) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("SELFHEAL_MODEL", "mock")
+
+
+def test_outside_a_kernel_the_mode_is_none() -> None:
+    assert notebook_mode() == "none"
+
+
+def test_headless_nbclient_fails_fast_or_follows_on_headless(
+    kernel_env: None, tmp_path: Path
+) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(PRELUDE),
+        nbformat.v4.new_code_cell(
+            "try:\n"
+            "    selfheal.heal(DEMO_SPEC, config=HealConfig(autonomy='review_repairs'))\n"
+            "except selfheal.ApprovalRequired as e:\n"
+            "    print('APPROVAL-REQUIRED', e.state.status, 'on_headless' in str(e))"
+        ),
+        nbformat.v4.new_code_cell(
+            "r = selfheal.heal(DEMO_SPEC, config=HealConfig(autonomy='review_repairs', "
+            "on_headless='approve'))\nprint('RESULT', r.status, [d.kind for d in r.state.decisions])"
+        ),
+    ]
+    t0 = time.monotonic()
+    NotebookClient(
+        nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    elapsed = time.monotonic() - t0
+    outs = ["".join(o.get("text", "") for o in c.outputs) for c in nb.cells]
+    assert outs[0].strip() == "MODE headless"
+    assert outs[1].strip() == "APPROVAL-REQUIRED awaiting_approval True"
+    assert outs[2].strip() == "RESULT verified ['approve']"
+    assert elapsed < 240  # it finished instead of waiting for a click
+
+
+class Kernel:
+    """A real kernel driven like a frontend that can answer (``allow_stdin=True``)."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel(cwd=str(cwd))
+        self.kc: BlockingKernelClient = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=120)
+
+    def execute(self, code: str, timeout: float = 240) -> list[dict[str, Any]]:
+        msg_id = self.kc.execute(code, allow_stdin=True)
+        msgs = []
+        deadline = time.monotonic() + timeout
+        while True:
+            m = self.kc.get_iopub_msg(timeout=max(1.0, deadline - time.monotonic()))
+            if m["parent_header"].get("msg_id") != msg_id:
+                continue
+            msgs.append(m)
+            if m["msg_type"] == "error":
+                raise AssertionError("\n".join(m["content"]["traceback"]))
+            if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                return msgs
+
+    def text(self, code: str, timeout: float = 240) -> str:
+        msgs = self.execute(code, timeout)
+        return "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream")
+
+    def close(self) -> None:
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+
+@pytest.fixture
+def kernel(kernel_env: None, tmp_path: Path) -> Iterator[Kernel]:
+    k = Kernel(tmp_path)
+    try:
+        yield k
+    finally:
+        k.close()
+
+
+def test_live_review_returns_a_handle_and_approval_resumes(kernel: Kernel) -> None:
+    assert kernel.text(PRELUDE).strip() == "MODE live"
+    t0 = time.monotonic()
+    msgs = kernel.execute(
+        "h = selfheal.heal(DEMO_SPEC, config=HealConfig(autonomy='review_repairs'))\n"
+        "print(type(h).__name__, h.done())"
+    )
+    assert time.monotonic() - t0 < 60
+    assert "LiveHeal False" in "".join(
+        m["content"].get("text", "") for m in msgs if m["msg_type"] == "stream"
+    )
+    assert any(m["msg_type"] == "display_data" and WIDGET in m["content"]["data"] for m in msgs)
+    # the run goes on while the kernel is idle, until it waits for the human
+    deadline = time.monotonic() + 180
+    while kernel.text("print(h.status)").strip() != "awaiting_approval":
+        assert time.monotonic() < deadline, "the live run never reached its approval"
+        time.sleep(0.5)
+    assert "still going" in kernel.text(
+        "try:\n    h.result()\nexcept selfheal.ConfigError as e:\n    print(e)"
+    )
+    assert "approval" in kernel.text("print(h.view.header.value)")
+    kernel.execute("h.approve()")
+    out = kernel.text("r = await h\nprint(r.status, r.verified, r.function([4, 1, 3, 2]))")
+    assert out.strip() == "verified True 2.5"
+    assert kernel.text("print(h.code == r.code, h.view.approval_panel.layout.display)").split() == [
+        "True",
+        "none",
+    ]
+
+
+def test_live_full_auto_blocks_and_streams_widget_updates(kernel: Kernel) -> None:
+    kernel.execute(PRELUDE)
+    msgs = kernel.execute("r = selfheal.heal(DEMO_SPEC)\nprint(type(r).__name__, r.status)")
+    out = "".join(m["content"].get("text", "") for m in msgs if m["msg_type"] == "stream")
+    assert out.strip() == "HealResult verified"
+    updates = [m for m in msgs if m["msg_type"] == "comm_msg"]
+    assert len(updates) > 12  # the view changed while the cell was running, node after node
+
+
+def test_await_aheal_in_a_live_kernel_cannot_wait_for_buttons(kernel: Kernel) -> None:
+    kernel.execute(PRELUDE)
+    out = kernel.text(
+        "try:\n"
+        "    await selfheal.aheal(DEMO_SPEC, config=HealConfig(autonomy='review_repairs'))\n"
+        "except selfheal.ApprovalRequired as e:\n"
+        "    print('APPROVAL-REQUIRED')\n"
+        "r = await selfheal.aheal(DEMO_SPEC, config=HealConfig(autonomy='review_repairs'), "
+        "approver=lambda p, s: selfheal.Approve())\n"
+        "print(r.status)"
+    )
+    assert out.split() == ["APPROVAL-REQUIRED", "verified"]
