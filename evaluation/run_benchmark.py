@@ -19,7 +19,7 @@ from evaluation.errors import ResultsFileError
 from evaluation.modes import DEFAULT_MODES, MODES, parse_modes
 from evaluation.report import Settings, build_summary, load_summary, render_markdown, write_reports
 from evaluation.results_file import ResultsFile
-from evaluation.runner import BenchmarkRunner, check_no_role_overrides
+from evaluation.runner import BenchmarkRunner
 from evaluation.suites import SUITES, get_suite, select_tasks
 from selfheal.errors import SelfHealError
 
@@ -115,7 +115,6 @@ def _main(args: argparse.Namespace, args_list: list[str]) -> int:
                 f"max_iterations={old.max_iterations}, temperature={old.temperature}; "
                 "resume it with the same settings, or choose another --out."
             )
-    check_no_role_overrides()
 
     from selfheal.llm.router import resolve_provider
 

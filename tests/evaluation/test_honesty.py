@@ -1,0 +1,157 @@
+"""The honesty rule: the agent's inputs never contain the reference tests.
+
+Every message the agent sends goes through a ``RecordingProvider``; afterwards no
+reference assertion (normalised) that is not also in the prompt may appear in any of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from eval_fakes import oracle_provider
+
+import selfheal
+from evaluation.honesty import check_calls, check_messages, secret_assertions
+from evaluation.modes import MODES, config_for
+from evaluation.recording import RecordedCall, RecordingProvider
+from evaluation.results_file import ResultsFile
+from evaluation.runner import BenchmarkRunner
+from evaluation.suites import HumanEvalSuite, Task
+from selfheal.config import HealConfig
+from selfheal.kernel_sandbox import KernelPool
+from selfheal.llm.base import Completion, Message, Provider
+
+
+@pytest.fixture(scope="module")
+def humaneval_tasks() -> list[Task]:
+    tasks = {t.id: t for t in HumanEvalSuite().tasks()}
+    return [tasks["HumanEval/0"], tasks["HumanEval/12"]]
+
+
+def _messages_of_a_real_heal(task: Task, provider: Provider, mode: str) -> RecordingProvider:
+    recorder = RecordingProvider(provider)
+    result = selfheal.heal(
+        task.prompt, provider=recorder, config=config_for(mode), entry_point=task.entry_point
+    )
+    assert result.code is not None
+    return recorder
+
+
+@pytest.mark.parametrize("mode", ["heal", "single_shot"])
+def test_agent_inputs_contain_no_reference_assertion(
+    builtin_tasks: list[Task], humaneval_tasks: list[Task], mode: str
+) -> None:
+    tasks = [*builtin_tasks[:3], *humaneval_tasks]
+    dedupe = tasks[0]
+    assert dedupe.id == "collections/dedupe"
+    # dedupe gets a wrong solution and a test that catches it, so it goes through
+    # diagnosis and repair: those prompts must not leak either.
+    provider = oracle_provider(
+        tasks, wrong=[dedupe.id], tests={dedupe.id: "assert dedupe([2, 2]) == [2]"}
+    )
+    for task in tasks:
+        recorder = _messages_of_a_real_heal(task, provider, mode)
+        if mode == "heal" and task is dedupe:
+            assert "debugger" in {c.role for c in recorder.calls}, "no repair happened"
+        messages = recorder.messages
+        assert messages, "the recorder saw no message"
+        assert secret_assertions(task), f"{task.id} has nothing secret to check"
+        # Strict form: any secret reference assertion in any message is a leak.
+        report = check_messages(task, messages)
+        assert report.leaks == (), (task.id, report.leaks)
+        assert report.messages_checked == len(messages)
+
+
+def test_the_check_catches_a_leak(builtin_tasks: list[Task]) -> None:
+    task = builtin_tasks[0]
+    secret = task.reference_tests[2]
+    # Reformatted (extra spaces, other quotes) still counts.
+    sneaky = "Hint:\n" + secret.replace("==", "  ==  ").replace('"', "'")
+    report = check_messages(task, [Message(role="user", content=task.prompt + sneaky)])
+    assert len(report.leaks) == 1
+    assert not report.clean
+
+
+def test_prompt_examples_are_not_secret(humaneval_tasks: list[Task]) -> None:
+    task = humaneval_tasks[0]  # HumanEval/0: the docstring has two >>> examples
+    report = check_messages(task, [Message(role="user", content=task.prompt)])
+    assert report.clean
+    # The example call in the docstring is public even when it also appears in check().
+    assert all("[1.0, 2.0, 3.0], 0.5" not in s for s in secret_assertions(task))
+
+
+def test_an_assertion_the_model_wrote_itself_is_an_echo_not_a_leak(
+    builtin_tasks: list[Task],
+) -> None:
+    task = builtin_tasks[0]
+    guess = f"assert {secret_assertions(task)[0]}"
+    calls = [
+        RecordedCall(
+            messages=(Message(role="user", content=task.prompt),),
+            completion=Completion(text=f"```python\n{guess}\n```"),
+        ),
+        RecordedCall(messages=(Message(role="user", content=f"Your tests:\n{guess}"),)),
+    ]
+    report = check_calls(task, calls)
+    assert report.leaks == () and len(report.echoes) == 1
+    # The same message without the model having written it first is a leak.
+    assert len(check_calls(task, calls[1:]).leaks) == 1
+
+
+class _LeakyHeal:
+    """A deliberately dishonest 'agent' that shows the model the reference tests."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+
+    def __call__(
+        self, spec: str, *, provider: Any, config: HealConfig, entry_point: str | None
+    ) -> Any:
+        leak = "\n".join(self.task.reference_tests)
+        provider.complete([Message(role="user", content=spec + "\nMake these pass:\n" + leak)])
+        raise RuntimeError("the leaky agent gives up")
+
+
+def test_every_benchmark_record_carries_the_honesty_check(
+    builtin_tasks: list[Task], pool: KernelPool, tmp_path: Any
+) -> None:
+    task = builtin_tasks[1]
+    runner = BenchmarkRunner(
+        tasks=[task],
+        modes=["single_shot"],
+        provider=oracle_provider([task]),
+        results=ResultsFile(tmp_path / "r.jsonl"),
+        heal=_LeakyHeal(task),
+        executor_factory=lambda: pool,
+        progress=False,
+    )
+    runner.close = lambda: None  # type: ignore[method-assign]  # the pool is shared
+    (record,) = runner.run()
+    assert record.honesty is not None and record.honesty.leaks
+    assert record.status == "harness_error" and not record.passed
+
+
+def test_recording_provider_records_role_bound_calls(builtin_tasks: list[Task]) -> None:
+    task = builtin_tasks[0]
+    recorder = _messages_of_a_real_heal(task, oracle_provider([task]), "heal")
+    roles = {c.role for c in recorder.calls}
+    assert {"generator", "test_writer"} <= roles
+    assert all(c.completion is not None for c in recorder.calls)
+    assert recorder.model_id == "mock:oracle"
+
+
+def test_every_mode_builds_a_config() -> None:
+    for mode in MODES:
+        cfg = config_for(mode, max_iterations=3, temperature=0.0)
+        assert cfg.temperature == 0.0
+    single = config_for("single_shot")
+    reference = HealConfig.single_shot()
+    for field in ("max_iterations", "repair", "run_tests", "critic", "spec_blind_tests"):
+        assert getattr(single, field) == getattr(reference, field)
+    assert config_for("heal-no-critic").critic is False
+    assert config_for("heal").critic is True
+
+
+def _unused(_: Sequence[object]) -> None: ...
