@@ -89,6 +89,8 @@ def _selfheal_install(key_file: str, work_dir: str, fifo: str, out_fifo: str) ->
     _real_stderr = sys.stderr
     _mypid = os.getpid()
     _work = os.path.realpath(work_dir)
+    # kernel directories are <tmp>/selfheal-k-*/ ; work_dir is <that>/work
+    _kprefix = os.path.join(os.path.dirname(os.path.dirname(_work)), "selfheal-k-")
     _pure_scalars = frozenset({int, float, complex, str, bytes, bool, _NoneType})
     _pure_containers = frozenset({list, tuple, dict, set, frozenset, bytearray, range})
 
@@ -158,16 +160,20 @@ def _selfheal_install(key_file: str, work_dir: str, fifo: str, out_fifo: str) ->
             return False
         return rp == _work or rp.startswith(_work + "/") or rp == "/dev/null"
 
-    def _foreign_proc(path: Any) -> bool:
+    def _forbidden_read(path: Any) -> bool:
+        """Other processes' /proc entries, other sandbox kernels' directories, and this
+        kernel's own control files (everything of its directory but ``work``)."""
         try:
             p = path.decode() if _type(path) is _bytes else _str(path)
             rp = _realpath(p)
         except _BaseException:
             return False
-        if not rp.startswith("/proc/"):
-            return False
-        head = rp[6:].split("/", 1)[0]
-        return head.isdigit() and _int(head) != _mypid
+        if rp.startswith("/proc/"):
+            head = rp[6:].split("/", 1)[0]
+            return head.isdigit() and _int(head) != _mypid
+        if rp.startswith(_kprefix):
+            return not (rp == _work or rp.startswith(_work + "/"))
+        return False
 
     def _hook(event: str, args: tuple[Any, ...]) -> None:
         if not state[0]:
@@ -183,8 +189,11 @@ def _selfheal_install(key_file: str, work_dir: str, fifo: str, out_fifo: str) ->
                 raise _PermissionError(
                     f"sandbox: writing outside the run's working directory is blocked: {path!r}"
                 )
-            if _foreign_proc(path):
-                raise _PermissionError(f"sandbox: reading other processes is blocked: {path!r}")
+            if _forbidden_read(path):
+                raise _PermissionError(
+                    f"sandbox: reading other processes or sandbox control files is blocked: "
+                    f"{path!r}"
+                )
         elif event in net_events:
             if not state[2]:
                 raise _PermissionError(f"sandbox: network access is blocked ({event})")

@@ -187,7 +187,10 @@ class KernelPool:
                 # waiting for a kernel does not eat the run budget below a start-up time
                 self._cond.wait(max(0.05, min(left, 0.5)) if left > 0 else 0.5)
             k = self._ready.popleft()
-            self._refill()
+            if not self._ready:
+                self._refill()
+            # otherwise the replacement starts when this kernel is released, so it does
+            # not compete for the CPU with the run itself
         try:
             k.adopt_limits(limits)
         except Exception:
@@ -199,6 +202,7 @@ class KernelPool:
         """Give back a used kernel: it is killed in the background, never reused."""
         with self._cond:
             self._dying.add(kernel)
+            self._refill()
         try:
             self._workers.submit(self._kill, kernel)
         except RuntimeError:  # executor shut down

@@ -414,6 +414,25 @@ def test_socket_connect(pool: KernelPool) -> None:
     assert accepted == []
 
 
+def test_other_kernels_and_control_files_are_off_limits(pool: KernelPool) -> None:
+    code = (
+        "import glob, os\n"
+        "def peek():\n"
+        "    here = os.path.dirname(os.getcwd())\n"
+        "    out = []\n"
+        "    for p in glob.glob(os.path.dirname(here) + '/selfheal-k-*/conn.json') + "
+        "[here + '/conn.json']:\n"
+        "        try:\n"
+        "            open(p).read()\n"
+        "            out.append('read')\n"
+        "        except PermissionError:\n"
+        "            out.append('blocked')\n"
+        "    return out\n"
+    )
+    res = pool.run_snippet("r = peek()\n(len(r) >= 2, set(r))", setup=code)
+    assert res.value == "(True, {'blocked'})", res
+
+
 def test_no_leftover_processes_after_corpus(pool: KernelPool) -> None:
     """Runs last in this module: no process of any kernel the corpus used (and killed) is
     left, nor of a second pool that ran a fork bomb and a never-ending thread, once closed."""

@@ -1,0 +1,58 @@
+"""Kernels never outlive their owner: at interpreter exit (atexit) nothing is left."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+SCRIPT = """
+from selfheal.kernel_sandbox import get_default_pool, KernelPool
+from selfheal.kernel_sandbox.kernel import live_kernels
+pool = get_default_pool()
+other = KernelPool(size=1).start()    # never closed by this script
+report = pool.run("import threading, time\\n"
+                  "threading.Thread(target=time.sleep, args=(1e9,)).start()\\n"
+                  "def f():\\n    return 1\\n", ["assert f() == 1"])
+assert report.passed, report
+other.wait_ready(60)
+pool.wait_ready(60)
+print("PIDS", " ".join(str(k.pid) for k in live_kernels()), flush=True)
+"""
+
+
+def test_no_kernel_survives_interpreter_exit() -> None:
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=root,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("PIDS"))
+    pids = [int(p) for p in line.split()[1:]]
+    assert len(pids) >= 3  # two warm kernels of the default pool, one of the other pool
+
+    def alive() -> list[int]:
+        out = []
+        for pid in pids:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    out.append(pid)
+            except psutil.NoSuchProcess:
+                continue
+        return out
+
+    deadline = time.monotonic() + 5
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive() == []
