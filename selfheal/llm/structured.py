@@ -21,7 +21,7 @@ import ast
 import json
 import re
 from collections.abc import Sequence
-from typing import Any, Generic, TypeVar, Union, get_args, get_origin
+from typing import Any, Generic, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -418,7 +418,14 @@ def _coerce(value: Any, model: type[BaseModel], path: str, repairs: list[str]) -
         item = out[key]
         annotation = _strip_optional(info.annotation)
         where = f"{path}{key}"
-        if annotation is str:
+        if get_origin(annotation) is Literal and isinstance(item, str):
+            choices = [c for c in get_args(annotation) if isinstance(c, str)]
+            if item not in choices:
+                folded = [c for c in choices if c.lower() == item.strip().lower()]
+                if len(folded) == 1:
+                    out[key] = folded[0]
+                    repairs.append(f"read {item!r} as the choice {folded[0]!r} for {where}")
+        elif annotation is str:
             if isinstance(item, list) and all(isinstance(x, str) for x in item) and item:
                 out[key] = "\n".join(item)
                 repairs.append(f"joined a list of strings into the string {where}")
@@ -747,17 +754,17 @@ def _unfenced(text: str) -> str | None:
     tree = _parses(whole)
     if tree is not None and _substantial(tree):
         return whole
-    match = _CODE_START_RE.search(whole)
-    if match is None:
-        return None
-    lines = whole[match.start() :].splitlines()
-    for end in range(len(lines), 0, -1):
-        code = "\n".join(lines[:end]).strip()
-        tree = _parses(code)
-        if tree is not None and _substantial(tree):
-            return code
-        if len(lines) - end >= 20:
-            break
+    for n, match in enumerate(_CODE_START_RE.finditer(whole)):
+        if n >= 5:
+            break  # a line of prose may start with "from" or "import": try a few starts
+        lines = whole[match.start() :].splitlines()
+        for end in range(len(lines), 0, -1):
+            code = "\n".join(lines[:end]).strip()
+            tree = _parses(code)
+            if tree is not None and _substantial(tree):
+                return code
+            if len(lines) - end >= 20:
+                break
     return None
 
 

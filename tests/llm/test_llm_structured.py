@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field
@@ -284,6 +284,25 @@ def test_bare_list_is_refused_when_ambiguous() -> None:
     assert "array where an object was expected" in info.value.errors
 
 
+class Verdict(Record):
+    """A record with a choice."""
+
+    verdict: Literal["accept", "reject"]
+    """The choice."""
+
+
+def test_choice_in_the_wrong_case_is_matched() -> None:
+    parsed = parse_structured('{"verdict": " Reject"}', Verdict)
+    assert parsed.value.verdict == "reject"
+    assert parsed.repairs == ("read ' Reject' as the choice 'reject' for verdict",)
+
+
+def test_unknown_choice_is_not_guessed() -> None:
+    with pytest.raises(StructuredParseError) as info:
+        parse_structured('{"verdict": "maybe"}', Verdict)
+    assert "verdict" in info.value.errors
+
+
 def test_missing_field_fails_with_validation_text() -> None:
     with pytest.raises(StructuredParseError) as info:
         parse_structured('{"name": "add", "asserts": []}', Plan)
@@ -348,6 +367,13 @@ def test_extract_code_keeps_non_ascii_source() -> None:
 def test_extract_code_unfenced_reply() -> None:
     text = "Here is the code:\ndef f(x):\n    return x * 2\nThis doubles x."
     assert extract_code(text, entry_point="f") == "def f(x):\n    return x * 2"
+
+
+def test_extract_code_unfenced_after_prose_starting_with_from() -> None:
+    text = "from what you asked, here it is:\nimport math\n\ndef f(x):\n    return math.sqrt(x)"
+    assert extract_code(text, entry_point="f") == (
+        "import math\n\ndef f(x):\n    return math.sqrt(x)"
+    )
 
 
 def test_extract_code_rejects_prose_and_broken_code() -> None:
