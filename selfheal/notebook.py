@@ -178,7 +178,22 @@ class LiveHeal:
         return self._task.result()
 
     def __await__(self) -> Generator[Any, None, HealResult]:
-        return self._task.__await__()
+        return self._wait().__await__()
+
+    async def _wait(self) -> HealResult:
+        # An awaiting cell holds the kernel: a click cannot arrive while it waits. So waiting
+        # on a run that needs a decision would hang forever; say so instead.
+        while not self._task.done():
+            if self.approver.waiting:
+                raise ApprovalRequired(
+                    f"Run {self.run.state.run_id} waits for your decision, and a cell that "
+                    "awaits it holds the kernel, so the view's buttons cannot answer. Decide "
+                    "first (the buttons, or handle.approve() / handle.edit(code) / "
+                    "handle.reject(reason)), then `await handle` in a later cell.",
+                    state=self.run.state,
+                )
+            await asyncio.wait({self._task}, timeout=0.1)
+        return self._task.result()
 
     def add_done_callback(self, fn: Callable[[HealResult], None]) -> None:
         """Call ``fn(result)`` when the run ends successfully (at once if it already has)."""

@@ -131,6 +131,10 @@ def test_live_review_returns_a_handle_and_approval_resumes(kernel: Kernel) -> No
         "try:\n    h.result()\nexcept selfheal.ConfigError as e:\n    print(e)"
     )
     assert "approval" in kernel.text("print(h.view.header.value)")
+    # awaiting a run that waits for a click would hold the kernel forever: it says so instead
+    assert "Decide first" in kernel.text(
+        "try:\n    await h\nexcept selfheal.ApprovalRequired as e:\n    print(e)", timeout=30
+    )
     kernel.execute("h.approve()")
     out = kernel.text("r = await h\nprint(r.status, r.verified, r.function([4, 1, 3, 2]))")
     assert out.strip() == "verified True 2.5"
