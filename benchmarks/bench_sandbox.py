@@ -55,7 +55,9 @@ def pct(xs: list[float], q: float) -> float:
     return xs[i]
 
 
-def timed(fn: Callable[[], object], runs: int, before: Callable[[], object] | None = None) -> list[float]:
+def timed(
+    fn: Callable[[], object], runs: int, before: Callable[[], object] | None = None
+) -> list[float]:
     out = []
     for _ in range(runs):
         if before is not None:
@@ -76,7 +78,7 @@ def main() -> None:
 
     # the floor: in-process exec, no isolation
     def in_process() -> None:
-        exec(compile(source, "<bench>", "exec"), {"__name__": "bench"})  # noqa: S102
+        exec(compile(source, "<bench>", "exec"), {"__name__": "bench"})
 
     floor = timed(in_process, n * 5)
 
@@ -126,17 +128,46 @@ def main() -> None:
 
     ms = 1000.0
     sub50 = statistics.median(sub)
-    rows.append(("in-process `exec` (floor, no isolation)", f"{pct(floor, .5) * ms:.2f}",
-                 f"{pct(floor, .95) * ms:.2f}", f"{pct(floor, .5) / sub50:.3f}"))
-    rows.append(("fresh `python` subprocess per candidate", f"{pct(sub, .5) * ms:.1f}",
-                 f"{pct(sub, .95) * ms:.1f}", "1.000"))
-    rows.append(("**warm KernelPool.run** (kernel ready)", f"{pct(warm, .5) * ms:.1f}",
-                 f"{pct(warm, .95) * ms:.1f}", f"{pct(warm, .5) / sub50:.3f}"))
-    rows.append((f"KernelPool.run back to back ({sustained:.2f} runs/s sustained)",
-                 f"{pct(back, .5) * ms:.1f}", f"{pct(back, .95) * ms:.1f}",
-                 f"{pct(back, .5) / sub50:.3f}"))
-    rows.append(("cold sandbox kernel start (to harness installed)", f"{pct(cold, .5) * ms:.0f}",
-                 f"{max(cold) * ms:.0f}", f"{pct(cold, .5) / sub50:.1f}"))
+    rows.append(
+        (
+            "in-process `exec` (floor, no isolation)",
+            f"{pct(floor, 0.5) * ms:.2f}",
+            f"{pct(floor, 0.95) * ms:.2f}",
+            f"{pct(floor, 0.5) / sub50:.3f}",
+        )
+    )
+    rows.append(
+        (
+            "fresh `python` subprocess per candidate",
+            f"{pct(sub, 0.5) * ms:.1f}",
+            f"{pct(sub, 0.95) * ms:.1f}",
+            "1.000",
+        )
+    )
+    rows.append(
+        (
+            "**warm KernelPool.run** (kernel ready)",
+            f"{pct(warm, 0.5) * ms:.1f}",
+            f"{pct(warm, 0.95) * ms:.1f}",
+            f"{pct(warm, 0.5) / sub50:.3f}",
+        )
+    )
+    rows.append(
+        (
+            f"KernelPool.run back to back ({sustained:.2f} runs/s sustained)",
+            f"{pct(back, 0.5) * ms:.1f}",
+            f"{pct(back, 0.95) * ms:.1f}",
+            f"{pct(back, 0.5) / sub50:.3f}",
+        )
+    )
+    rows.append(
+        (
+            "cold sandbox kernel start (to harness installed)",
+            f"{pct(cold, 0.5) * ms:.0f}",
+            f"{max(cold) * ms:.0f}",
+            f"{pct(cold, 0.5) / sub50:.1f}",
+        )
+    )
 
     cpu = "?"
     try:
@@ -146,8 +177,12 @@ def main() -> None:
                 break
     except OSError:
         pass
-    print(f"# bench_sandbox: {n} runs each; {os.cpu_count()} cores, {cpu}; "
-          f"Python {platform.python_version()}")
+    load1, load5, _ = os.getloadavg()
+    print(
+        f"# bench_sandbox: {n} runs each; {os.cpu_count()} cores, {cpu}; "
+        f"Python {platform.python_version()}; load average {load1:.1f} / {load5:.1f} "
+        "(1 / 5 min) at the end"
+    )
     print("Workload: one candidate function plus 10 assertion tests.\n")
     print("| approach | p50 ms | p95 ms | p50 ratio vs subprocess |")
     print("|---|---:|---:|---:|")
@@ -157,8 +192,10 @@ def main() -> None:
     print("| runaway test (limit 1.0 s) | stopped after its limit |")
     print("|---|---:|")
     print(f"| `while True: pass` (harness alarm) | +{alarm_over * ms:.0f} ms |")
-    print(f"| swallows the interrupt, ignores SIGALRM (host kills the kernel) | "
-          f"+{kill_over * ms:.0f} ms (whole run incl. load) |")
+    print(
+        f"| swallows the interrupt, ignores SIGALRM (host kills the kernel) | "
+        f"+{kill_over * ms:.0f} ms (whole run incl. load) |"
+    )
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ __all__ = [
     "make_preexec",
     "netns_available",
     "apply_rlimits",
+    "nproc_budget",
 ]
 
 _ENV_KEEP = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
@@ -65,8 +66,28 @@ def kernel_env(home: Path, tmp: Path, base: Mapping[str, str] | None = None) -> 
     return env
 
 
-def apply_rlimits(limits: Limits, pid: int = 0) -> None:
-    """Set address-space, CPU, file-size, open-files, core and process rlimits.
+def nproc_budget(limits: Limits) -> int | None:
+    """The RLIMIT_NPROC value for a kernel, or None where it would not help.
+
+    The limit counts every process *and thread* of the user, and never binds root; so for
+    root it is skipped (cgroup ``pids.max`` or the process-tree watch apply instead), and
+    otherwise it is the user's current task count plus ``max_processes`` plus room for
+    the kernel's own threads.
+    """
+    if os.geteuid() == 0:
+        return None
+    uid = os.getuid()
+    tasks = 0
+    for p in psutil.process_iter(["uids", "num_threads"]):
+        with contextlib.suppress(psutil.Error, TypeError):
+            if p.info["uids"].real == uid:
+                tasks += int(p.info["num_threads"] or 1)
+    return tasks + limits.max_processes + 64
+
+
+def apply_rlimits(limits: Limits, pid: int = 0, nproc: int | None = None) -> None:
+    """Set address-space, CPU, file-size, open-files and core rlimits (and RLIMIT_NPROC
+    when ``nproc`` is given, see ``nproc_budget``).
 
     ``pid=0`` means the calling process (used in ``preexec_fn``); otherwise ``prlimit``
     changes a running kernel (used when a run asks for other limits than the pool's).
@@ -78,8 +99,9 @@ def apply_rlimits(limits: Limits, pid: int = 0) -> None:
         (resource.RLIMIT_FSIZE, limits.max_file_size_mb * _MiB),
         (resource.RLIMIT_NOFILE, limits.max_open_files),
         (resource.RLIMIT_CORE, 0),
-        (resource.RLIMIT_NPROC, limits.max_processes),
     ]
+    if nproc is not None:
+        pairs.append((resource.RLIMIT_NPROC, nproc))
     for res, value in pairs:
         with contextlib.suppress(ValueError, OSError):
             if pid:
@@ -90,9 +112,10 @@ def apply_rlimits(limits: Limits, pid: int = 0) -> None:
 
 def make_preexec(limits: Limits) -> Callable[[], None]:
     """The function run in the child between fork and exec."""
+    nproc = nproc_budget(limits)
 
     def preexec() -> None:
-        apply_rlimits(limits)
+        apply_rlimits(limits, nproc=nproc)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
     return preexec
