@@ -34,19 +34,23 @@ def oracle_provider(
 ) -> MockProvider:
     """A MockProvider whose generator returns the canonical solution of the task named in
     the prompt (a wrong one for ids in ``wrong``). The test writer answers with
-    ``tests[task_id]`` (assertion code) or a trivial test."""
+    ``tests[task_id]`` (assertion code) or a trivial test that any function passes."""
     wrong_ids = set(wrong)
     own_tests = dict(tests or {})
 
     def test_writer(messages: Sequence[Message]) -> str:
         task = _find_task(tasks, messages)
-        code = own_tests.get(task.id, "assert True")
+        code = own_tests.get(task.id, f"assert callable({task.entry_point})")
         return f"```python\n# why: from the spec\n{code}\n```"
 
     def generator(messages: Sequence[Message]) -> str:
         task = _find_task(tasks, messages)
         code = wrong_solution(task) if task.id in wrong_ids else task.canonical_solution
         return f"```python\n{code}\n```"
+
+    def adversary(messages: Sequence[Message]) -> str:
+        task = _find_task(tasks, messages)
+        return f"```python\n# why: the name must stay defined\nassert {task.entry_point} is not None\n```"
 
     def fixed(text: str) -> Callable[[Sequence[Message]], str]:
         return lambda _messages: text
@@ -55,7 +59,7 @@ def oracle_provider(
         {
             "generator": [generator] * 1000,
             "test_writer": [test_writer] * 1000,
-            "adversary": [fixed("```python\n# why: nothing new\n```")] * 1000,
+            "adversary": [adversary] * 1000,
             "debugger": [
                 fixed(
                     '{"root_cause": "wrong result", "category": "logic", '

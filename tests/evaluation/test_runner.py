@@ -1,0 +1,232 @@
+"""The runner: records, metrics, resume after an interruption, and the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from eval_fakes import oracle_provider
+
+import selfheal
+from evaluation.metrics import summarise
+from evaluation.results_file import ResultsFile
+from evaluation.run_benchmark import main
+from evaluation.runner import BenchmarkRunner
+from evaluation.suites import Task
+from selfheal.config import HealConfig
+from selfheal.kernel_sandbox import KernelPool
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class CountingHeal:
+    """The real ``selfheal.heal``, counting calls; raises KeyboardInterrupt on call ``stop_at``."""
+
+    def __init__(self, stop_at: int | None = None) -> None:
+        self.calls: list[str] = []
+        self.stop_at = stop_at
+
+    def __call__(
+        self, spec: str, *, provider: Any, config: HealConfig, entry_point: str | None
+    ) -> Any:
+        self.calls.append(entry_point or "")
+        if self.stop_at is not None and len(self.calls) == self.stop_at:
+            raise KeyboardInterrupt
+        return selfheal.heal(spec, provider=provider, config=config, entry_point=entry_point)
+
+
+def _runner(
+    tasks: list[Task], modes: list[str], path: Path, pool: KernelPool, heal: Any, **kw: Any
+) -> BenchmarkRunner:
+    runner = BenchmarkRunner(
+        tasks=tasks,
+        modes=modes,
+        provider=oracle_provider(tasks, **kw),
+        results=ResultsFile(path),
+        heal=heal,
+        executor_factory=lambda: pool,
+        progress=False,
+    )
+    runner.close = lambda: None  # type: ignore[method-assign]  # the pool is shared
+    return runner
+
+
+def test_records_and_metrics_match_what_happened(
+    builtin_tasks: list[Task], pool: KernelPool, tmp_path: Path
+) -> None:
+    tasks = builtin_tasks[:3]
+    dedupe, flatten = tasks[0], tasks[1]
+    runner = _runner(
+        tasks,
+        ["single_shot", "heal"],
+        tmp_path / "r.jsonl",
+        pool,
+        CountingHeal(),
+        # dedupe: wrong code that the agent's own test catches (no false success);
+        # flatten: wrong code the agent's trivial test cannot catch (a false success).
+        wrong=[dedupe.id, flatten.id],
+        tests={dedupe.id: "assert dedupe([2, 2]) == [2]"},
+    )
+    records = {(r.task_id, r.mode): r for r in runner.run()}
+    assert len(records) == 6
+
+    good = records[(tasks[2].id, "heal")]
+    assert good.passed and good.first_attempt_passed and good.verified
+    assert good.verdict.outcome == "passed"
+    assert {t.origin for t in good.tests} >= {"spec_blind"}
+    assert good.llm_calls >= 2 and good.prompt_tokens > 0 and good.timeline
+
+    caught = records[(dedupe.id, "heal")]
+    assert not caught.passed and not caught.verified and not caught.false_success
+    assert caught.status == "exhausted" and caught.iterations == 4 and caught.diagnoses
+    assert caught.verdict.failing_assertion is not None
+    assert any(t.outcome == "failed" for t in caught.tests)
+
+    fooled = records[(flatten.id, "heal")]
+    assert fooled.verified and not fooled.passed and fooled.false_success
+
+    single = records[(tasks[2].id, "single_shot")]
+    assert single.passed and single.status == "unverified" and single.llm_calls == 1
+    assert not single.false_failure
+
+    heal = summarise(records.values(), "heal")
+    assert (heal.tasks, heal.passed, heal.false_success, heal.verified) == (3, 1, 1, 2)
+    assert heal.by_category["collections"].tasks == 3
+    assert heal.leaks == 0
+
+
+def test_healed_counts_a_repair_that_fixed_the_first_attempt(
+    builtin_tasks: list[Task], pool: KernelPool, tmp_path: Path
+) -> None:
+    task = next(t for t in builtin_tasks if t.id == "text/wrap")
+    answers = iter(
+        [f"def {task.entry_point}(text, width):\n    return []\n", task.canonical_solution]
+    )
+    provider = oracle_provider([task], tests={task.id: 'assert wrap_text("a b", 1) == ["a", "b"]'})
+    provider._script.replies["generator"] = [lambda _m: f"```python\n{next(answers)}\n```"] * 2
+    runner = BenchmarkRunner(
+        tasks=[task],
+        modes=["heal"],
+        provider=provider,
+        results=ResultsFile(tmp_path / "r.jsonl"),
+        heal=CountingHeal(),
+        executor_factory=lambda: pool,
+        progress=False,
+    )
+    runner.close = lambda: None  # type: ignore[method-assign]
+    (record,) = runner.run()
+    assert not record.first_attempt_passed and record.passed and record.healed
+    assert record.first_verdict is not None and record.first_verdict.failing_assertion
+    assert [a.iteration for a in record.attempts] == [1, 2]
+
+
+def test_interrupted_run_resumes_only_the_missing_pairs(
+    builtin_tasks: list[Task], pool: KernelPool, tmp_path: Path
+) -> None:
+    tasks = builtin_tasks[:4]
+    modes = ["single_shot", "heal"]
+    path = tmp_path / "results.jsonl"
+    first = CountingHeal(stop_at=4)  # the 4th (task, mode) is interrupted
+    with pytest.raises(KeyboardInterrupt):
+        _runner(tasks, modes, path, pool, first).run()
+    before = ResultsFile(path).read()
+    assert len(before) == 3
+
+    # A process killed mid-write leaves half a line: resume must cope with it.
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('{"suite": "builtin", "task_id": "half')
+
+    second = CountingHeal()
+    new = _runner(tasks, modes, path, pool, second).run(resume=True)
+    assert len(second.calls) == 5 == len(new)
+    done_before = {r.key for r in before}
+    assert not done_before & {r.key for r in new}
+    final = ResultsFile(path).read()
+    assert sorted(r.key for r in final) == sorted((t.id, m) for t in tasks for m in modes)
+    assert final[:3] == before  # earlier lines untouched
+
+    third = CountingHeal()
+    assert _runner(tasks, modes, path, pool, third).run(resume=True) == []
+    assert third.calls == []
+
+
+def test_harness_errors_are_retried_on_resume(
+    builtin_tasks: list[Task], pool: KernelPool, tmp_path: Path
+) -> None:
+    task = builtin_tasks[2]
+    path = tmp_path / "r.jsonl"
+
+    def broken(spec: str, **_: Any) -> Any:
+        raise ConnectionError("model server went away")
+
+    (failed,) = _runner([task], ["single_shot"], path, pool, broken).run()
+    assert failed.error.startswith("ConnectionError") and not failed.passed
+    (retried,) = _runner([task], ["single_shot"], path, pool, CountingHeal()).run(resume=True)
+    assert retried.passed and not retried.error
+    assert ResultsFile(path).latest()[(task.id, "single_shot")].passed
+
+
+def _mock_script(tasks: list[Task], path: Path) -> Path:
+    script = {"generator": [f"```python\n{t.canonical_solution}\n```" for t in tasks] * 2}
+    path.write_text(yaml.safe_dump(script), encoding="utf-8")
+    return path
+
+
+def test_command_line_writes_every_report(
+    builtin_tasks: list[Task], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _mock_script(builtin_tasks[:2], tmp_path / "script.yaml")
+    out = tmp_path / "out"
+    args = ["--suite", "builtin", "--model", f"mock:{script}", "--modes", "single_shot",
+            "--limit", "2", "--out", str(out), "--no-progress"]  # fmt: skip
+    assert main(args) == 0
+    summary = json.loads((out / "results.json").read_text())
+    assert summary["complete"] is True
+    assert summary["metrics"]["single_shot"]["passed"] == 2
+    assert summary["runs"][0]["command"].endswith(" ".join(args))
+    assert summary["runs"][0]["hardware"]["logical_cores"] >= 1
+    assert summary["runs"][0]["git_commit"]
+    table = (out / "results.md").read_text()
+    assert "| single_shot | 2 | 2 (100.0%)" in table
+    for chart in ("pass_rate.png", "iterations.png"):
+        assert (out / chart).read_bytes().startswith(b"\x89PNG")
+    # A second run into the same directory must be explicit about resuming.
+    assert main(args) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_killed_process_resumes_from_the_file(builtin_tasks: list[Task], tmp_path: Path) -> None:
+    tasks = builtin_tasks[:4]
+    script = _mock_script(tasks, tmp_path / "script.yaml")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "evaluation.run_benchmark", "--suite", "builtin",
+           "--model", f"mock:{script}", "--modes", "single_shot", "--limit", "4",
+           "--out", str(out), "--no-progress", "--resume"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if results.exists() and results.read_text().count("\n") >= 1:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    before = ResultsFile(results).read()
+    assert 1 <= len(before) < 4, "the run finished before it could be killed"
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    after = ResultsFile(results).read()
+    assert sorted(r.task_id for r in after) == sorted(t.id for t in tasks)
+    assert after[: len(before)] == before
