@@ -17,7 +17,7 @@ if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends chromium
 fi
 
-"$PY" -m pip install --quiet "jupyterlab>=4,<5" "playwright>=1.40" ipywidgets
+"$PY" -m pip install --quiet "jupyterlab>=4,<5" "notebook>=7,<8" "playwright>=1.40" ipywidgets
 if ! "$PY" -m pip install --quiet --no-deps -e . ; then
     # The editable install needs every file the metadata names (README.md...). Fall back to a
     # .pth entry, which is what an editable install amounts to.

@@ -48,6 +48,15 @@ def missing_browser_parts() -> str:
     return ""
 
 
+def missing_app(app: str) -> str:
+    """Why ``app`` (``jupyterlab`` or ``notebook``) cannot be started ("" when it can)."""
+    import importlib.util
+
+    if importlib.util.find_spec(app) is None:
+        return f"{app} is not installed: run scripts/install_browser.sh"
+    return ""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -63,13 +72,17 @@ class Lab:
     root: Path
     log: Path
 
+    app: str = "jupyterlab"
+    """``jupyterlab`` (JupyterLab 4) or ``notebook`` (Notebook 7)."""
+
     def notebook_url(self, name: str) -> str:
-        return f"{self.url}/lab/tree/{name}?token={self.token}"
+        where = "lab/tree" if self.app == "jupyterlab" else "notebooks"
+        return f"{self.url}/{where}/{name}?token={self.token}"
 
 
 @contextmanager
-def running_lab(root: Path) -> Iterator[Lab]:
-    """JupyterLab serving ``root`` on a free 127.0.0.1 port, token set, no browser; its
+def running_lab(root: Path, app: str = "jupyterlab") -> Iterator[Lab]:
+    """JupyterLab (or Notebook 7 with ``app="notebook"``) serving ``root`` on a free 127.0.0.1 port, token set, no browser; its
     kernels see this checkout (PYTHONPATH) and the mock model (``SELFHEAL_MODEL=mock``)."""
     port = free_port()
     token = secrets.token_hex(16)
@@ -86,14 +99,13 @@ def running_lab(root: Path) -> Iterator[Lab]:
     cmd = [
         sys.executable,
         "-m",
-        "jupyterlab",
+        app,
         "--no-browser",
         f"--ServerApp.port={port}",
         "--ServerApp.ip=127.0.0.1",
         f"--IdentityProvider.token={token}",
         f"--ServerApp.root_dir={root}",
         "--ServerApp.disable_check_xsrf=True",
-        "--LabApp.news_url=",
         "--ServerApp.allow_root=True",
     ]
     with log.open("wb") as out:
@@ -113,7 +125,7 @@ def running_lab(root: Path) -> Iterator[Lab]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"JupyterLab did not start in 90 s:\n{log.read_text()[-3000:]}")
             time.sleep(0.5)
-        yield Lab(url=url, token=token, root=root, log=log)
+        yield Lab(url=url, token=token, root=root, log=log, app=app)
     finally:
         proc.terminate()
         try:
