@@ -239,7 +239,7 @@ class BenchmarkRunner:
     # ------------------------------------------------------------------ the run
 
     @contextmanager
-    def _bar(self, total: int, initial: Mapping[str, tuple[int, int]]) -> Iterator[Any]:
+    def _bar(self, total: int) -> Iterator[Any]:
         if not self._progress:
             yield None
             return
@@ -282,7 +282,7 @@ class BenchmarkRunner:
                 bar.update(1)
 
         try:
-            with self._bar(len(pending), {}) as bar:
+            with self._bar(len(pending)) as bar:
                 if self.workers == 1:
                     for task, mode in pending:
                         finished(self.run_one(task, mode), bar)
