@@ -191,7 +191,11 @@ class _Run:
             if time.monotonic() >= self.run_deadline:
                 self._budget_spent(None)
                 return
+            first = self.load is None and start == 0 and self.restarts == 0
             kernel = self.source.acquire(self.limits, self.run_deadline)
+            if first:
+                # the budget covers the candidate's time, not waiting for a free kernel
+                self.run_deadline = time.monotonic() + self.limits.run_timeout
             try:
                 nxt = self._drive(kernel, start)
             finally:

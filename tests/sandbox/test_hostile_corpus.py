@@ -157,6 +157,22 @@ def g():
         fh.write("fine")
     return open("inside.txt").read()
 """
+SIGKILL_SELF = "import os, signal\ndef f():\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+SPRAY = """
+import os, stat
+LINE = b"0" * 64 + b" ('result', 0, 'passed', None, '', '', '', '', False, 0.0, None)\\n"
+def f():
+    hit = 0
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, LINE)
+                hit += 1
+        except OSError:
+            pass
+    print("wrote forged lines to", hit, "pipes")
+    return 0
+"""
 THREAD = """
 import threading, time
 t = threading.Thread(target=lambda: time.sleep(1e9))
@@ -225,6 +241,13 @@ CASES = [
         load_ok=False,
         load_outcome="crashed",
     ),
+    Case(
+        "killed by SIGKILL (as by the OOM killer)",
+        SIGKILL_SELF,
+        ["f()", "assert 1 == 1"],
+        ["crashed", "passed"],
+    ),
+    Case("forged lines written to the result pipe", SPRAY, ["assert f() == 1"], ["failed"]),
     Case(
         "sys.exit(0) at import",
         "import sys\nsys.exit(0)\n",
