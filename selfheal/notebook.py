@@ -80,6 +80,14 @@ def _display(obj: Any) -> None:
     display(obj)
 
 
+def _display_static(state: HealState) -> None:
+    """The view without widgets (headless kernels: nbclient, nbconvert, papermill)."""
+    from IPython.display import display
+
+    bundle = {"text/plain": render_text(state), "text/markdown": render_markdown(state)}
+    display(bundle, raw=True)
+
+
 class _Relay:
     """An event sink that forwards to several sinks (the view, the caller's ``on_event``)."""
 
@@ -310,7 +318,12 @@ def heal_in_notebook(
         on_token=on_token,
     )
     if mode != "live":
-        return _finish_headless(run.run(approver))
+        try:
+            result = run.run(approver)
+        finally:
+            if show:
+                _display_static(run.state)
+        return _finish_headless(result)
     view = _make_view(run)
     relay.sinks.insert(0, view.on_event)
     if show:

@@ -66,6 +66,11 @@ def test_headless_nbclient_fails_fast_or_follows_on_headless(
     assert outs[1].strip() == "APPROVAL-REQUIRED awaiting_approval True"
     assert outs[2].strip() == "RESULT verified ['approve']"
     assert elapsed < 240  # it finished instead of waiting for a click
+    # without a frontend the view is shown as markdown/text: the timeline up to the approval
+    shown = [o for o in nb.cells[1].outputs if o.get("output_type") == "display_data"]
+    assert len(shown) == 1
+    assert "| ● | approval |" in shown[0]["data"]["text/markdown"]
+    assert "median: waiting for your approval" in shown[0]["data"]["text/plain"]
 
 
 class Kernel:
