@@ -56,9 +56,9 @@ class HealConfig(Record):
     """Repair failing candidates. Off means one generation only."""
     run_tests: bool = True
     """Execute the candidate against the tests. Off (with no tests) is the single-shot baseline."""
-    max_spec_tests: int = Field(default=6, ge=0, le=30)
+    max_spec_tests: int = Field(default=4, ge=0, le=30)
     """Most spec-blind tests to keep."""
-    max_adversarial_tests: int = Field(default=4, ge=0, le=30)
+    max_adversarial_tests: int = Field(default=3, ge=0, le=30)
     """Most adversarial tests to keep."""
     max_critic_tests: int = Field(default=3, ge=0, le=30)
     """Most tests the critic may add."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -180,6 +182,65 @@ def ask_for_code(
     )
     _record(log, ctx, state, node, role, prompt, reply.completions, reply.degraded)
     return reply.code, reply.text
+
+
+_FENCE_OPEN = re.compile(r"```[ \t]*(?:python|py|python3)?[^\n]*\n", re.IGNORECASE)
+
+
+def lenient_block(text: str) -> tuple[str, bool]:
+    """The first fenced block of ``text`` (unterminated allowed), cut back to its longest
+    prefix that parses. Returns ``(code, salvaged)``; a reply cut off by the token limit still
+    yields its complete tests instead of nothing."""
+    m = _FENCE_OPEN.search(text)
+    body = text[m.end() :] if m else text
+    end = body.find("```")
+    salvaged = end < 0 and m is not None
+    if end >= 0:
+        body = body[:end]
+    lines = body.rstrip().splitlines()
+    while lines:
+        candidate = "\n".join(lines)
+        try:
+            ast.parse(candidate)
+            return candidate, salvaged
+        except SyntaxError:
+            lines.pop()
+            salvaged = True
+    return "", True
+
+
+def ask_for_tests(
+    ctx: Context,
+    state: HealState,
+    log: CallLog,
+    *,
+    node: str,
+    role: str,
+    prompt: str,
+    variables: dict[str, Any],
+    max_tokens: int = 400,
+) -> str:
+    """Ask ``role`` for a block of tests. One call, lenient: complete statements of a cut-off
+    reply are kept (tests are optional evidence; a retry would cost more than it brings)."""
+    messages = load_prompt(prompt).render(**variables)
+    completion = _provider(ctx, role).complete(
+        messages,
+        max_tokens=min(state.config.max_tokens, max_tokens),
+        temperature=state.config.temperature,
+    )
+    code, salvaged = lenient_block(completion.text)
+    _record(
+        log,
+        ctx,
+        state,
+        node,
+        role,
+        prompt,
+        [completion],
+        salvaged,
+        ["kept the complete statements of a cut-off block"] if salvaged else [],
+    )
+    return code
 
 
 def ask_for_json(

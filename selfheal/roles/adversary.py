@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from selfheal.errors import MalformedReply
 from selfheal.graph.context import Context
-from selfheal.roles._calls import CallLog, ask_for_code, info, record_failure
+from selfheal.roles._calls import CallLog, ask_for_tests, info, record_failure
 from selfheal.roles.testcode import add_tests, parse_test_block, sources
 from selfheal.state import HealState
 
@@ -18,14 +18,13 @@ def adversarial(state: HealState, ctx: Context) -> HealState:
     current = state.current
     assert current is not None, "adversarial needs a candidate"
     try:
-        code, _ = ask_for_code(
+        code = ask_for_tests(
             ctx,
             state,
             log,
             node=NODE,
             role="adversary",
             prompt="adversary",
-            entry_point=None,
             variables={
                 "spec": state.spec.text,
                 "code": current.code,

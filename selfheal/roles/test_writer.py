@@ -6,7 +6,7 @@ import re
 
 from selfheal.errors import MalformedReply
 from selfheal.graph.context import Context
-from selfheal.roles._calls import CallLog, ask_for_code, info, record_failure
+from selfheal.roles._calls import CallLog, ask_for_tests, info, record_failure
 from selfheal.roles.testcode import add_tests, parse_test_block
 from selfheal.spec import example_assert, find_examples
 from selfheal.state import HealState
@@ -29,14 +29,13 @@ def plan_tests(state: HealState, ctx: Context) -> HealState:
     state = state.model_copy(update={"tests": tests})
     if cfg.spec_blind_tests and cfg.max_spec_tests > 0:
         try:
-            code, _ = ask_for_code(
+            code = ask_for_tests(
                 ctx,
                 state,
                 log,
                 node=NODE,
                 role="test_writer",
                 prompt="test_writer",
-                entry_point=None,
                 variables={
                     "spec": spec.text,
                     "signature": spec.signature or "",
