@@ -21,6 +21,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
 WIDGET = "application/vnd.jupyter.widget-view+json"
+DEMO_SPEC_TEXT = (
+    "Write a function median(values) that returns the median of a list of numbers. "
+    "For an even number of values it is the mean of the two middle values. "
+    "Raise ValueError if the list is empty. Example: median([3, 1, 2]) -> 2"
+)
 
 PRELUDE = """import selfheal
 from selfheal import HealConfig
@@ -82,6 +87,8 @@ class Kernel:
         self.kc: BlockingKernelClient = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=120)
+        self.payloads: list[dict[str, Any]] = []
+        """Payloads of every execute_reply so far (``set_next_input``...)."""
 
     def execute(self, code: str, timeout: float = 240) -> list[dict[str, Any]]:
         msg_id = self.kc.execute(code, allow_stdin=True)
@@ -95,7 +102,14 @@ class Kernel:
             if m["msg_type"] == "error":
                 raise AssertionError("\n".join(m["content"]["traceback"]))
             if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                self.payloads += self._reply(msg_id, timeout)["payload"]
                 return msgs
+
+    def _reply(self, msg_id: str, timeout: float) -> dict[str, Any]:
+        while True:
+            m = self.kc.get_shell_msg(timeout=timeout)
+            if m["parent_header"].get("msg_id") == msg_id:
+                return dict(m["content"])
 
     def text(self, code: str, timeout: float = 240) -> str:
         msgs = self.execute(code, timeout)
@@ -170,3 +184,27 @@ def test_await_aheal_in_a_live_kernel_cannot_wait_for_buttons(kernel: Kernel) ->
         "print(r.status)"
     )
     assert out.split() == ["APPROVAL-REQUIRED", "verified"]
+
+
+def test_cell_magic_in_a_live_kernel_with_review(kernel: Kernel) -> None:
+    kernel.execute(PRELUDE + "\n%load_ext selfheal\n%selfheal_config autonomy=review_repairs")
+    msgs = kernel.execute(f"%%selfheal --name median\n{DEMO_SPEC_TEXT}")
+    assert any(m["msg_type"] == "display_data" and WIDGET in m["content"]["data"] for m in msgs)
+    handle = "selfheal.magics.defaults(get_ipython()).last"
+    deadline = time.monotonic() + 180
+    while kernel.text(f"import selfheal.magics\nprint({handle}.status)").strip() != (
+        "awaiting_approval"
+    ):
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    assert kernel.text("print('median' in globals())").strip() == "False"
+    kernel.execute(f"{handle}.approve()")
+    # when the run ends the function is defined, and the code cell rides on the reply of the
+    # next cell that runs (here: one of the polls)
+    while kernel.text(f"print({handle}.done())").strip() != "True":
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    kernel.execute("x = 1")
+    assert kernel.text("print(median([4, 1, 3, 2]))").strip() == "2.5"
+    nxt = [p for p in kernel.payloads if p.get("source") == "set_next_input"]
+    assert len(nxt) == 1 and nxt[0]["text"].startswith("def median(values):")
