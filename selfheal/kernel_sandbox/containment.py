@@ -31,6 +31,7 @@ __all__ = [
     "netns_available",
     "apply_rlimits",
     "nproc_budget",
+    "rlimit_pairs",
 ]
 
 _ENV_KEEP = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
@@ -85,16 +86,11 @@ def nproc_budget(limits: Limits) -> int | None:
     return tasks + limits.max_processes + 64
 
 
-def apply_rlimits(limits: Limits, pid: int = 0, nproc: int | None = None) -> None:
-    """Set address-space, CPU, file-size, open-files and core rlimits (and RLIMIT_NPROC
-    when ``nproc`` is given, see ``nproc_budget``).
-
-    ``pid=0`` means the calling process (used in ``preexec_fn``); otherwise ``prlimit``
-    changes a running kernel (used when a run asks for other limits than the pool's).
-    """
-    mem = limits.memory_mb * _MiB
+def rlimit_pairs(limits: Limits, nproc: int | None = None) -> list[tuple[int, int]]:
+    """(resource, value) pairs for a kernel: address space, CPU, file size, open files,
+    core dumps off, and RLIMIT_NPROC when ``nproc`` is given (see ``nproc_budget``)."""
     pairs = [
-        (resource.RLIMIT_AS, mem),
+        (resource.RLIMIT_AS, limits.memory_mb * _MiB),
         (resource.RLIMIT_CPU, limits.cpu_seconds),
         (resource.RLIMIT_FSIZE, limits.max_file_size_mb * _MiB),
         (resource.RLIMIT_NOFILE, limits.max_open_files),
@@ -102,7 +98,16 @@ def apply_rlimits(limits: Limits, pid: int = 0, nproc: int | None = None) -> Non
     ]
     if nproc is not None:
         pairs.append((resource.RLIMIT_NPROC, nproc))
-    for res, value in pairs:
+    return pairs
+
+
+def apply_rlimits(limits: Limits, pid: int = 0, nproc: int | None = None) -> None:
+    """Set the kernel rlimits (``rlimit_pairs``).
+
+    ``pid=0`` means the calling process (used in ``preexec_fn``); otherwise ``prlimit``
+    changes a running kernel (used when a run asks for other limits than the pool's).
+    """
+    for res, value in rlimit_pairs(limits, nproc):
         with contextlib.suppress(ValueError, OSError):
             if pid:
                 resource.prlimit(pid, res, (value, value))

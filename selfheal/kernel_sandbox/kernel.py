@@ -34,8 +34,11 @@ from selfheal.kernel_sandbox.containment import (
     kill_tree,
     make_preexec,
     netns_prefix,
+    nproc_budget,
+    rlimit_pairs,
 )
 from selfheal.kernel_sandbox.types import Limits
+from selfheal.kernel_sandbox.zygote import ForkedProcess, Zygote
 
 __all__ = [
     "KernelEvent",
@@ -89,7 +92,7 @@ class KernelEvent:
 
 
 def _cleanup(
-    proc: subprocess.Popen[bytes],
+    proc: subprocess.Popen[bytes] | ForkedProcess,
     cgroups: CgroupSet,
     kc: BlockingKernelClient,
     root: str,
@@ -121,6 +124,7 @@ class SandboxKernel:
         network_namespace: bool,
         python: str | None = None,
         startup_timeout: float = 30.0,
+        zygote: Zygote | None = None,
     ) -> None:
         self.limits = limits
         self.network_namespace = network_namespace
@@ -160,40 +164,52 @@ class SandboxKernel:
         }
         conn_file = root / "conn.json"
         conn_file.write_text(json.dumps(conn))
-        cmd = [
-            python or sys.executable,
-            "-m",
-            "ipykernel_launcher",
+        argv = [
             "-f",
             str(conn_file),
             "--IPKernelApp.capture_fd_output=False",
             "--HistoryManager.enabled=False",
             "--quiet",
         ]
-        if network_namespace:
-            cmd = netns_prefix() + cmd
         self.cgroups = CgroupSet.create(limits)
         self._killed = False
         self._reply_status: str | None = None
         self._lock = threading.Lock()
+        env = kernel_env(home, tmp)
+        self.proc: subprocess.Popen[bytes] | ForkedProcess
         try:
-            self.proc = subprocess.Popen(
-                cmd,
-                cwd=self.work,
-                env=kernel_env(home, tmp),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=make_preexec(limits),
-                close_fds=True,
-            )
-        except OSError as e:
+            if zygote is not None:
+                spec = {
+                    "cgroup_procs": [str(d / "cgroup.procs") for d in self.cgroups.dirs.values()],
+                    "netns": network_namespace,
+                    "rlimits": rlimit_pairs(limits, nproc_budget(limits)),
+                    "cwd": str(self.work),
+                    "env": env,
+                    "argv": argv,
+                }
+                self.proc = ForkedProcess(zygote.spawn(spec), zygote)
+            else:
+                cmd = [python or sys.executable, "-m", "ipykernel_launcher", *argv]
+                if network_namespace:
+                    cmd = netns_prefix() + cmd
+                self.proc = subprocess.Popen(
+                    cmd,
+                    cwd=self.work,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                    preexec_fn=make_preexec(limits),
+                    close_fds=True,
+                )
+        except (OSError, SandboxError) as e:
+            os.close(self._rfd)
             self.cgroups.remove()
             shutil.rmtree(self.root, ignore_errors=True)
             raise SandboxError(
                 f"could not start a sandbox kernel ({e}); check that ipykernel is installed "
-                f"for {cmd[0]!r}"
+                f"for {python or sys.executable!r}"
             ) from e
         self.pid = self.proc.pid
         self.cgroups.add(self.pid)

@@ -16,6 +16,7 @@ from selfheal.kernel_sandbox.containment import netns_available
 from selfheal.kernel_sandbox.kernel import SandboxKernel
 from selfheal.kernel_sandbox.runner import execute, execute_snippet
 from selfheal.kernel_sandbox.types import ExecutionReport, Limits, SandboxTest, SnippetResult
+from selfheal.kernel_sandbox.zygote import Zygote
 
 __all__ = ["KernelPool", "get_default_pool"]
 
@@ -30,7 +31,8 @@ class KernelPool:
 
     ``network_namespace``: ``None`` (default) uses a fresh network namespace with no route
     out where the host allows it (root or user namespaces), ``True`` requires it, ``False``
-    disables it.
+    disables it. ``fast_start`` forks kernels from a fork server that has already imported
+    ipykernel (falls back to a plain ``python -m ipykernel_launcher`` if that fails).
     """
 
     def __init__(
@@ -41,6 +43,7 @@ class KernelPool:
         network_namespace: bool | None = None,
         python: str | None = None,
         startup_timeout: float = 30.0,
+        fast_start: bool = True,
     ) -> None:
         if size < 1:
             raise ConfigError(f"KernelPool size must be at least 1, got {size}")
@@ -65,6 +68,10 @@ class KernelPool:
         self._failures = 0
         self._workers = ThreadPoolExecutor(max_workers=size + 1, thread_name_prefix="sandbox")
         self.kernels_started = 0
+        self.fast_start = fast_start
+        self._zygote: Zygote | None = None
+        self._zygote_lock = threading.Lock()
+        self._zygote_failures = 0
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> KernelPool:
@@ -102,6 +109,10 @@ class KernelPool:
             dying = list(self._dying)
         for k in dying:
             self._kill(k)
+        with self._zygote_lock:
+            if self._zygote is not None:
+                self._zygote.close()
+                self._zygote = None
 
     def __enter__(self) -> KernelPool:
         return self.start()
@@ -122,13 +133,44 @@ class KernelPool:
             pass
 
     # ------------------------------------------------------------------ kernels
+    def _get_zygote(self) -> Zygote | None:
+        if not self.fast_start:
+            return None
+        with self._zygote_lock:
+            if self._zygote is not None and self._zygote.alive:
+                return self._zygote
+            if self._zygote_failures >= 2 or self._closed:
+                return None
+            try:
+                self._zygote = Zygote(self.python, timeout=self.startup_timeout)
+            except Exception:
+                self._zygote_failures += 1
+                self._zygote = None
+            return self._zygote
+
     def _new_kernel(self, limits: Limits, network_namespace: bool) -> SandboxKernel:
-        k = SandboxKernel(
-            limits,
-            network_namespace=network_namespace,
-            python=self.python,
-            startup_timeout=self.startup_timeout,
-        )
+        zygote = self._get_zygote()
+        try:
+            k = SandboxKernel(
+                limits,
+                network_namespace=network_namespace,
+                python=self.python,
+                startup_timeout=self.startup_timeout,
+                zygote=zygote,
+            )
+        except SandboxError:
+            if zygote is None:
+                raise
+            with self._zygote_lock:
+                self._zygote_failures += 1
+                if self._zygote_failures >= 2:
+                    self.fast_start = False  # forked kernels do not work here: stop trying
+            k = SandboxKernel(
+                limits,
+                network_namespace=network_namespace,
+                python=self.python,
+                startup_timeout=self.startup_timeout,
+            )
         self.kernels_started += 1
         return k
 

@@ -25,18 +25,30 @@ FAST = Limits(test_timeout=1.0, load_timeout=3.0, run_timeout=20.0, memory_mb=10
 
 
 def sandbox_processes() -> list[psutil.Process]:
-    """Live (non-zombie) processes that are sandbox kernels or their descendants."""
+    """Live (non-zombie) sandbox processes of any session on this machine: kernels started
+    with ``ipykernel_launcher`` (their command line names their directory), kernels forked
+    by the fork server and their children (their cwd is in a kernel directory), and fork
+    servers."""
     found = []
-    for p in psutil.process_iter(["cmdline", "status"]):
+    for p in psutil.process_iter(["cmdline", "status", "cwd"]):
         try:
-            cmd = " ".join(p.info["cmdline"] or [])
             if p.info["status"] == psutil.STATUS_ZOMBIE:
                 continue
-            if "selfheal-k-" in cmd:
+            where = " ".join(p.info["cmdline"] or []) + " " + (p.info["cwd"] or "")
+            if "selfheal-k-" in where or "selfheal-z-" in where:
                 found.append(p)
         except psutil.Error:
             continue
     return found
+
+
+def belongs_to(p: psutil.Process, roots: list[str]) -> bool:
+    """True if ``p`` is a process of one of the kernel directories ``roots``."""
+    try:
+        where = " ".join(p.cmdline()) + " " + p.cwd()
+    except psutil.Error:
+        return False
+    return any(r in where for r in roots)
 
 
 @pytest.fixture(scope="session")

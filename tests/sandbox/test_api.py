@@ -22,6 +22,7 @@ from selfheal.kernel_sandbox import (
 )
 from selfheal.kernel_sandbox.kernel import SandboxKernel
 from selfheal.kernel_sandbox.runner import execute
+from selfheal.kernel_sandbox.zygote import Zygote
 
 from .conftest import FAST, HOST_SECRETS
 
@@ -226,14 +227,18 @@ class _OneKernel:
     """A KernelSource giving out kernels with network allowed by the harness but started
     in a network namespace: checks the namespace alone stops connections."""
 
+    def __init__(self, zygote: Zygote | None) -> None:
+        self.zygote = zygote
+
     def acquire(self, limits: Limits, deadline: float) -> SandboxKernel:
-        return SandboxKernel(limits, network_namespace=True)
+        return SandboxKernel(limits, network_namespace=True, zygote=self.zygote)
 
     def release(self, kernel: SandboxKernel) -> None:
         kernel.kill()
 
 
-def test_network_namespace_is_a_hard_boundary(pool: KernelPool) -> None:
+@pytest.mark.parametrize("forked", [False, True], ids=["launcher", "fork-server"])
+def test_network_namespace_is_a_hard_boundary(pool: KernelPool, forked: bool) -> None:
     if not pool.network_namespace:
         pytest.skip("this host cannot create network namespaces")
     code = (
@@ -244,12 +249,22 @@ def test_network_namespace_is_a_hard_boundary(pool: KernelPool) -> None:
         "    except OSError as e:\n"
         "        return type(e).__name__\n"
         "    return 'connected'\n"
-        "def lo():\n"
-        "    import subprocess\n"
-        "    return open('/proc/net/dev').read().count(':')\n"
+        "def interfaces():\n"
+        "    lines = open('/proc/net/dev').read().splitlines()[2:]\n"
+        "    return sorted(line.split(':')[0].strip() for line in lines)\n"
     )
     lim = FAST.model_copy(update={"allow_network": True})
-    report = execute(_OneKernel(), code, ["assert f() != 'connected'", "assert lo() == 1"], lim)
+    zygote = Zygote() if forked else None
+    try:
+        report = execute(
+            _OneKernel(zygote),
+            code,
+            ["assert f() != 'connected'", "assert interfaces() == ['lo']"],
+            lim,
+        )
+    finally:
+        if zygote is not None:
+            zygote.close()
     assert report.passed, report
 
 
