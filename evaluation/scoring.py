@@ -19,7 +19,7 @@ from typing import Literal
 
 from evaluation.suites import Task
 from selfheal._record import Record
-from selfheal.errors import SelfHealError
+from selfheal.errors import CandidateTimeout, SelfHealError
 from selfheal.kernel_sandbox.types import AssertTest, Executor, Limits, Outcome
 
 __all__ = [
@@ -175,7 +175,7 @@ def _score_once(
         # crash: the verdict records why.
         return ReferenceVerdict(
             passed=False,
-            outcome="timeout" if type(exc).__name__ == "CandidateTimeout" else "sandbox_error",
+            outcome="timeout" if isinstance(exc, CandidateTimeout) else "sandbox_error",
             message=f"{type(exc).__name__}: {exc}",
             duration=clock() - started,
         )
