@@ -21,6 +21,7 @@ import ast
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -107,22 +108,30 @@ def _strip_thinking(text: str) -> str:
     return _THINK_RE.sub("", text)
 
 
-def _scan_object(text: str, start: int) -> tuple[str, bool, str | None]:
+@dataclass
+class _Frame:
+    """One open bracket while scanning: which, what comes next, and (for lists) where the
+    last complete item ends."""
+
+    bracket: str
+    state: str  # object: key, colon, value, after; list: value, after
+    sep: int  # list: index of the "[" or of the last "," at this depth
+
+
+def _scan_object(text: str, start: int) -> tuple[str, bool, str | None, bool]:
     """From the ``{`` (or ``[``) at ``start``, find the balanced object (or array).
 
-    Returns ``(candidate, complete, closed)``: the text up to the matching brace and True;
-    or, when the text ends first, the rest of the text, False, and the same text closed
-    safely (or None when closing it would mean inventing a value). Closing is safe after a
-    complete value or a comma; a string list item cut mid-way is dropped; a key, a string
-    value or a number cut mid-way is never completed. Understands both quote styles, so
-    Python-literal dicts are scanned correctly too.
+    Returns ``(candidate, complete, closed, dropped)``: the text up to the matching bracket
+    and True; or, when the text ends first, the rest of the text, False, and the same text
+    closed safely (None when that would mean inventing a value), and whether a cut-off
+    list item was dropped to close it. Closing is safe after a complete value or a comma.
+    When the text ends inside a key, a string or a number (which may have been longer),
+    the innermost list's cut-off last item is dropped, if an earlier item is complete;
+    otherwise closing is refused. Understands both quote styles, so Python-literal dicts scan correctly too.
     """
-    # Each frame: [bracket, state]; object states: key, colon, value, after;
-    # array states: value, after.
-    frames: list[list[str]] = []
+    frames: list[_Frame] = []
     quote = ""
     string_is_key = False
-    string_start = start
     escaped = False
     literal = ""
     i = start
@@ -137,60 +146,70 @@ def _scan_object(text: str, start: int) -> tuple[str, bool, str | None]:
             elif ch == quote:
                 quote = ""
                 if frames:
-                    frames[-1][1] = "colon" if string_is_key else "after"
+                    frames[-1].state = "colon" if string_is_key else "after"
             i += 1
             continue
         if ch in " \t\r\n":
             literal = ""
         elif ch in "\"'":
             quote = ch
-            string_is_key = bool(frames) and frames[-1][0] == "{" and frames[-1][1] == "key"
-            string_start = i
+            string_is_key = bool(frames) and frames[-1].bracket == "{" and frames[-1].state == "key"
             literal = ""
         elif ch in "{[":
-            frames.append([ch, "key" if ch == "{" else "value"])
+            frames.append(_Frame(ch, "key" if ch == "{" else "value", i))
             literal = ""
         elif ch in "}]":
             if not frames:
-                return text[start:i], False, None
+                return text[start:i], False, None, False
             frames.pop()
             literal = ""
             if not frames:
-                return text[start : i + 1], True, None
-            frames[-1][1] = "after"
+                return text[start : i + 1], True, None, False
+            frames[-1].state = "after"
         elif ch == ":":
-            if frames and frames[-1][0] == "{":
-                frames[-1][1] = "value"
+            if frames and frames[-1].bracket == "{":
+                frames[-1].state = "value"
             literal = ""
         elif ch == ",":
             if frames:
-                frames[-1][1] = "key" if frames[-1][0] == "{" else "value"
+                top = frames[-1]
+                top.state = "key" if top.bracket == "{" else "value"
+                if top.bracket == "[":
+                    top.sep = i
             literal = ""
         else:
             literal += ch
             if frames:
-                frames[-1][1] = "after"
+                frames[-1].state = "after"
         i += 1
 
     rest = text[start:]
+    if not frames:
+        return rest, False, None, False
     # The text ended inside the object: decide whether closing it is safe.
+    cut_value = bool(quote) or (
+        bool(literal) and literal not in {"true", "false", "null", "True", "False", "None"}
+    )
+    dangling_key = frames[-1].bracket == "{" and frames[-1].state in {"colon", "value"}
+    keep = frames
     body = rest
-    if quote:
-        if string_is_key or frames[-1][0] == "{":
-            # A key with no value, or a string value cut mid-way: closing it would pass
-            # off a partial value as the model's answer.
-            return rest, False, None
-        # A list item cut mid-way: drop the partial item, keep the complete ones.
-        body = text[start:string_start]
-    elif literal and literal not in {"true", "false", "null", "True", "False", "None"}:
-        return rest, False, None  # a number or word cut off: it may have been longer
-    elif frames and frames[-1][0] == "{" and frames[-1][1] in {"colon", "value"}:
-        return rest, False, None  # "key": with the value missing
+    dropped = False
+    if cut_value or dangling_key:
+        lists = [k for k, f in enumerate(frames) if f.bracket == "["]
+        if not lists:
+            return rest, False, None, False
+        k = lists[-1]
+        sep = frames[k].sep
+        if text[sep] == "[":
+            return rest, False, None, False  # nothing complete would be left in the list
+        body = text[start:sep]
+        keep = frames[: k + 1]
+        dropped = True
     body = body.rstrip()
     if body.endswith(","):
         body = body[:-1]
-    closing = "".join("}" if bracket == "{" else "]" for bracket, _ in reversed(frames))
-    return rest, False, body + closing
+    closing = "".join("}" if f.bracket == "{" else "]" for f in reversed(keep))
+    return rest, False, body + closing, dropped
 
 
 _CUT_OFF = (
@@ -232,13 +251,14 @@ def _candidates(text: str) -> list[tuple[str, tuple[str, ...], str]]:
             start = match.start()
             if start < resume or len(out) >= 24:
                 continue
-            candidate, complete, closed = _scan_object(source, start)
+            candidate, complete, closed, dropped = _scan_object(source, start)
             around = source[:start].strip() or source[start + len(candidate) :].strip()
             note = (*repairs, "extracted from surrounding prose") if around else repairs
             if complete:
                 add(candidate, note)
             elif closed is not None:
-                add(closed, (*note, "closed truncated object"))
+                cut = ("dropped the cut-off last list item",) if dropped else ()
+                add(closed, (*note, *cut, "closed truncated object"))
             else:
                 add(candidate, note, _CUT_OFF)
             if complete:
@@ -247,11 +267,12 @@ def _candidates(text: str) -> list[tuple[str, tuple[str, ...], str]]:
     for source, repairs in sources:
         body = source.strip()
         if body.startswith("["):
-            candidate, complete, closed = _scan_object(body, 0)
+            candidate, complete, closed, dropped = _scan_object(body, 0)
             if complete:
                 add(candidate, repairs)
             elif closed is not None:
-                add(closed, (*repairs, "closed truncated object"))
+                cut = ("dropped the cut-off last list item",) if dropped else ()
+                add(closed, (*repairs, *cut, "closed truncated object"))
     return out
 
 

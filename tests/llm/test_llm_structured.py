@@ -104,6 +104,30 @@ def test_truncated_list_item_is_dropped_not_completed() -> None:
     assert parsed.degraded is True
 
 
+def test_truncated_list_of_objects_drops_the_partial_object() -> None:
+    text = '{"steps": [{"title": "one", "weight": 0.5}, {"title": "tw'
+    parsed = parse_structured(text, Outline)
+    assert parsed.value == Outline(steps=(Step(title="one", weight=0.5),))
+    assert parsed.repairs == ("dropped the cut-off last list item", "closed truncated object")
+
+
+def test_truncated_number_in_list_is_dropped() -> None:
+    class Numbers(Record):
+        """Numbers."""
+
+        xs: list[int]
+        """Values."""
+
+    parsed = parse_structured('{"xs": [1, 22, 3', Numbers)  # 3 may have been 35
+    assert parsed.value.xs == [1, 22]
+
+
+def test_truncated_inside_first_list_item_fails_rather_than_empty() -> None:
+    with pytest.raises(StructuredParseError) as info:
+        parse_structured('{"name": "a", "count": 0, "asserts": ["assert f(', Plan)
+    assert "cut off" in info.value.errors
+
+
 @pytest.mark.parametrize(
     "text",
     [
