@@ -218,10 +218,9 @@ class HFProvider:
             )
         text = self.tokenizer.decode(new_ids, skip_special_tokens=True)
         finish = "stop"
-        if stop:
-            cut = min((text.find(s) for s in stop if s in text), default=-1)
-            if cut >= 0:
-                text = text[:cut]
+        cut = min((text.find(s) for s in stop or () if s and s in text), default=-1)
+        if cut >= 0:
+            text = text[:cut]
         elif len(new_ids) >= max_tokens and (not new_ids or new_ids[-1] != eos):
             finish = "length"
         return Completion(

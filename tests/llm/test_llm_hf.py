@@ -129,6 +129,12 @@ def test_stop_strings(word_model: HFProvider) -> None:
     assert completion.finish_reason == "stop"
 
 
+def test_stop_string_not_seen_still_reports_length(word_model: HFProvider) -> None:
+    completion = word_model.complete(CHAT, max_tokens=3, stop=["world"])
+    assert completion.text.split() == ["hello"] * 3
+    assert completion.finish_reason == "length"
+
+
 async def test_async(word_model: HFProvider) -> None:
     completion = await word_model.acomplete(CHAT, max_tokens=2)
     assert completion.text.split() == ["hello", "hello"]
