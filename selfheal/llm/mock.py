@@ -297,12 +297,16 @@ def median(values):
     return (ordered[mid - 1] + ordered[mid]) / 2
 ```"""
 
+_DEMO_ORACLE_EVEN = '{"reasoning": "sorted: 1 2 3 4; the two middle values are 2 and 3; their mean is 2.5", "value": "2.5"}'
+_DEMO_ORACLE_PAIR = '{"reasoning": "two values 1 and 2; their mean is 1.5", "value": "1.5"}'
+
 _DEMO_CRITIC = '{"verdict": "accept", "concerns": [], "tests": []}'
 
 DEMO_SCRIPT: dict[str, list[Reply]] = {
     "test_writer": [_DEMO_TESTS],
     "generator": [_DEMO_FIRST, _DEMO_REPAIR],
     "adversary": [_DEMO_ADVERSARIAL],
+    "oracle": [_DEMO_ORACLE_EVEN, _DEMO_ORACLE_PAIR],
     "debugger": [_DEMO_DIAGNOSIS],
     "lessons": [_DEMO_LESSONS],
     "critic": [_DEMO_CRITIC],

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ast
+import math
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from selfheal.errors import MalformedReply
 from selfheal.graph.context import Context
 from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
-from selfheal.roles.testcode import failure_lines
+from selfheal.roles.testcode import all_active_pass, failure_lines
 from selfheal.state import Diagnosis, HealState
 
 NODE = "diagnose"
@@ -24,6 +28,109 @@ CATEGORIES = (
     "performance",
     "other",
 )
+
+
+class OracleReply(BaseModel):
+    """The spec oracle's answer (``prompts/oracle.yaml``)."""
+
+    reasoning: str = ""
+    value: str
+
+
+def _equality(source: str) -> tuple[str, str] | None:
+    """``(call, expected)`` for a test of the form ``assert <call> == <literal>``."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    stmts = [n for n in tree.body if not isinstance(n, ast.Import | ast.ImportFrom)]
+    if len(stmts) != 1 or not isinstance(stmts[0], ast.Assert):
+        return None
+    test = stmts[0].test
+    if not (
+        isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+    ):
+        return None
+    left, right = test.left, test.comparators[0]
+    try:
+        ast.literal_eval(right)
+    except ValueError:
+        return None
+    return ast.unparse(left), ast.unparse(right)
+
+
+def _literal(src: str) -> tuple[bool, Any]:
+    try:
+        return True, ast.literal_eval(src.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False, None
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    try:
+        return bool(a == b) and type(a) is type(b)
+    except Exception:
+        return False
+
+
+def adjudicate(state: HealState, ctx: Context, log: CallLog, limit: int = 3) -> dict[str, str]:
+    """Judge failing model-written tests against a second reading of the spec.
+
+    For ``assert <call> == <value>`` tests: run the call on the candidate (the debugger's
+    sandbox tool) and ask the spec oracle, from the spec alone, what the call returns. When the
+    oracle agrees with the code and not with the test, the test is wrong: two independent
+    readings of the spec against one. Returns ``{test_id: reason}`` of tests to quarantine.
+    """
+    current = state.current
+    assert current is not None and current.report is not None
+    verdicts: dict[str, str] = {}
+    failing = [r.test_id for r in current.report.results if r.outcome == "failed"]
+    checked = 0
+    for tid in failing:
+        t = state.test(tid)
+        if t is None or t.trusted or t.quarantined or checked >= limit:
+            continue
+        eq = _equality(t.source)
+        if eq is None:
+            continue
+        call, expected_src = eq
+        checked += 1
+        snippet = ctx.executor.run_snippet(
+            call, setup=current.code, timeout=state.config.test_timeout
+        )
+        ok_actual, actual = (
+            _literal(snippet.value or "") if snippet.outcome == "passed" else (False, None)
+        )
+        ok_expected, expected = _literal(expected_src)
+        if not (ok_actual and ok_expected) or _same(actual, expected):
+            continue
+        try:
+            reply = ask_for_json(
+                ctx,
+                state,
+                log,
+                OracleReply,
+                node=NODE,
+                role="oracle",
+                prompt="oracle",
+                variables={"spec": state.spec.text, "call": call},
+            )
+        except MalformedReply as exc:
+            record_failure(log, ctx, state, NODE, "oracle", exc)
+            continue
+        ok_oracle, oracle = _literal(reply.value)
+        if ok_oracle and _same(oracle, actual) and not _same(oracle, expected):
+            verdicts[tid] = (
+                f"the spec oracle says {call} == {oracle!r}, as the code returns; "
+                f"the test expected {expected!r}"
+            )
+    return verdicts
 
 
 class DiagnosisReply(BaseModel):
@@ -84,12 +191,35 @@ def heuristic(state: HealState) -> Diagnosis:
     )
 
 
+def _quarantine(state: HealState, verdicts: dict[str, str]) -> HealState:
+    tests = tuple(
+        t.model_copy(update={"quarantined": True, "quarantine_reason": verdicts[t.id]})
+        if t.id in verdicts and not t.trusted
+        else t
+        for t in state.tests
+    )
+    return state.model_copy(update={"tests": tests})
+
+
 def diagnose(state: HealState, ctx: Context) -> HealState:
-    """Diagnose the latest attempt; quarantine model-written tests the debugger shows are wrong."""
+    """Diagnose the latest attempt; quarantine model-written tests shown to be wrong."""
     log = CallLog()
     current = state.current
     assert current is not None and current.report is not None
     rep = current.report
+    if rep.load.ok:
+        verdicts = adjudicate(state, ctx, log)
+        if verdicts:
+            state = _quarantine(state, verdicts)
+            info(
+                log,
+                ctx,
+                state,
+                NODE,
+                f"quarantined {', '.join(verdicts)}: {next(iter(verdicts.values()))[:160]}",
+            )
+            if all_active_pass(state, rep):
+                return log.apply(state)
     load_error = (
         "" if rep.load.ok else f"{rep.load.exc_type} at line {rep.load.line}: {rep.load.message}"
     )

@@ -62,3 +62,10 @@ REJECT_WITH_TEST = (
     '"tests": ["assert clamp(0.5, 1.0, 2.0) == 1.0"]}'
 )
 REJECT_CONCERNS = '{"verdict": "reject", "concerns": ["no docstring"], "tests": []}'
+
+
+def oracle(value: str) -> str:
+    return '{"reasoning": "from the spec", "value": "%s"}' % value
+
+
+ORACLE_0 = oracle("0")  # clamp(-1, 0, 3): agrees with the test sb2

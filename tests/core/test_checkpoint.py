@@ -24,6 +24,7 @@ SCRIPT = {
     "test_writer": [s.TESTS],
     "generator": [s.BUGGY, s.GOOD],
     "adversary": [s.block("assert clamp(3, 0, 3) == 3")],
+    "oracle": [s.ORACLE_0],
     "debugger": [s.DIAG_CODE],
     "lessons": [s.LESSONS],
     "critic": [s.ACCEPT],
@@ -98,6 +99,7 @@ def test_killed_run_resumes_to_the_same_result(
 
     # resume with a provider whose script starts where the dead one stopped
     rest = {
+        "oracle": [s.ORACLE_0],
         "debugger": [s.DIAG_CODE],
         "lessons": [s.LESSONS],
         "generator": [s.GOOD],

@@ -35,6 +35,7 @@ def test_no_node_mutates_its_input(pool: KernelPool, monkeypatch: pytest.MonkeyP
             "test_writer": [s.TESTS],
             "generator": [s.BUGGY, inty, s.GOOD],
             "adversary": [s.block("assert clamp(3, 0, 3) == 3")],
+            "oracle": [s.ORACLE_0, s.oracle("1.5")],
             "debugger": [s.DIAG_CODE, s.DIAG_CODE],
             "lessons": [s.LESSONS, s.LESSONS],
             "critic": [reject],

@@ -70,6 +70,7 @@ def test_fail_diagnose_repair_pass(pool: KernelPool) -> None:
             "test_writer": [s.TESTS],
             "generator": [s.BUGGY, s.GOOD],
             "adversary": [PASSING_ADV],
+            "oracle": [s.ORACLE_0],
             "debugger": [s.DIAG_CODE],
             "lessons": [s.LESSONS],
             "critic": [s.ACCEPT],
@@ -104,6 +105,7 @@ def test_exhausted_keeps_the_best_attempt(pool: KernelPool) -> None:
             "test_writer": [s.TESTS],
             "generator": [s.BUGGY, s.BROKEN, s.BUGGY],
             "adversary": [PASSING_ADV],
+            "oracle": [s.ORACLE_0, s.ORACLE_0],
             "debugger": [s.DIAG_CODE, s.DIAG_CODE],
             "lessons": [s.LESSONS, s.LESSONS],
         },
@@ -127,6 +129,7 @@ def test_critic_rejects_with_a_test_that_forces_a_repair(pool: KernelPool) -> No
             "generator": [INTY, s.GOOD],
             "adversary": [PASSING_ADV],
             "critic": [reject],
+            "oracle": [s.oracle("1.5")],
             "debugger": [s.DIAG_CODE],
             "lessons": [s.LESSONS],
         },
@@ -164,6 +167,7 @@ def _review_script() -> dict[str, list[str]]:
         "test_writer": [s.TESTS],
         "generator": [s.BUGGY, s.GOOD, s.GOOD],
         "adversary": [PASSING_ADV],
+        "oracle": [s.ORACLE_0],
         "debugger": [s.DIAG_CODE],
         "lessons": [s.LESSONS],
         "critic": [s.ACCEPT],
@@ -264,6 +268,7 @@ def test_malformed_diagnosis_falls_back_to_a_heuristic(pool: KernelPool) -> None
             "test_writer": [s.TESTS],
             "generator": [s.BUGGY, s.GOOD],
             "adversary": [PASSING_ADV],
+            "oracle": [s.ORACLE_0],
             "debugger": ["no idea", "really no idea", "{broken"],
             "lessons": [s.LESSONS],
             "critic": [s.ACCEPT],
@@ -282,6 +287,7 @@ def test_salvaged_reply_is_marked_degraded(pool: KernelPool) -> None:
             "test_writer": [s.TESTS],
             "generator": [s.BUGGY, s.GOOD],
             "adversary": [PASSING_ADV],
+            "oracle": [s.ORACLE_0],
             "debugger": [prose],
             "lessons": [s.LESSONS],
             "critic": [s.ACCEPT],
@@ -299,16 +305,55 @@ def test_wrong_model_test_is_quarantined_not_obeyed(pool: KernelPool) -> None:
             "test_writer": [s.TESTS],
             "generator": [s.GOOD],
             "adversary": [s.WRONG_TEST],
-            "debugger": [s.DIAG_TEST],
+            "oracle": [s.oracle("3")],
             "critic": [s.ACCEPT],
         },
         pool,
     )
     assert result.status == "verified" and result.iterations == 1
     adv = next(t for t in result.tests if t.id == "adv1")
-    assert adv.quarantined and "adv1 expects 7" in adv.quarantine_reason
+    assert adv.quarantined and "spec oracle says clamp(7, 0, 3) == 3" in adv.quarantine_reason
+    assert not mock.calls_for("debugger")  # settled by the oracle, no diagnosis needed
     assert result.test_outcomes()["adv1"] == "failed"  # still run and reported
     assert len(mock.calls_for("generator")) == 1  # the code was not "repaired" to fit the bad test
+
+
+def test_oracle_agreeing_with_the_test_keeps_it(pool: KernelPool) -> None:
+    result, mock = run(
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.GOOD, s.GOOD],
+            "adversary": [s.WRONG_TEST],
+            "oracle": [s.oracle("7")],  # the oracle is wrong too: no quarantine on one reading
+            "debugger": [s.DIAG_CODE],
+            "lessons": [s.LESSONS],
+        },
+        pool,
+        max_iterations=2,
+    )
+    adv = next(t for t in result.tests if t.id == "adv1")
+    assert not adv.quarantined
+    assert not result.verified
+    # the best attempt is kept: the trusted tests pass either way
+    assert "max(lo, min(x, hi))" in (result.code or "")
+
+
+def test_debugger_blaming_a_non_equality_test_quarantines_it(pool: KernelPool) -> None:
+    wrong = s.block("# why: wrong\nassert clamp(7, 0, 3) in (7, 8)")
+    result, mock = run(
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.GOOD],
+            "adversary": [wrong],
+            "debugger": [s.DIAG_TEST],
+            "critic": [s.ACCEPT],
+        },
+        pool,
+    )
+    adv = next(t for t in result.tests if t.id == "adv1")
+    assert adv.quarantined and "adv1 expects 7" in adv.quarantine_reason
+    assert result.status == "verified" and result.iterations == 1
+    assert not mock.calls_for("oracle")  # not an `assert call == value` test
 
 
 def test_trusted_tests_are_never_quarantined(pool: KernelPool) -> None:
