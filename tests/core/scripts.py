@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 SPEC = (
     "Write a function clamp(x, lo, hi) that returns x limited to the range [lo, hi]. "
     "Example: clamp(5, 0, 3) -> 3"
@@ -65,7 +67,7 @@ REJECT_CONCERNS = '{"verdict": "reject", "concerns": ["no docstring"], "tests": 
 
 
 def oracle(value: str) -> str:
-    return '{"reasoning": "from the spec", "value": "%s"}' % value
+    return json.dumps({"reasoning": "from the spec", "value": value})
 
 
 ORACLE_0 = oracle("0")  # clamp(-1, 0, 3): agrees with the test sb2

@@ -319,7 +319,7 @@ def test_wrong_model_test_is_quarantined_not_obeyed(pool: KernelPool) -> None:
 
 
 def test_oracle_agreeing_with_the_test_keeps_it(pool: KernelPool) -> None:
-    result, mock = run(
+    result, _ = run(
         {
             "test_writer": [s.TESTS],
             "generator": [s.GOOD, s.GOOD],
