@@ -157,6 +157,20 @@ def render_markdown(summary: Summary) -> str:
                 cm = metrics.by_category.get(cat)
                 cells.append(f"{cm.passed}/{cm.tasks}" if cm else "-")
             lines.append(f"| {cat} | " + " | ".join(cells) + " |")
+    if summary.tasks:
+        lines += ["", "<details><summary>Per task</summary>", ""]
+        lines.append(
+            "| task | mode | reference | status | iterations | failing reference assertion / error |"
+        )
+        lines.append("|---|---|---|---|---:|---|")
+        for t in summary.tasks:
+            why = t["error"] or t["failing_assertion"] or ("" if t["passed"] else t["outcome"])
+            why = str(why).replace("|", "\\|").replace("\n", " ")[:120]
+            mark = "pass" if t["passed"] else "FAIL"
+            lines.append(
+                f"| {t['task_id']} | {t['mode']} | {mark} | {t['status']} | {t['iterations']} | {why} |"
+            )
+        lines += ["", "</details>"]
     lines += [
         "",
         "Definitions: *pass@1* = final code passes the hidden reference tests (temperature "
@@ -170,11 +184,12 @@ def render_markdown(summary: Summary) -> str:
     if last is not None:
         hw = last.hardware
         model = last.model
+        lines += ["", "Invocations (the first run, then each `--resume`):", ""]
+        for run in summary.runs:
+            dirty = " (dirty work tree)" if run.git_dirty else ""
+            lines.append(f"- {run.date}, commit `{run.git_commit}`{dirty}: `{run.command}`")
         lines += [
             "",
-            f"Command: `{last.command}`  ",
-            f"Commit: `{last.git_commit}`{' (dirty work tree)' if last.git_dirty else ''}; "
-            f"date {last.date}  ",
             f"Model: `{model.id}`"
             + (f", file `{Path(model.file).name}`" if model.file else "")
             + (f", quantization {model.quantization}" if model.quantization else "")
@@ -233,14 +248,17 @@ def _charts(summary: Summary, records: Sequence[TaskRecord], out: Path) -> list[
     fig, ax = plt.subplots(figsize=(6, 4))
     most = max((r.iterations for r in records), default=1)
     bins = [b + 0.5 for b in range(0, max(most, 1) + 1)]
+    plotted = False
     for mode in summary.settings.modes:
         its = [r.iterations for r in records if r.mode == mode]
         if its:
             ax.hist(its, bins=bins, alpha=0.6, label=mode)
+            plotted = True
     ax.set_xlabel("code versions (iterations) per task")
     ax.set_ylabel("tasks")
     ax.set_title("Iterations per task")
-    ax.legend(fontsize=8)
+    if plotted:
+        ax.legend(fontsize=8)
     fig.tight_layout()
     path = out / "iterations.png"
     fig.savefig(path, dpi=120)

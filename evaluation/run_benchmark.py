@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from evaluation.environment import collect_run_info
+from evaluation.environment import RunInfo, collect_run_info
 from evaluation.errors import ResultsFileError
 from evaluation.modes import DEFAULT_MODES, MODES, parse_modes
 from evaluation.report import Settings, build_summary, load_summary, render_markdown, write_reports
@@ -57,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-hash", action="store_true", help="do not sha256 the local model file")
     parser.add_argument("--list-tasks", action="store_true", help="print the task ids and exit")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rebuild results.json/.md and charts from OUT/results.jsonl without running "
+        "anything (safe while a run is still writing to OUT)",
+    )
     return parser
 
 
@@ -96,6 +102,11 @@ def _main(args: argparse.Namespace, args_list: list[str]) -> int:
     )
     results = ResultsFile(out / "results.jsonl")
     previous = load_summary(out / "results.json")
+    if args.report_only:
+        if previous is None and not results.path.exists():
+            raise ResultsFileError(f"{out} holds no results to report on.")
+        runs = previous.runs if previous is not None else ()
+        return _report(settings, runs, results, [t.id for t in tasks], out, args_list, False)
     if not args.resume and results.read():
         raise ResultsFileError(
             f"{out} already holds results. Pass --resume to continue that run, or choose "
@@ -131,23 +142,43 @@ def _main(args: argparse.Namespace, args_list: list[str]) -> int:
         progress=not args.no_progress,
     )
     runs = (*(previous.runs if (previous and args.resume) else ()), info)
+    task_ids = [t.id for t in tasks]
     out.mkdir(parents=True, exist_ok=True)
+    # Written now as well, so results.json names this invocation even while it runs.
+    records = results.read()
+    write_reports(
+        build_summary(settings=settings, runs=runs, records=records, task_ids=task_ids),
+        records,
+        out,
+    )
     interrupted = False
     try:
         runner.run(resume=args.resume)
     except KeyboardInterrupt:
         interrupted = True
+    return _report(settings, runs, results, task_ids, out, args_list, interrupted)
+
+
+def _report(
+    settings: Settings,
+    runs: Sequence[RunInfo],
+    results: ResultsFile,
+    task_ids: list[str],
+    out: Path,
+    args_list: list[str],
+    interrupted: bool,
+) -> int:
     records = results.read()
-    summary = build_summary(
-        settings=settings, runs=runs, records=records, task_ids=[t.id for t in tasks]
-    )
+    summary = build_summary(settings=settings, runs=runs, records=records, task_ids=task_ids)
     paths = write_reports(summary, records, out)
     print(render_markdown(summary))
     print("Wrote " + ", ".join(str(p) for p in [results.path, *paths]))
     if interrupted or not summary.complete:
-        resume_args = [a for a in args_list if a != "--resume"] + ["--resume"]
+        skip = {"--resume", "--report-only"}
+        resume_args = [a for a in args_list if a not in skip] + ["--resume"]
         print(
-            "Interrupted. Continue with: python -m evaluation.run_benchmark "
+            ("Interrupted. " if interrupted else "Not complete. ")
+            + "Continue with: python -m evaluation.run_benchmark "
             + " ".join(resume_args),
             file=sys.stderr,
         )

@@ -201,6 +201,11 @@ def test_command_line_writes_every_report(
     # A second run into the same directory must be explicit about resuming.
     assert main(args) == 2
     assert "--resume" in capsys.readouterr().err
+    # Reports can be rebuilt from the JSON lines alone (e.g. while a run is going on).
+    (out / "results.md").unlink()
+    assert main([*args, "--report-only"]) == 0
+    assert "| single_shot | 2 | 2 (100.0%)" in (out / "results.md").read_text()
+    assert len(json.loads((out / "results.json").read_text())["runs"]) == 1
 
 
 @pytest.mark.slow
