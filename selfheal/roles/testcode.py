@@ -69,9 +69,16 @@ def parse_test_block(
             if stubby and signature is None:
                 signature = _def_line(node)
             continue
-        if _checks_something(node) and _uses(node, entry_point):
-            full = "\n".join([*imports, src]) if imports else src
-            tests.append((full, " ".join(c for c in comments if c)))
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Compare)
+            and _uses(node, entry_point)
+        ):
+            src = f"assert {src}"  # small models often drop the `assert` keyword
+        elif not (_checks_something(node) and _uses(node, entry_point)):
+            continue
+        full = "\n".join([*imports, src]) if imports else src
+        tests.append((full, " ".join(c for c in comments if c)))
     return signature, tests
 
 

@@ -38,3 +38,8 @@ def test_parse_block_signature_imports_and_rationale() -> None:
     assert signature == "def area(r: float) -> float:"
     assert tests[0] == ("import math\nassert math.isclose(area(1), math.pi)", "unit circle")
     assert len(tests) == 2 and tests[1][0].startswith("import math\ntry:")
+
+
+def test_a_comparison_without_assert_becomes_an_assertion() -> None:
+    _, tests = parse_test_block("f(1) == 2\nf(2)\nx == 3", "f")
+    assert tests == [("assert f(1) == 2", "")]
