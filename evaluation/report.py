@@ -209,9 +209,8 @@ def _charts(summary: Summary, records: Sequence[TaskRecord], out: Path) -> list[
 
     written: list[Path] = []
     metrics = list(summary.metrics.values())
-    names = [m.mode for m in metrics]
-    x = range(len(names))
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(names) + 2), 4.2))
+    x = range(len(metrics))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(metrics) + 2), 5.0))
     width = 0.38
     first = [100 * m.first_attempt_rate for m in metrics]
     final = [100 * m.pass_at_1 for m in metrics]
@@ -232,13 +231,11 @@ def _charts(summary: Summary, records: Sequence[TaskRecord], out: Path) -> list[
         ax.text(
             i + width / 2, final[i] + false_s[i] + 1, f"{final[i]:.0f}%", ha="center", fontsize=9
         )
-    ax.set_xticks(list(x), names)
+    ax.set_xticks(list(x), [f"{m.mode}\n(n={m.tasks})" for m in metrics])
     ax.set_ylabel("% of tasks")
     ax.set_ylim(0, 110)
-    ax.set_title(
-        f"{summary.settings.suite}: reference pass rate by mode (n={metrics[0].tasks if metrics else 0})"
-    )
-    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(f"{summary.settings.suite} with {summary.settings.model}: reference pass rate")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     fig.tight_layout()
     path = out / "pass_rate.png"
     fig.savefig(path, dpi=120)
