@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -71,9 +73,22 @@ def _default_out(suite: str, model: str) -> Path:
     return Path("evaluation") / "results" / f"{suite}-{slug}"
 
 
+def _interrupt_on_sigterm() -> None:
+    """Treat ``kill`` (SIGTERM) like Ctrl-C: stop, write the reports, print the resume
+    command. Results already appended are safe either way."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(args_list)
+    if argv is None:
+        _interrupt_on_sigterm()
     try:
         return _main(args, args_list)
     except SelfHealError as exc:
