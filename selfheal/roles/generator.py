@@ -17,8 +17,8 @@ def diff(old: str, new: str) -> str:
     """Unified diff between two versions of the code."""
     return "".join(
         difflib.unified_diff(
-            old.splitlines(keepends=True),
-            new.splitlines(keepends=True),
+            [line + "\n" for line in old.splitlines()],
+            [line + "\n" for line in new.splitlines()],
             fromfile="before.py",
             tofile="after.py",
         )

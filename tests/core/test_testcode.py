@@ -43,3 +43,10 @@ def test_parse_block_signature_imports_and_rationale() -> None:
 def test_a_comparison_without_assert_becomes_an_assertion() -> None:
     _, tests = parse_test_block("f(1) == 2\nf(2)\nx == 3", "f")
     assert tests == [("assert f(1) == 2", "")]
+
+
+def test_diff_lines_never_glue_together() -> None:
+    from selfheal.roles.generator import diff
+
+    d = diff("a = 1\nb = 2", "a = 1\nb = 3")
+    assert "-b = 2\n+b = 3\n" in d
