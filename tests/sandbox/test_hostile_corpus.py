@@ -18,7 +18,7 @@ import pytest
 from selfheal.kernel_sandbox import CallTest, KernelPool
 from selfheal.kernel_sandbox.kernel import killed_roots
 
-from .conftest import FAST, HOST_SECRETS, sandbox_processes
+from .conftest import FAST, HOST_SECRETS, belongs_to, sandbox_processes
 
 SECRET_NAME = "SELFHEAL_CORPUS_API_KEY"
 SECRET = HOST_SECRETS[SECRET_NAME]
@@ -499,10 +499,10 @@ def test_no_leftover_processes_after_corpus(pool: KernelPool) -> None:
         p.run(THREAD, ["assert f(1) == 2"])
     assert p.kernels_started >= 2
     killed = killed_roots()
-    assert len(killed) >= len(CASES)
+    assert len(killed) >= 2  # (the corpus adds one per case when it ran first)
 
     def leftovers() -> list[Any]:
-        return [q for q in sandbox_processes() if any(r in " ".join(q.cmdline()) for r in killed)]
+        return [q for q in sandbox_processes() if belongs_to(q, killed)]
 
     deadline = time.monotonic() + 5
     while leftovers() and time.monotonic() < deadline:
