@@ -236,3 +236,27 @@ def test_killed_process_resumes_from_the_file(builtin_tasks: list[Task], tmp_pat
     after = ResultsFile(results).read()
     assert sorted(r.task_id for r in after) == sorted(t.id for t in tasks)
     assert after[: len(before)] == before
+
+
+def test_parallel_workers_record_every_pair_once(
+    builtin_tasks: list[Task], pool: KernelPool, tmp_path: Path
+) -> None:
+    tasks = builtin_tasks[:4]
+    heal = CountingHeal()
+    runner = BenchmarkRunner(
+        tasks=tasks,
+        modes=["single_shot"],
+        provider=oracle_provider(tasks),
+        results=ResultsFile(tmp_path / "r.jsonl"),
+        heal=heal,
+        executor_factory=lambda: pool,
+        workers=2,
+        progress=False,
+    )
+    runner.close = lambda: None  # type: ignore[method-assign]
+    records = runner.run()
+    assert sorted(r.task_id for r in records) == sorted(t.id for t in tasks)
+    assert all(r.passed for r in records)
+    assert sorted(r.key for r in ResultsFile(tmp_path / "r.jsonl").read()) == sorted(
+        r.key for r in records
+    )
