@@ -46,6 +46,7 @@ def test_wrong_solution_fails_and_names_the_failing_assertion(
 
 def test_builtin_failure_names_its_assertion(builtin_tasks: list[Task], pool: KernelPool) -> None:
     task = next(t for t in builtin_tasks if t.id == "intervals/merge")
+    assert task.canonical_solution is not None
     no_touching = task.canonical_solution.replace("start <= merged[-1][1]", "start < merged[-1][1]")
     verdict = score(task, no_touching, pool)
     assert not verdict.passed
