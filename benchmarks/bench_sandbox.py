@@ -73,7 +73,15 @@ def timed(
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument(
+        "--humaneval",
+        action="store_true",
+        help="instead: score every HumanEval canonical solution and an always-equal attack",
+    )
     args = ap.parse_args()
+    if args.humaneval:
+        humaneval()
+        return
     n = args.runs
     rows: list[tuple[str, str, str, str]] = []
     source = CANDIDATE + "\n" + "\n".join(TESTS) + "\n"
@@ -212,6 +220,50 @@ def main() -> None:
         f"| swallows the interrupt, ignores SIGALRM (host kills the kernel) | "
         f"+{kill_over * ms:.0f} ms (whole run incl. load) |"
     )
+
+
+ALWAYS_EQUAL = """
+class Y:
+    def __eq__(self, o): return True
+    def __ne__(self, o): return False
+    def __lt__(self, o): return True
+    def __le__(self, o): return True
+    def __gt__(self, o): return True
+    def __ge__(self, o): return True
+    def __bool__(self): return True
+    def __hash__(self): return 0
+    def __len__(self): return 0
+    def __iter__(self): return iter(())
+    def __sub__(self, o): return Y()
+    def __rsub__(self, o): return Y()
+    def __abs__(self): return Y()
+    def __round__(self, n=0): return Y()
+    def __contains__(self, x): return True
+    def __getitem__(self, i): return Y()
+def ENTRY(*a, **k):
+    return Y()
+"""
+
+
+def humaneval() -> None:
+    """Every HumanEval canonical solution must pass; an object that claims to equal
+    everything, returned by every entry point, must pass none."""
+    from evaluation.scoring import score
+    from evaluation.suites import HumanEvalSuite
+
+    tasks = HumanEvalSuite().tasks()
+    t = time.perf_counter()
+    with KernelPool(size=2) as pool:
+        good = sum(score(task, task.canonical_solution, pool).passed for task in tasks)
+        fooled = [
+            task.id
+            for task in tasks
+            if score(task, ALWAYS_EQUAL.replace("ENTRY", task.entry_point), pool).passed
+        ]
+    took = time.perf_counter() - t
+    print(f"HumanEval: {len(tasks)} tasks, {2 * len(tasks)} runs in {took:.1f} s")
+    print(f"canonical solutions passing: {good}/{len(tasks)}")
+    print(f"always-equal attack passing: {len(fooled)}/{len(tasks)} {fooled}")
 
 
 if __name__ == "__main__":
