@@ -255,7 +255,7 @@ class SandboxKernel:
                     "overloaded: use a smaller pool or a longer startup_timeout"
                 )
             try:
-                reply = self.kc.get_shell_msg(timeout=0.05)
+                reply = self.kc.shell_channel.get_msg(timeout=0.05)
             except Empty:
                 continue
             if reply["parent_header"].get("msg_id") != msg_id:
@@ -359,7 +359,7 @@ class SandboxKernel:
                 ev = self._read_results(0.0)
                 return ev if ev is not None else KernelEvent("dead")
             with contextlib.suppress(Empty):
-                reply = self.kc.get_shell_msg(timeout=0)
+                reply = self.kc.shell_channel.get_msg(timeout=0)
                 if reply["parent_header"].get("msg_id") == msg_id:
                     self._reply_status = str(reply["content"].get("status"))
                     continue

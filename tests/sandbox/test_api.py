@@ -277,3 +277,18 @@ def test_default_pool_is_shared() -> None:
     c = get_default_pool()
     assert c is not a
     c.close()
+
+
+async def test_sync_run_inside_a_running_event_loop(pool: KernelPool) -> None:
+    """A notebook cell calls ``run`` from inside the kernel's running event loop."""
+    asyncio.get_running_loop()
+    assert pool.run(DOUBLE, ["assert f(1) == 2"]).passed
+
+
+def test_empty_test_list_reports_the_load(pool: KernelPool) -> None:
+    report = pool.run("print('hi')\nx = 1\n", [])
+    assert report.load.ok and report.load.stdout == "hi\n"
+    assert report.results == () and report.passed
+    report = pool.run("x = (\n", [])
+    assert not report.load.ok and report.load.exc_type == "SyntaxError"
+    assert not report.passed
