@@ -17,7 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 
-def _selfheal_install(key_file: str, work_dir: str, fifo: str, out_fifo: str) -> None:
+def _selfheal_install(
+    key_file: str, work_dir: str, fifo: str, out_fifo: str, host_home: str = ""
+) -> None:
     import _hashlib
     import builtins
     import linecache
@@ -91,6 +93,13 @@ def _selfheal_install(key_file: str, work_dir: str, fifo: str, out_fifo: str) ->
     _work = os.path.realpath(work_dir)
     # kernel directories are <tmp>/selfheal-k-*/ ; work_dir is <that>/work
     _kprefix = os.path.join(os.path.dirname(os.path.dirname(_work)), "selfheal-k-")
+    # the host user's dot-directories (~/.ssh, ~/.aws, ~/.config, ~/.netrc, ...) hold
+    # credentials; the Python installation may live there too (pyenv), so it stays readable
+    _home_dots = os.path.realpath(host_home) + "/." if host_home else ""
+    _py_prefixes = tuple(
+        {os.path.realpath(p) + "/" for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    )
+    _secret_names = frozenset({".env", ".netrc", ".git-credentials", ".pypirc", ".pgpass"})
     _pure_scalars = frozenset({int, float, complex, str, bytes, bool, _NoneType})
     _pure_containers = frozenset({list, tuple, dict, set, frozenset, bytearray, range})
 
@@ -164,8 +173,9 @@ def _selfheal_install(key_file: str, work_dir: str, fifo: str, out_fifo: str) ->
         return rp == _work or rp.startswith(_work + "/") or rp == "/dev/null"
 
     def _forbidden_read(path: Any) -> bool:
-        """Other processes' /proc entries, other sandbox kernels' directories, and this
-        kernel's own control files (everything of its directory but ``work``)."""
+        """Other processes' /proc entries, other sandbox kernels' directories, this
+        kernel's own control files (everything of its directory but ``work``), the host
+        user's dot-directories, and credential files (``.env``, ``.netrc``, ...)."""
         try:
             p = path.decode() if _type(path) is _bytes else _str(path)
             rp = _realpath(p)
@@ -176,7 +186,9 @@ def _selfheal_install(key_file: str, work_dir: str, fifo: str, out_fifo: str) ->
             return head.isdigit() and _int(head) != _mypid
         if rp.startswith(_kprefix):
             return not (rp == _work or rp.startswith(_work + "/"))
-        return False
+        if _home_dots and rp.startswith(_home_dots) and not rp.startswith(_py_prefixes):
+            return True
+        return rp.rsplit("/", 1)[-1] in _secret_names
 
     def _hook(event: str, args: tuple[Any, ...]) -> None:
         if not state[0]:

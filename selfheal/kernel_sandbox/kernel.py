@@ -237,7 +237,7 @@ class SandboxKernel:
         code = (
             _HARNESS_SRC
             + f"\n_selfheal_install({key_file!r}, {str(self.work)!r}, {str(self.fifo)!r}, "
-            + f"{str(self.out_fifo)!r})"
+            + f"{str(self.out_fifo)!r}, {str(Path.home())!r})"
             + "\ndel _selfheal_install\n"
         )
         # the first request is queued until the kernel is up; poll for its reply

@@ -490,6 +490,31 @@ def test_other_kernels_and_control_files_are_off_limits(pool: KernelPool) -> Non
     assert res.value == "(True, {'blocked'})", res
 
 
+def test_credential_files_are_off_limits(pool: KernelPool, tmp_path: Path) -> None:
+    """Reading the host user's dot-directories or a ``.env`` file is blocked (before the
+    file is even looked up: a missing file gives PermissionError, not FileNotFoundError),
+    while the Python installation stays readable."""
+    env_file = tmp_path / ".env"
+    env_file.write_text("OPENAI_API_KEY=sk-from-dotenv\n")
+    probe = Path.home() / ".ssh" / "id_selfheal_probe"
+    code = (
+        "def peek(path):\n"
+        "    try:\n"
+        "        return open(path).read()\n"
+        "    except PermissionError:\n"
+        "        return 'blocked'\n"
+        "    except FileNotFoundError:\n"
+        "        return 'missing'\n"
+    )
+    tests = [
+        f"assert peek({str(env_file)!r}) == 'blocked'",
+        f"assert peek({str(probe)!r}) == 'blocked'",
+        "import os\nassert peek(os.__file__) not in ('blocked', 'missing')",
+    ]
+    report = pool.run(code, tests)
+    assert [r.outcome for r in report.results] == ["passed"] * 3, report
+
+
 def test_no_leftover_processes_after_corpus(pool: KernelPool) -> None:
     """Runs last in this module: no process of any kernel the corpus used (and killed) is
     left, nor of a second pool that ran a fork bomb and a never-ending thread, once closed."""
