@@ -7,6 +7,7 @@ roles give minimal well-formed replies. No model is needed, so the tests are fas
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from evaluation.suites import Task
@@ -52,6 +53,17 @@ def oracle_provider(
         task = _find_task(tasks, messages)
         return f"```python\n# why: the name must stay defined\nassert {task.entry_point} is not None\n```"
 
+    def oracle(messages: Sequence[Message]) -> str:
+        # Answers "what does `call` return?" truthfully, by running the canonical solution
+        # (trusted test code) in this process.
+        task = _find_task(tasks, messages)
+        text = messages[-1].content
+        call = text.rsplit("what does `", 1)[1].split("` return", 1)[0]
+        namespace: dict[str, object] = {}
+        exec(task.canonical_solution or "", namespace)
+        value = eval(call, namespace)
+        return json.dumps({"reasoning": "from the spec", "value": repr(value)})
+
     def fixed(text: str) -> Callable[[Sequence[Message]], str]:
         return lambda _messages: text
 
@@ -68,6 +80,7 @@ def oracle_provider(
                 )
             ]
             * 1000,
+            "oracle": [oracle] * 1000,
             "lessons": [fixed('{"lessons": ["read the spec"]}')] * 1000,
             "critic": [fixed('{"verdict": "accept", "concerns": [], "tests": []}')] * 1000,
         },
