@@ -14,17 +14,17 @@ from selfheal.config import HealConfig
 
 __all__ = ["DEFAULT_MODES", "MODES", "config_for", "parse_modes"]
 
+
+def _single_shot_switches() -> dict[str, object]:
+    """What ``HealConfig.single_shot()`` changes from the defaults (selfheal's own
+    definition of the baseline, so the two cannot drift apart)."""
+    default = HealConfig().model_dump()
+    single = HealConfig.single_shot().model_dump()
+    return {k: v for k, v in single.items() if v != default[k]}
+
+
 MODES: Mapping[str, Mapping[str, object]] = {
-    "single_shot": {
-        "max_iterations": 1,
-        "example_tests": False,
-        "spec_blind_tests": False,
-        "adversarial_tests": False,
-        "critic": False,
-        "lessons": False,
-        "repair": False,
-        "run_tests": False,
-    },
+    "single_shot": _single_shot_switches(),
     "heal": {},
     "heal-no-critic": {"critic": False},
     "heal-no-adversarial": {"adversarial_tests": False},
