@@ -301,7 +301,8 @@ def _gpu() -> str:
                 return out.stdout.strip().splitlines()[0]
         except (OSError, subprocess.TimeoutExpired):
             pass
-    if _has("torch"):
+    # torch is slow to import; only ask it when a GPU driver node exists (NVIDIA or ROCm)
+    if _has("torch") and (os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd")):
         try:
             import torch
 

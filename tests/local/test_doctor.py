@@ -1,0 +1,108 @@
+"""selfheal.doctor against real surroundings: env vars, a real HTTP server, real files."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+
+from selfheal.doctor import DoctorReport, doctor, format_report
+
+
+class _Tags(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = json.dumps({"models": [{"name": "qwen2.5-coder:7b"}]}).encode()
+        self.send_response(200 if self.path == "/api/tags" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def ollama_server() -> Iterator[str]:
+    server = HTTPServer(("127.0.0.1", 0), _Tags)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture
+def empty_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SELFHEAL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("SELFHEAL_MODEL_PATH", raising=False)
+    monkeypatch.delenv("SELFHEAL_MODEL", raising=False)
+    return tmp_path / "cache"
+
+
+def _by_name(report: DoctorReport) -> dict[str, bool]:
+    return {p.name: p.usable for p in report.providers}
+
+
+def test_nothing_available(empty_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:9")  # discard port: nothing answers
+    report = doctor(load_model=False)
+    usable = _by_name(report)
+    assert set(usable) == {"anthropic", "ollama", "hf", "local"}
+    assert not usable["anthropic"] and not usable["ollama"] and not usable["local"]
+    assert report.model.path is None
+    assert "make install" in report.model.error
+    text = format_report(report)
+    assert "ANTHROPIC_API_KEY is not set" in text
+    assert "not installed" in text
+    assert report.cpu_count >= 1
+
+
+def test_key_and_ollama_server_are_seen(
+    empty_cache: Path, monkeypatch: pytest.MonkeyPatch, ollama_server: str
+) -> None:
+    pytest.importorskip("anthropic")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-real-key")
+    monkeypatch.setenv("OLLAMA_HOST", ollama_server)
+    report = doctor(load_model=False)
+    usable = _by_name(report)
+    assert usable["anthropic"] and usable["ollama"]
+    assert "qwen2.5-coder:7b" in format_report(report)
+    assert report.auto_choice.startswith("anthropic")
+
+
+@pytest.mark.slow  # hashes a 1.1 GB (sparse) file
+def test_corrupt_model_is_reported(empty_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from selfheal.models import DEFAULT_MODEL, default_model_path
+
+    path = default_model_path()
+    path.parent.mkdir(parents=True)
+    with path.open("wb") as fh:  # right size, wrong content (sparse file)
+        fh.truncate(DEFAULT_MODEL.size)
+    report = doctor(load_model=False)
+    assert report.model.path == str(path)
+    assert report.model.verified is False
+    assert "corrupt" in report.model.error
+    assert not _by_name(report)["local"]
+    assert "CORRUPT" in format_report(report)
+
+
+@pytest.mark.local_model
+def test_real_model_loads_and_generates() -> None:
+    pytest.importorskip("llama_cpp")
+    from selfheal.models import find_model
+
+    if find_model() is None:
+        pytest.skip("the default model is not installed")
+    report = doctor(load_model=True)
+    assert report.model.loads is True, report.model.error
+    assert report.model.tokens_per_second and report.model.tokens_per_second > 0
+    assert "def add" in report.model.sample
+    assert "AVX" in report.llama_cpp_system_info or "NEON" in report.llama_cpp_system_info
+    assert _by_name(report)["local"]
