@@ -8,6 +8,7 @@ audit hook in the harness is defence in depth only.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import os
 import resource
@@ -30,6 +31,7 @@ __all__ = [
     "make_preexec",
     "netns_available",
     "apply_rlimits",
+    "die_with_parent",
     "nproc_budget",
     "rlimit_pairs",
 ]
@@ -115,11 +117,31 @@ def apply_rlimits(limits: Limits, pid: int = 0, nproc: int | None = None) -> Non
                 resource.setrlimit(res, (value, value))
 
 
+try:
+    _libc: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
+except OSError:  # pragma: no cover - not glibc/musl
+    _libc = None
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """(In a freshly forked child.) Ask Linux to SIGKILL this process when the thread that
+    forked it exits, so a kernel never outlives a host that was killed without running its
+    ``atexit`` handlers (SIGKILL, SIGTERM, a crash). If the parent is already gone, exit."""
+    if _libc is None:
+        return
+    parent = os.getppid()
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def make_preexec(limits: Limits) -> Callable[[], None]:
     """The function run in the child between fork and exec."""
     nproc = nproc_budget(limits)
 
     def preexec() -> None:
+        die_with_parent()
         apply_rlimits(limits, nproc=nproc)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 

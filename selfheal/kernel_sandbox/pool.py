@@ -148,8 +148,12 @@ class KernelPool:
                 self._zygote = None
             return self._zygote
 
-    def _new_kernel(self, limits: Limits, network_namespace: bool) -> SandboxKernel:
-        zygote = self._get_zygote()
+    def _new_kernel(
+        self, limits: Limits, network_namespace: bool, *, forked: bool = True
+    ) -> SandboxKernel:
+        # kernels die with the thread that started them (PR_SET_PDEATHSIG): the fork server
+        # is only ever started from the pool's long-lived worker threads
+        zygote = self._get_zygote() if forked else None
         try:
             k = SandboxKernel(
                 limits,
@@ -208,7 +212,7 @@ class KernelPool:
         """Take a warm kernel (waiting for one if needed) set up for ``limits``."""
         if limits.allow_network and self.network_namespace:
             # pool kernels have no network: this run needs its own kernel
-            return self._new_kernel(limits, network_namespace=False)
+            return self._new_kernel(limits, network_namespace=False, forked=False)
         with self._cond:
             if self._closed:
                 raise SandboxError("this KernelPool is closed; create a new one")

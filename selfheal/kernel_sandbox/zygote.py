@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from selfheal.errors import SandboxError
-from selfheal.kernel_sandbox.containment import kernel_env, kill_tree
+from selfheal.kernel_sandbox.containment import die_with_parent, kernel_env, kill_tree
 
 __all__ = ["ForkedProcess", "Zygote"]
 
@@ -69,12 +69,16 @@ while True:
     while b"\n" in buf:
         line, buf = buf.split(b"\n", 1)
         spec = json.loads(line)
+        spec["zygote"] = os.getpid()
         pid = os.fork()
         if pid:
             out.write("pid %s %d\n" % (spec["token"], pid)); out.flush()
             continue
         code = 1
         try:
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the zygote
+            if os.getppid() != spec["zygote"]:
+                os._exit(1)
             os.setsid()
             for f in spec["cgroup_procs"]:
                 try:
@@ -126,6 +130,9 @@ class Zygote:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
             close_fds=True,
+            # the zygote (and, through it, every kernel it forked) dies with the thread
+            # that started it: a pool worker, alive until the pool closes
+            preexec_fn=die_with_parent,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._stdin = self.proc.stdin

@@ -58,3 +58,49 @@ def test_no_kernel_survives_interpreter_exit() -> None:
     while alive() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert alive() == []
+
+
+KILLED_SCRIPT = """
+import os, signal
+from selfheal.kernel_sandbox import KernelPool
+from selfheal.kernel_sandbox.kernel import live_kernels
+pool = KernelPool(size=2).start()
+assert pool.run("def f():\\n    return 1\\n", ["assert f() == 1"]).passed
+pool.wait_ready(60)
+zygote = [pool._zygote.proc.pid] if pool._zygote is not None else []
+print("PIDS", " ".join(str(k.pid) for k in live_kernels()), *zygote, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)   # no atexit, no finalizers
+"""
+
+
+def test_no_kernel_survives_a_killed_host() -> None:
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=root,
+        check=False,
+    )
+    assert proc.returncode == -9, proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("PIDS"))
+    pids = [int(p) for p in line.split()[1:]]
+    assert len(pids) >= 3  # two warm kernels and the fork server
+
+    def alive() -> list[int]:
+        out = []
+        for pid in pids:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    out.append(pid)
+            except psutil.NoSuchProcess:
+                continue
+        return out
+
+    deadline = time.monotonic() + 5
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive() == []
