@@ -47,8 +47,8 @@ PY="$VENV/bin/python"
 "$PY" -m pip install --quiet --upgrade pip
 
 step "2/6 torch"
-if "$PY" -c 'import torch' >/dev/null 2>&1; then
-  echo "torch $("$PY" -c 'import torch; print(torch.__version__)') already installed" >&2
+if "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)'; then
+  echo "torch already installed" >&2   # (not imported: that alone takes seconds)
 else
   TORCH_OPTS=()
   [[ -n "${SELFHEAL_TORCH_INDEX:-}" ]] && TORCH_OPTS=(--index-url "$SELFHEAL_TORCH_INDEX")

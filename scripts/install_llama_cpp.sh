@@ -8,6 +8,7 @@
 #   SELFHEAL_LLAMA_CMAKE_ARGS   override the CMake flags (e.g. "-DGGML_NATIVE=ON")
 #   SELFHEAL_LLAMA_VERSION      llama-cpp-python version (default 0.3.36)
 #   SELFHEAL_CACHE_DIR          cache root (default ${XDG_CACHE_HOME:-~/.cache}/selfheal)
+#   SELFHEAL_LLAMA_SMOKE=1      re-run the smoke check even when the build is already installed
 #   PYTHON                      interpreter to install into
 #
 # Wheels are cached under $SELFHEAL_CACHE_DIR/wheels/<hash of version+flags+python>/, so a
@@ -81,8 +82,8 @@ and see docs/local_model.md (\"Which build\")."
 }
 
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$KEY" ]] && "$PY" -c 'import llama_cpp' >/dev/null 2>&1; then
-  say "this build is already installed (stamp $STAMP)"
-  smoke
+  say "this build is already installed and passed its smoke check (stamp $STAMP)"
+  [[ "${SELFHEAL_LLAMA_SMOKE:-0}" == 1 ]] && smoke   # re-check on demand
   exit 0
 fi
 
