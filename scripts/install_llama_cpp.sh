@@ -126,6 +126,9 @@ build_and_install() {  # $1 = CMake args; returns 0 when installed and smoke-tes
     echo "$key" > "$STAMP"
     return 0
   fi
+  if [[ $rc -eq 3 ]]; then
+    die "the model file does not load (not a build problem): python -m selfheal.models verify / install"
+  fi
   if [[ $rc -gt 128 ]]; then
     say "llama.cpp CRASHED (signal $((rc - 128))) with CMAKE_ARGS=$args"
   else

@@ -8,7 +8,8 @@ experimental builds (PYTHONPATH=<dir with another build>).
     python scripts/llama_smoke.py [--model PATH] [--tokens 64] [--require-model]
 
 Exit 0: the build works (prints CPU features and tokens/s). Exit 1: wrong answer.
-Exit 2: no model (only with --require-model). A crash kills the process (signal).
+Exit 2: no model (only with --require-model). Exit 3: the model file does not load.
+A crash kills the process (signal).
 """
 
 from __future__ import annotations
@@ -56,14 +57,18 @@ def main() -> int:
 
     threads = args.threads or len(os.sched_getaffinity(0))
     t0 = time.perf_counter()
-    llm = llama_cpp.Llama(
-        model_path=str(model),
-        n_ctx=1024,
-        n_threads=threads,
-        n_threads_batch=threads,
-        verbose=False,
-        seed=0,
-    )
+    try:
+        llm = llama_cpp.Llama(
+            model_path=str(model),
+            n_ctx=1024,
+            n_threads=threads,
+            n_threads_batch=threads,
+            verbose=False,
+            seed=0,
+        )
+    except ValueError as exc:  # not the build's fault: a bad model file
+        print(f"MODEL PROBLEM: {exc}; check it with `python -m selfheal.models verify`")
+        return 3
     load = time.perf_counter() - t0
     messages = [{"role": "user", "content": PROMPT}]
     t1 = time.perf_counter()
