@@ -314,12 +314,14 @@ class LlamaCppProvider:
         stops += [s for s in fstop if s and s not in stops]
         grammar = self._grammar(loaded, schema) if schema is not None else None
 
-        sampled = 0
+        # llama-cpp-python calls the stopping criteria once per sampled token and once more
+        # after the loop ends: the calls minus one are the tokens generated.
+        calls = 0
         chat_stop = formatted.stopping_criteria
 
         def criteria(input_ids: Any, logits: Any) -> bool:
-            nonlocal sampled
-            sampled += 1
+            nonlocal calls
+            calls += 1
             if cancel is not None and cancel.is_set():
                 raise _Cancelled
             return bool(chat_stop(input_ids, logits)) if chat_stop is not None else False
@@ -350,6 +352,7 @@ class LlamaCppProvider:
                             on_token(piece)
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
+                calls -= 1
             except _Cancelled:
                 finish = "cancelled"
             except (RuntimeError, ValueError) as exc:
@@ -362,7 +365,7 @@ class LlamaCppProvider:
         return Completion(
             text="".join(pieces),
             prompt_tokens=len(prompt),
-            completion_tokens=sampled,
+            completion_tokens=max(calls, 0),
             latency=time.perf_counter() - started,
             model=self.model_id,
             finish_reason=finish or "stop",
