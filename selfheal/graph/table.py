@@ -94,7 +94,7 @@ def after_critic(s: HealState) -> NodeName:
 
 
 def after_repair(s: HealState) -> NodeName:
-    return "finish" if s.status == "failed" else "gate"
+    return "finish" if s.status == "failed" or s.pending is None else "gate"
 
 
 def after_decision(s: HealState) -> NodeName:

@@ -169,16 +169,18 @@ def ask_for_code(
     prompt: str,
     entry_point: str | None,
     variables: dict[str, Any],
+    temperature: float | None = None,
+    extra: Sequence[Message] = (),
 ) -> tuple[str, str]:
     """Ask ``role`` (with prompt file ``prompt``) for code. Returns ``(code, full_reply)``.
     Raises ``MalformedReply`` when no parseable code came back."""
-    messages = load_prompt(prompt).render(**variables)
+    messages = [*load_prompt(prompt).render(**variables), *extra]
     reply = ask_code(
         _provider(ctx, role),
         messages,
         entry_point=entry_point,
         max_tokens=state.config.max_tokens,
-        temperature=state.config.temperature,
+        temperature=state.config.temperature if temperature is None else temperature,
     )
     _record(log, ctx, state, node, role, prompt, reply.completions, reply.degraded)
     return reply.code, reply.text

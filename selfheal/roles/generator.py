@@ -8,7 +8,8 @@ from typing import Literal
 
 from selfheal.errors import MalformedReply
 from selfheal.graph.context import Context
-from selfheal.roles._calls import CallLog, ask_for_code, record_failure
+from selfheal.llm.base import Message
+from selfheal.roles._calls import CallLog, ask_for_code, info, record_failure
 from selfheal.roles.testcode import failure_lines
 from selfheal.state import Diagnosis, HealState, Proposal
 
@@ -31,6 +32,14 @@ def with_prelude(code: str, prelude: str) -> str:
         return code
     missing = [line for line in prelude.splitlines() if line.strip() and line.strip() not in code]
     return "\n".join([*missing, code]) if missing else code
+
+
+def normalized(code: str) -> str:
+    """The code's AST dump (comments and formatting ignored), or the stripped text."""
+    try:
+        return ast.dump(ast.parse(code))
+    except SyntaxError:
+        return code.strip()
 
 
 def entry_point_of(code: str) -> str | None:
@@ -93,6 +102,18 @@ def repair(state: HealState, ctx: Context) -> HealState:
         failures.insert(
             0, f"the code does not load: {load.exc_type} line {load.line}: {load.message}"
         )
+    variables = {
+        "spec": spec.text,
+        "signature": spec.signature or "",
+        "entry_point": spec.entry_point or "",
+        "code": current.code,
+        "failures": failures,
+        "diagnosis": (
+            f"{diagnosis.root_cause} Fix: {diagnosis.repair_strategy}" if diagnosis else ""
+        ),
+        "lessons": [lesson.text for lesson in state.lessons] if state.config.lessons else [],
+        "feedback": state.feedback,
+    }
     try:
         code, text = ask_for_code(
             ctx,
@@ -102,20 +123,7 @@ def repair(state: HealState, ctx: Context) -> HealState:
             role="generator",
             prompt="repair",
             entry_point=spec.entry_point,
-            variables={
-                "spec": spec.text,
-                "signature": spec.signature or "",
-                "entry_point": spec.entry_point or "",
-                "code": current.code,
-                "failures": failures,
-                "diagnosis": (
-                    f"{diagnosis.root_cause} Fix: {diagnosis.repair_strategy}" if diagnosis else ""
-                ),
-                "lessons": [lesson.text for lesson in state.lessons]
-                if state.config.lessons
-                else [],
-                "feedback": state.feedback,
-            },
+            variables=variables,
         )
     except MalformedReply as exc:
         record_failure(log, ctx, state, "repair", "generator", exc)
@@ -123,6 +131,42 @@ def repair(state: HealState, ctx: Context) -> HealState:
             state, status="failed", error=f"The generator gave no usable repair: {exc}"
         )
     code = with_prelude(code, spec.prelude)
+    seen = {normalized(a.code) for a in state.attempts}
+    if normalized(code) in seen:
+        # at temperature 0 the same prompt gives the same answer: ask once more, sampling, and
+        # say that this fix was already tried; if it repeats again the loop has converged
+        again = Message(
+            role="user",
+            content="That code is identical to a version that already failed these tests. "
+            "Write a different fix.",
+        )
+        try:
+            code2, text = ask_for_code(
+                ctx,
+                state,
+                log,
+                node="repair",
+                role="generator",
+                prompt="repair",
+                entry_point=spec.entry_point,
+                variables=variables,
+                temperature=max(0.7, state.config.temperature),
+                extra=[Message(role="assistant", content=text), again],
+            )
+        except MalformedReply as exc:
+            record_failure(log, ctx, state, "repair", "generator", exc)
+            code2 = code
+        code2 = with_prelude(code2, spec.prelude)
+        if normalized(code2) in seen:
+            info(
+                log,
+                ctx,
+                state,
+                "repair",
+                "the repair repeats an earlier version twice: no new idea, stopping",
+            )
+            return log.apply(state, stop_reason="repairs repeat earlier versions")
+        code = code2
     strategy: Literal["repair", "critic_repair"] = (
         "critic_repair" if diagnosis is not None and diagnosis.source == "critic" else "repair"
     )

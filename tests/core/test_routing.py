@@ -103,7 +103,7 @@ def test_exhausted_keeps_the_best_attempt(pool: KernelPool) -> None:
     result, _ = run(
         {
             "test_writer": [s.TESTS],
-            "generator": [s.BUGGY, s.BROKEN, s.BUGGY],
+            "generator": [s.BUGGY, s.BROKEN, s.block("def clamp(x, lo, hi):\n    return max(x, lo)")],
             "adversary": [PASSING_ADV],
             "oracle": [s.ORACLE_0, s.ORACLE_0],
             "debugger": [s.DIAG_CODE, s.DIAG_CODE],
@@ -322,7 +322,7 @@ def test_oracle_agreeing_with_the_test_keeps_it(pool: KernelPool) -> None:
     result, _ = run(
         {
             "test_writer": [s.TESTS],
-            "generator": [s.GOOD, s.GOOD],
+            "generator": [s.GOOD, s.GOOD, s.GOOD],
             "adversary": [s.WRONG_TEST],
             "oracle": [s.oracle("7")],  # the oracle is wrong too: no quarantine on one reading
             "debugger": [s.DIAG_CODE],
@@ -361,7 +361,7 @@ def test_trusted_tests_are_never_quarantined(pool: KernelPool) -> None:
     mock = MockProvider(
         {
             "test_writer": [s.TESTS],
-            "generator": [s.GOOD, s.GOOD],
+            "generator": [s.GOOD, s.GOOD, s.GOOD],
             "adversary": [PASSING_ADV],
             "debugger": [diag],
             "lessons": [s.LESSONS],
@@ -425,3 +425,39 @@ def test_unknown_provider_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError):
         heal(s.SPEC, provider="nosuch:model")
+
+
+def test_a_repair_that_repeats_old_code_is_asked_again_then_stops(pool: KernelPool) -> None:
+    result, mock = run(
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.BUGGY, s.BUGGY, s.BUGGY],
+            "adversary": [PASSING_ADV],
+            "oracle": [s.ORACLE_0],
+            "debugger": [s.DIAG_CODE],
+            "lessons": [s.LESSONS],
+        },
+        pool,
+    )
+    assert result.status == "exhausted" and result.iterations == 1
+    assert result.state.stop_reason == "repairs repeat earlier versions"
+    calls = mock.calls_for("generator")
+    assert len(calls) == 3
+    assert "identical to a version that already failed" in calls[2].messages[-1].content
+    assert nodes(result)[-2:] == ["repair", "finish"]
+
+
+def test_a_repeated_repair_gets_one_more_chance(pool: KernelPool) -> None:
+    result, _ = run(
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.BUGGY, s.BUGGY, s.GOOD],
+            "adversary": [PASSING_ADV],
+            "oracle": [s.ORACLE_0],
+            "debugger": [s.DIAG_CODE],
+            "lessons": [s.LESSONS],
+            "critic": [s.ACCEPT],
+        },
+        pool,
+    )
+    assert result.status == "verified" and result.iterations == 2
