@@ -86,7 +86,8 @@ def test_records_and_metrics_match_what_happened(
 
     caught = records[(dedupe.id, "heal")]
     assert not caught.passed and not caught.verified and not caught.false_success
-    assert caught.status == "exhausted" and caught.iterations == 4 and caught.diagnoses
+    # The repair keeps proposing the same wrong code, so the loop gives up (converged).
+    assert caught.status == "exhausted" and caught.diagnoses
     assert caught.verdict.failing_assertion is not None
     assert any(t.outcome == "failed" for t in caught.tests)
 
