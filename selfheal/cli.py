@@ -131,6 +131,7 @@ def _finish(result: HealResult, args: argparse.Namespace) -> int:
         )
         if result.tests:
             print("\ntests:\n" + result.tests_text(), file=out)
+            print("\n" + evidence_line(result), file=out)
         if result.lessons:
             print("\nlessons:\n" + "\n".join(f"  - {x}" for x in result.lessons), file=out)
         if result.error:
@@ -145,6 +146,25 @@ def _finish(result: HealResult, args: argparse.Namespace) -> int:
         )
         return EXIT_AWAITING
     return EXIT_VERIFIED if result.verified else EXIT_NOT_VERIFIED
+
+
+def evidence_line(result: HealResult) -> str:
+    """What the final code's verdict rests on: trusted and model-written tests separately."""
+    outcomes = result.test_outcomes()
+    trusted = [t for t in result.tests if t.trusted]
+    active = [t for t in result.tests if not t.trusted and not t.quarantined]
+    quarantined = [t for t in result.tests if t.quarantined]
+    t_ok = sum(1 for t in trusted if outcomes.get(t.id) == "passed")
+    u_ok = sum(1 for t in active if outcomes.get(t.id) == "passed")
+    line = f"evidence: trusted tests {t_ok}/{len(trusted)} passed; model-written {u_ok}/{len(active)} passed"
+    if quarantined:
+        line += f", {len(quarantined)} quarantined as wrong"
+    if not result.verified and trusted and t_ok == len(trusted) and u_ok < len(active):
+        line += (
+            "\n  the code passes every trusted test; the failing model-written tests may themselves "
+            "be wrong (a small model's tests often are): read them before trusting either"
+        )
+    return line
 
 
 def cmd_heal(args: argparse.Namespace) -> int:
