@@ -108,7 +108,14 @@ def adjudicate(state: HealState, ctx: Context, log: CallLog, limit: int = 3) -> 
             _literal(snippet.value or "") if snippet.outcome == "passed" else (False, None)
         )
         ok_expected, expected = _literal(expected_src)
-        if not (ok_actual and ok_expected) or _same(actual, expected):
+        if not (ok_actual and ok_expected):
+            continue
+        if _same(actual, expected):
+            if isinstance(actual, float) or isinstance(expected, float):
+                verdicts[tid] = (
+                    f"float rounding: {call} returns {actual!r}, the test expects {expected!r}; "
+                    "equal within 1e-9, so the exact comparison is the test's mistake"
+                )
             continue
         try:
             reply = ask_for_json(

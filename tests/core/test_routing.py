@@ -103,7 +103,11 @@ def test_exhausted_keeps_the_best_attempt(pool: KernelPool) -> None:
     result, _ = run(
         {
             "test_writer": [s.TESTS],
-            "generator": [s.BUGGY, s.BROKEN, s.block("def clamp(x, lo, hi):\n    return max(x, lo)")],
+            "generator": [
+                s.BUGGY,
+                s.BROKEN,
+                s.block("def clamp(x, lo, hi):\n    return max(x, lo)"),
+            ],
             "adversary": [PASSING_ADV],
             "oracle": [s.ORACLE_0, s.ORACLE_0],
             "debugger": [s.DIAG_CODE, s.DIAG_CODE],
@@ -461,3 +465,23 @@ def test_a_repeated_repair_gets_one_more_chance(pool: KernelPool) -> None:
         pool,
     )
     assert result.status == "verified" and result.iterations == 2
+
+
+def test_a_float_rounding_failure_is_quarantined_without_asking_anyone(pool: KernelPool) -> None:
+    spec = "Write a function frac(x) that returns the fractional part of a positive float x. Example: frac(3.5) -> 0.5"
+    code = s.block("def frac(x):\n    return x - int(x)")
+    tests = s.block("# why: rounding trap\nassert frac(1.1) == 0.1")
+    mock = MockProvider(
+        {
+            "test_writer": [tests],
+            "generator": [code],
+            "adversary": [s.block("assert frac(2.25) == 0.25")],
+            "critic": [s.ACCEPT],
+        }
+    )
+    result = heal(spec, provider=mock, executor=pool)
+    sb1 = next(t for t in result.tests if t.id == "sb1")
+    assert sb1.quarantined and "float rounding" in sb1.quarantine_reason
+    assert result.test_outcomes()["sb1"] == "failed"  # still run and shown
+    assert result.status == "verified"
+    assert not mock.calls_for("oracle") and not mock.calls_for("debugger")
