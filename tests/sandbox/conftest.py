@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import uuid
 from collections.abc import Iterator
@@ -56,6 +57,10 @@ def pool() -> Iterator[KernelPool]:
     with KernelPool(size=2, limits=FAST) as p:
         assert p.wait_ready(60), "sandbox kernels did not start"
         yield p
+    # at the end of the session: close every other pool (the default pool and other suites'
+    # pools live as long as the process), then no kernel of this process may be left
+    for other in [o for o in gc.get_objects() if isinstance(o, KernelPool)]:
+        other.close()
     assert live_kernels() == []
 
 
