@@ -83,9 +83,10 @@ def adjudicate(state: HealState, ctx: Context, log: CallLog, limit: int = 3) -> 
     """Judge failing model-written tests against a second reading of the spec.
 
     For ``assert <call> == <value>`` tests: run the call on the candidate (the debugger's
-    sandbox tool) and ask the spec oracle, from the spec alone, what the call returns. When the
-    oracle agrees with the code and not with the test, the test is wrong: two independent
-    readings of the spec against one. Returns ``{test_id: reason}`` of tests to quarantine.
+    sandbox tool) and ask the spec oracle, from the spec alone, what the call returns. The test
+    stands only if the oracle confirms its expected value; otherwise (the oracle agrees with the
+    code, or with neither) it is quarantined: an untrusted test alone never overturns code. A
+    failure only by float rounding is quarantined without asking. Returns ``{test_id: reason}``.
     """
     current = state.current
     assert current is not None and current.report is not None
@@ -132,10 +133,18 @@ def adjudicate(state: HealState, ctx: Context, log: CallLog, limit: int = 3) -> 
             record_failure(log, ctx, state, NODE, "oracle", exc)
             continue
         ok_oracle, oracle = _literal(reply.value)
-        if ok_oracle and _same(oracle, actual) and not _same(oracle, expected):
+        if not ok_oracle or _same(oracle, expected):
+            continue  # confirmed by a second reading (or no usable answer): the test stands
+        if _same(oracle, actual):
             verdicts[tid] = (
                 f"the spec oracle says {call} == {oracle!r}, as the code returns; "
                 f"the test expected {expected!r}"
+            )
+        else:
+            verdicts[tid] = (
+                f"unconfirmed: the test expects {call} == {expected!r}, the spec oracle says "
+                f"{oracle!r}, the code returns {actual!r}; a model-written test that a second "
+                "reading of the spec does not confirm does not overturn code"
             )
     return verdicts
 

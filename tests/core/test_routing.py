@@ -485,3 +485,19 @@ def test_a_float_rounding_failure_is_quarantined_without_asking_anyone(pool: Ker
     assert result.test_outcomes()["sb1"] == "failed"  # still run and shown
     assert result.status == "verified"
     assert not mock.calls_for("oracle") and not mock.calls_for("debugger")
+
+
+def test_an_unconfirmed_model_test_is_quarantined(pool: KernelPool) -> None:
+    result, mock = run(
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.GOOD],
+            "adversary": [s.WRONG_TEST],
+            "oracle": [s.oracle("5")],  # neither the test's 7 nor the code's 3
+            "critic": [s.ACCEPT],
+        },
+        pool,
+    )
+    adv = next(t for t in result.tests if t.id == "adv1")
+    assert adv.quarantined and adv.quarantine_reason.startswith("unconfirmed")
+    assert result.status == "verified" and len(mock.calls_for("generator")) == 1
