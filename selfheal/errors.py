@@ -47,13 +47,13 @@ class ConfigError(SelfHealError):
 class MissingDependency(ConfigError, ImportError):
     """An optional dependency is missing; the message names the extra to install."""
 
-    def __init__(self, package: str, extra: str, purpose: str = "") -> None:
+    def __init__(self, package: str, extra: str, purpose: str = "", *, install: str = "") -> None:
         self.package = package
         self.extra = extra
         what = f" for {purpose}" if purpose else ""
+        how = install or f'pip install "selfheal[{extra}]"'
         super().__init__(
-            f"{package!r} is needed{what} but is not installed. "
-            f'Install it with: pip install "selfheal[{extra}]"'
+            f"{package!r} is needed{what} but is not installed. Install it with: {how}"
         )
 
 

@@ -44,9 +44,10 @@ __all__ = ["DEFAULT_N_CTX", "LlamaCppProvider", "default_threads", "import_llama
 DEFAULT_N_CTX = 8192
 """Context length: enough for every selfheal prompt plus a reply."""
 
-_INSTALL_HINT = (
-    "the offline local model; build it with `make install` (or scripts/install_llama_cpp.sh), "
-    "which sets the CMake flags a plain pip install cannot"
+_INSTALL_HINT = "the offline local model"
+_INSTALL_HOW = (
+    "`make install` in a selfheal checkout (or scripts/install_llama_cpp.sh), which sets the "
+    "CMake flags a plain `pip install llama-cpp-python` cannot"
 )
 
 
@@ -63,7 +64,9 @@ def import_llama_cpp() -> Any:
     try:
         import llama_cpp
     except ImportError as exc:
-        raise MissingDependency("llama-cpp-python", "local", purpose=_INSTALL_HINT) from exc
+        raise MissingDependency(
+            "llama-cpp-python", "local", purpose=_INSTALL_HINT, install=_INSTALL_HOW
+        ) from exc
     return llama_cpp
 
 

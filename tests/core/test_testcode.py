@@ -50,3 +50,13 @@ def test_diff_lines_never_glue_together() -> None:
 
     d = diff("a = 1\nb = 2", "a = 1\nb = 3")
     assert "-b = 2\n+b = 3\n" in d
+
+
+def test_missing_dependency_names_how_to_install() -> None:
+    from selfheal.errors import ConfigError, MissingDependency
+
+    plain = MissingDependency("ollama", "ollama")
+    assert 'pip install "selfheal[ollama]"' in str(plain)
+    assert isinstance(plain, ImportError) and isinstance(plain, ConfigError)
+    custom = MissingDependency("llama-cpp-python", "local", "the local model", install="`make install`")
+    assert "Install it with: `make install`" in str(custom) and "pip install" not in str(custom)
