@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from selfheal.errors import MalformedReply
 from selfheal.graph.context import Context
-from selfheal.roles._calls import CallLog, ask_for_tests, info, record_failure
+from selfheal.roles._calls import CallLog, ask_for_tests, info
 from selfheal.roles.testcode import add_tests, parse_test_block, sources
 from selfheal.state import HealState
 
@@ -17,25 +16,21 @@ def adversarial(state: HealState, ctx: Context) -> HealState:
     log = CallLog()
     current = state.current
     assert current is not None, "adversarial needs a candidate"
-    try:
-        code = ask_for_tests(
-            ctx,
-            state,
-            log,
-            node=NODE,
-            role="adversary",
-            prompt="adversary",
-            variables={
-                "spec": state.spec.text,
-                "code": current.code,
-                "existing": sources(state.tests),
-                "max_tests": cfg.max_adversarial_tests,
-                "entry_point": state.spec.entry_point or "",
-            },
-        )
-    except MalformedReply as exc:
-        record_failure(log, ctx, state, NODE, "adversary", exc)
-        return log.apply(state)
+    code = ask_for_tests(
+        ctx,
+        state,
+        log,
+        node=NODE,
+        role="adversary",
+        prompt="adversary",
+        variables={
+            "spec": state.spec.text,
+            "code": current.code,
+            "existing": sources(state.tests),
+            "max_tests": cfg.max_adversarial_tests,
+            "entry_point": state.spec.entry_point or "",
+        },
+    )
     _, found = parse_test_block(code, state.spec.entry_point)
     new = add_tests(
         state,
