@@ -255,14 +255,17 @@ def ask_for_json(
     role: str,
     prompt: str,
     variables: dict[str, Any],
+    max_tokens: int = 768,
 ) -> T:
-    """Ask ``role`` for a JSON reply validated as ``model``. Raises ``MalformedReply``."""
+    """Ask ``role`` for a JSON reply validated as ``model``, in at most ``max_tokens``
+    completion tokens (a small model sometimes runs on past the JSON; a tight cap per role
+    bounds the cost, and a cut-off reply is salvaged). Raises ``MalformedReply``."""
     messages = load_prompt(prompt).render(**variables)
     reply = ask_structured(
         _provider(ctx, role),
         messages,
         model,
-        max_tokens=min(state.config.max_tokens, 768),
+        max_tokens=min(state.config.max_tokens, max_tokens),
         temperature=state.config.temperature,
     )
     _record(log, ctx, state, node, role, prompt, reply.completions, reply.degraded, reply.repairs)

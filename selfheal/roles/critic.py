@@ -39,6 +39,7 @@ def critic(state: HealState, ctx: Context) -> HealState:
             node=NODE,
             role="critic",
             prompt="critic",
+            max_tokens=256,
             variables={
                 "spec": state.spec.text,
                 "code": current.code,

@@ -127,6 +127,7 @@ def adjudicate(state: HealState, ctx: Context, log: CallLog, limit: int = 3) -> 
                 node=NODE,
                 role="oracle",
                 prompt="oracle",
+                max_tokens=160,
                 variables={"spec": state.spec.text, "call": call},
             )
         except MalformedReply as exc:
@@ -248,6 +249,7 @@ def diagnose(state: HealState, ctx: Context) -> HealState:
             node=NODE,
             role="debugger",
             prompt="debugger",
+            max_tokens=384,
             variables={
                 "spec": state.spec.text,
                 "code": current.code,

@@ -35,6 +35,7 @@ def summarize(state: HealState, ctx: Context) -> HealState:
             node=NODE,
             role="lessons",
             prompt="lessons",
+            max_tokens=256,
             variables={
                 "spec": state.spec.text,
                 "lessons": [lesson.text for lesson in state.lessons],
