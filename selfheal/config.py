@@ -12,7 +12,9 @@ Autonomy = Literal["full_auto", "review_repairs", "review_all"]
 """``full_auto`` never stops; ``review_repairs`` stops before running a repair;
 ``review_all`` also stops before running the first generated code."""
 
-RoleName = Literal["generator", "test_writer", "adversary", "debugger", "oracle", "lessons", "critic"]
+RoleName = Literal[
+    "generator", "test_writer", "adversary", "debugger", "oracle", "lessons", "critic"
+]
 """The roles that call a model. Per-role models use these names
 (env: ``SELFHEAL_MODEL_GENERATOR``, ``SELFHEAL_MODEL_TEST_WRITER``, ...)."""
 

@@ -40,6 +40,8 @@ class MockCall:
     messages: tuple[Message, ...]
     reply: str
     schema: dict[str, Any] | None = None
+    max_tokens: int = 1024
+    """The completion-token cap the caller asked for."""
 
 
 def _estimate_tokens(text: str) -> int:
@@ -119,7 +121,9 @@ class MockProvider:
         schema: dict[str, Any] | None = None,
         on_token: TokenCallback | None = None,
     ) -> Completion:
-        return self._complete("any", messages, schema=schema, on_token=on_token, stop=stop)
+        return self._complete(
+            "any", messages, schema=schema, on_token=on_token, stop=stop, max_tokens=max_tokens
+        )
 
     async def acomplete(
         self,
@@ -132,7 +136,13 @@ class MockProvider:
         on_token: TokenCallback | None = None,
     ) -> Completion:
         return await asyncio.to_thread(
-            self._complete, "any", messages, schema=schema, on_token=on_token, stop=stop
+            self._complete,
+            "any",
+            messages,
+            schema=schema,
+            on_token=on_token,
+            stop=stop,
+            max_tokens=max_tokens,
         )
 
     def _complete(
@@ -143,10 +153,11 @@ class MockProvider:
         schema: dict[str, Any] | None,
         on_token: TokenCallback | None,
         stop: Sequence[str] | None,
+        max_tokens: int = 1024,
     ) -> Completion:
         with self._lock:
             text = self._script.next(role, messages)
-            self.calls.append(MockCall(role, tuple(messages), text, schema))
+            self.calls.append(MockCall(role, tuple(messages), text, schema, max_tokens))
         if stop:
             cut = min((text.find(s) for s in stop if s and s in text), default=-1)
             if cut >= 0:
@@ -217,7 +228,12 @@ class _RoleBound:
         on_token: TokenCallback | None = None,
     ) -> Completion:
         return self._parent._complete(
-            self.role, messages, schema=schema, on_token=on_token, stop=stop
+            self.role,
+            messages,
+            schema=schema,
+            on_token=on_token,
+            stop=stop,
+            max_tokens=max_tokens,
         )
 
     async def acomplete(
@@ -231,7 +247,13 @@ class _RoleBound:
         on_token: TokenCallback | None = None,
     ) -> Completion:
         return await asyncio.to_thread(
-            self._parent._complete, self.role, messages, schema=schema, on_token=on_token, stop=stop
+            self._parent._complete,
+            self.role,
+            messages,
+            schema=schema,
+            on_token=on_token,
+            stop=stop,
+            max_tokens=max_tokens,
         )
 
 

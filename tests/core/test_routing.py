@@ -99,6 +99,28 @@ def test_fail_diagnose_repair_pass(pool: KernelPool) -> None:
     assert "max(lo, min(x, hi))" in (result.code or "")
 
 
+def test_each_role_asks_for_at_most_its_completion_cap(pool: KernelPool) -> None:
+    """A small model sometimes runs on past its JSON (a 768-token lessons reply cost 205 s on
+    two CPU cores); each role caps its own reply instead of using the 1024-token default."""
+    result, mock = run(
+        {
+            "test_writer": [s.TESTS],
+            "generator": [s.BUGGY, s.GOOD],
+            "adversary": [PASSING_ADV],
+            "oracle": [s.ORACLE_0],
+            "debugger": [s.DIAG_CODE],
+            "lessons": [s.LESSONS],
+            "critic": [s.ACCEPT],
+        },
+        pool,
+    )
+    assert result.status == "verified"
+    caps = {c.role: c.max_tokens for c in mock.calls}
+    assert caps["generator"] == HealConfig().max_tokens
+    assert caps["lessons"] <= 256 and caps["critic"] <= 256 and caps["oracle"] <= 160
+    assert caps["debugger"] <= 384 and caps["test_writer"] <= 400 and caps["adversary"] <= 400
+
+
 def test_exhausted_keeps_the_best_attempt(pool: KernelPool) -> None:
     result, _ = run(
         {

@@ -58,5 +58,7 @@ def test_missing_dependency_names_how_to_install() -> None:
     plain = MissingDependency("ollama", "ollama")
     assert 'pip install "selfheal[ollama]"' in str(plain)
     assert isinstance(plain, ImportError) and isinstance(plain, ConfigError)
-    custom = MissingDependency("llama-cpp-python", "local", "the local model", install="`make install`")
+    custom = MissingDependency(
+        "llama-cpp-python", "local", "the local model", install="`make install`"
+    )
     assert "Install it with: `make install`" in str(custom) and "pip install" not in str(custom)
