@@ -2,7 +2,7 @@
 
 selfheal heal "SPEC" [--provider P] [--model M] [--max-iterations N] [--autonomy A]
                      [--out FILE] [--json] [--entry-point NAME] [--test ASSERT ...]
-selfheal runs list | show ID | fork ID --at K [...] | resume ID [--approve|--reject R|--edit F]
+selfheal runs list | show ID [--calls] | fork ID --at K [...] | resume ID [--approve|--reject R|--edit F]
 selfheal doctor [--no-load]
 """
 
@@ -219,6 +219,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if args.json:
             print(result.to_json())
             return 0
+        if args.calls:
+            print(result.transcript_text())
+            return 0
         print(f"run {result.run_id}  ({len(states)} checkpoints)  {path}")
         print(f"status {result.status}, {result.iterations} iteration(s)\n")
         print(result.timeline_text())
@@ -302,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     show = rs.add_parser("show", help="a run's timeline, tests and code")
     show.add_argument("id")
     show.add_argument("--json", action="store_true")
+    show.add_argument(
+        "--calls", action="store_true", help="print every model call: messages sent, raw reply"
+    )
     fork = rs.add_parser("fork", help="start a new run from iteration K of a run, with changes")
     fork.add_argument("id")
     fork.add_argument(

@@ -82,6 +82,9 @@ class HealConfig(Record):
     """Seconds one execution of all tests may take."""
     memory_mb: int = Field(default=2048, ge=64)
     """Memory limit of the sandbox kernel, in MiB."""
+    transcripts: bool = True
+    """Keep every model call's messages and raw reply on its timeline event (run log,
+    result, notebook row detail, benchmark records). Off keeps only tokens and timings."""
     runs_dir: str | None = None
     """Where run logs go; default ``$SELFHEAL_RUNS_DIR`` or ``~/.local/state/selfheal/runs``."""
 

@@ -20,6 +20,12 @@ Every message says what happened and what to do next.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from selfheal.llm.base import Completion
+
 __all__ = [
     "ApprovalRequired",
     "AuthenticationFailed",
@@ -84,10 +90,20 @@ class ProviderTimeout(ProviderError):
 
 class MalformedReply(ProviderError):
     """The model's reply could not be turned into the expected structure, even after salvage
-    and bounded retries. ``raw`` keeps the last reply so nothing is lost."""
+    and bounded retries. ``raw`` keeps the last reply and ``completions`` every attempt (their
+    text and cost), so nothing is lost."""
 
-    def __init__(self, message: str, *, raw: str = "", provider: str = "", model: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        raw: str = "",
+        provider: str = "",
+        model: str = "",
+        completions: Sequence[Completion] = (),
+    ) -> None:
         self.raw = raw
+        self.completions = tuple(completions)
         super().__init__(message, provider=provider, model=model)
 
 

@@ -118,6 +118,25 @@ class HealResult(Record):
             rows.append(f"  {e.node:<11} {e.duration:6.2f}s {tok:6d} tok  {e.detail}")
         return "\n".join(rows)
 
+    def transcript_text(self) -> str:
+        """Every model call as the model saw it: the messages sent and the raw reply
+        (kept unless ``HealConfig(transcripts=False)``)."""
+        out: list[str] = []
+        calls = [e for e in self.timeline if e.kind == "llm"]
+        for n, e in enumerate(calls, 1):
+            out.append(
+                f"=== call {n}/{len(calls)} · {e.node} · iteration {e.iteration} · {e.detail} · "
+                f"{e.model or '?'} · {e.prompt_tokens}+{e.completion_tokens} tok · "
+                f"{e.duration:.1f}s"
+            )
+            if not (e.messages or e.reply):
+                out.append("(transcript not kept)")
+                continue
+            for m in e.messages:
+                out += [f"--- {m.role}", m.content.rstrip()]
+            out += ["--- reply", e.reply.rstrip()]
+        return "\n".join(out) if out else "(no model calls)"
+
     def tests_text(self) -> str:
         outcomes = self.test_outcomes()
         rows = []

@@ -21,6 +21,7 @@ from selfheal.kernel_sandbox.types import (
     Outcome,
     SandboxTest,
 )
+from selfheal.llm.base import Message
 
 Status = Literal["running", "awaiting_approval", "verified", "failed", "exhausted", "unverified"]
 """``verified``: every active test passed (and the critic accepted); ``failed``: the run could
@@ -233,6 +234,10 @@ class Event(Record):
     """Iteration the event happened in."""
     detail: str = ""
     """A one-line human summary."""
+    messages: tuple[Message, ...] = ()
+    """``llm`` events: the exact messages sent (empty when ``HealConfig.transcripts`` is off)."""
+    reply: str = ""
+    """``llm`` events: the model's raw reply text (empty when transcripts are off)."""
 
 
 class RoleUsage(Record):

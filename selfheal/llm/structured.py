@@ -716,6 +716,7 @@ def _give_up_structured(
         raw=last,
         provider=name,
         model=model_name,
+        completions=completions,
     )
 
 
@@ -929,4 +930,5 @@ def _give_up_code(
         raw=completions[-1].text,
         provider=name,
         model=model_name,
+        completions=completions,
     )

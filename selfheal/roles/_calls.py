@@ -40,12 +40,37 @@ class _Streaming:
         return await self._inner.acomplete(messages, **kw)
 
 
+class _Transcribing:
+    """Remembers the exact messages behind each completion a provider returns (retries of
+    the structured helpers included), so the timeline can show the whole exchange."""
+
+    def __init__(self, inner: Provider, sent: dict[int, tuple[Message, ...]]) -> None:
+        self._inner = inner
+        self._sent = sent
+
+    @property
+    def model_id(self) -> str:
+        return self._inner.model_id
+
+    def complete(self, messages: Sequence[Message], **kw: Any) -> Completion:
+        c = self._inner.complete(messages, **kw)
+        self._sent[id(c)] = tuple(messages)
+        return c
+
+    async def acomplete(self, messages: Sequence[Message], **kw: Any) -> Completion:
+        c = await self._inner.acomplete(messages, **kw)
+        self._sent[id(c)] = tuple(messages)
+        return c
+
+
 @dataclass
 class CallLog:
     """Events and usage produced by one node's model calls."""
 
     events: list[Event] = field(default_factory=list)
     completions: list[tuple[str, Completion]] = field(default_factory=list)
+    sent: dict[int, tuple[Message, ...]] = field(default_factory=dict)
+    """``id(completion)`` -> the messages that produced it (while the node runs)."""
 
     def apply(self, state: HealState, **update: Any) -> HealState:
         """Return ``state`` with these calls' events and usage added, plus ``update``."""
@@ -85,8 +110,10 @@ def _add_usage(usage: Usage, role: str, c: Completion) -> Usage:
     )
 
 
-def _provider(ctx: Context, role: str) -> Provider:
-    p = ctx.provider(role)
+def _provider(ctx: Context, state: HealState, log: CallLog, role: str) -> Provider:
+    p: Provider = ctx.provider(role)
+    if state.config.transcripts:
+        p = _Transcribing(p, log.sent)
     if ctx.on_token is not None:
         sink = ctx.on_token
 
@@ -98,6 +125,36 @@ def _provider(ctx: Context, role: str) -> Provider:
 
         return _Streaming(p, on_token)
     return p
+
+
+def _llm_events(
+    log: CallLog,
+    ctx: Context,
+    state: HealState,
+    node: str,
+    role: str,
+    label: str,
+    completions: Sequence[Completion],
+) -> None:
+    """One ``llm`` event per completion (with its transcript when kept), and its usage."""
+    keep = state.config.transcripts
+    for i, c in enumerate(completions):
+        ev = Event(
+            time=ctx.clock(),
+            node=node,
+            kind="llm",
+            duration=c.latency,
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+            model=c.model,
+            iteration=state.iteration,
+            detail=label + (f" (retry {i})" if i else ""),
+            messages=log.sent.pop(id(c), ()) if keep else (),
+            reply=c.text if keep else "",
+        )
+        log.events.append(ev)
+        log.completions.append((role, c))
+        ctx.emit(ev)
 
 
 def _record(
@@ -112,21 +169,9 @@ def _record(
     repairs: Sequence[str] = (),
 ) -> None:
     version = load_prompt(prompt_name).version
-    for i, c in enumerate(completions):
-        ev = Event(
-            time=ctx.clock(),
-            node=node,
-            kind="llm",
-            duration=c.latency,
-            prompt_tokens=c.prompt_tokens,
-            completion_tokens=c.completion_tokens,
-            model=c.model,
-            iteration=state.iteration,
-            detail=f"{role} via {prompt_name}.yaml v{version}" + (f" (retry {i})" if i else ""),
-        )
-        log.events.append(ev)
-        log.completions.append((role, c))
-        ctx.emit(ev)
+    _llm_events(
+        log, ctx, state, node, role, f"{role} via {prompt_name}.yaml v{version}", completions
+    )
     if degraded:
         ev = Event(
             time=ctx.clock(),
@@ -145,9 +190,8 @@ def record_failure(
     log: CallLog, ctx: Context, state: HealState, node: str, role: str, exc: Exception
 ) -> None:
     """Account for the calls of a reply that could not be used, and note the error."""
-    for c in getattr(exc, "completions", ()) or ():
-        if isinstance(c, Completion):
-            log.completions.append((role, c))
+    unusable = [c for c in getattr(exc, "completions", ()) or () if isinstance(c, Completion)]
+    _llm_events(log, ctx, state, node, role, f"{role} (unusable reply)", unusable)
     ev = Event(
         time=ctx.clock(),
         node=node,
@@ -176,7 +220,7 @@ def ask_for_code(
     Raises ``MalformedReply`` when no parseable code came back."""
     messages = [*load_prompt(prompt).render(**variables), *extra]
     reply = ask_code(
-        _provider(ctx, role),
+        _provider(ctx, state, log, role),
         messages,
         entry_point=entry_point,
         max_tokens=state.config.max_tokens,
@@ -225,7 +269,7 @@ def ask_for_tests(
     """Ask ``role`` for a block of tests. One call, lenient: complete statements of a cut-off
     reply are kept (tests are optional evidence; a retry would cost more than it brings)."""
     messages = load_prompt(prompt).render(**variables)
-    completion = _provider(ctx, role).complete(
+    completion = _provider(ctx, state, log, role).complete(
         messages,
         max_tokens=min(state.config.max_tokens, max_tokens),
         temperature=state.config.temperature,
@@ -262,7 +306,7 @@ def ask_for_json(
     bounds the cost, and a cut-off reply is salvaged). Raises ``MalformedReply``."""
     messages = load_prompt(prompt).render(**variables)
     reply = ask_structured(
-        _provider(ctx, role),
+        _provider(ctx, state, log, role),
         messages,
         model,
         max_tokens=min(state.config.max_tokens, max_tokens),

@@ -10,6 +10,7 @@ import difflib
 from typing import Literal
 
 from selfheal._record import Record
+from selfheal.llm.base import Message
 from selfheal.state import Attempt, Event, HealState, TestCase
 
 RowState = Literal["running", "done", "error", "waiting"]
@@ -124,6 +125,19 @@ class RowDetail(Record):
     """Plain-text body lines."""
     code: str = ""
     """Code or a diff shown in a monospace block."""
+    calls: tuple[CallTranscript, ...] = ()
+    """The row's model calls with their exact messages and raw replies (when kept)."""
+
+
+class CallTranscript(Record):
+    """One model call as the model saw it."""
+
+    label: str
+    """Role, prompt file and model, e.g. ``generator via generator.yaml v1 · local:...``."""
+    messages: tuple[Message, ...]
+    """The messages sent."""
+    reply: str
+    """The raw reply."""
 
 
 # -- timeline ---------------------------------------------------------------------------------
@@ -287,7 +301,12 @@ def row_detail(state: HealState, row: TimelineRow) -> RowDetail:
     elif row.node == "approval" and row.state == "waiting" and state.pending is not None:
         p = state.pending
         code = unified_diff(p.previous_code, p.code) if p.previous_code else p.code
-    return RowDetail(title=f"{row.icon} {row.node}", lines=tuple(lines), code=code)
+    calls = tuple(
+        CallTranscript(label=f"{e.detail} · {e.model or '?'}", messages=e.messages, reply=e.reply)
+        for e in (state.events[i] for i in row.events)
+        if e.kind == "llm" and (e.messages or e.reply)
+    )
+    return RowDetail(title=f"{row.icon} {row.node}", lines=tuple(lines), code=code, calls=calls)
 
 
 def _attempt(state: HealState, iteration: int) -> Attempt | None:

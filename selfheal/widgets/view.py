@@ -21,6 +21,7 @@ from selfheal.state import Decision, Event, HealState, Proposal
 from selfheal.widgets.approver import FutureApprover
 from selfheal.widgets.model import (
     OUTCOME_ICONS,
+    CallTranscript,
     TimelineRow,
     approval_view,
     code_view,
@@ -41,6 +42,7 @@ _CSS = """
 .selfheal-row-error { background: #fde2e2 !important; }
 .selfheal-row-waiting { background: #e2ecfd !important; }
 .selfheal-pre { font-family: monospace; white-space: pre; font-size: 12px; margin: 0; }
+.selfheal-wrap { white-space: pre-wrap; max-height: 24em; overflow-y: auto; }
 .selfheal-diff-add { color: #116611; } .selfheal-diff-del { color: #aa1111; }
 table.selfheal-table td, table.selfheal-table th { padding: 1px 8px; text-align: left; }
 </style>
@@ -49,6 +51,23 @@ table.selfheal-table td, table.selfheal-table th { padding: 1px 8px; text-align:
 
 def _pre(text: str) -> str:
     return f'<pre class="selfheal-pre">{html.escape(text)}</pre>'
+
+
+def _transcript_html(call: CallTranscript) -> str:
+    """One model call, folded: the messages sent and the raw reply."""
+    parts = [
+        f"<b>{html.escape(m.role)}</b>"
+        f'<pre class="selfheal-pre selfheal-wrap">{html.escape(m.content)}</pre>'
+        for m in call.messages
+    ]
+    parts.append(
+        f'<b>reply</b><pre class="selfheal-pre selfheal-wrap">{html.escape(call.reply)}</pre>'
+    )
+    return (
+        f'<details class="selfheal-call"><summary>model call: {html.escape(call.label)}</summary>'
+        + "".join(parts)
+        + "</details>"
+    )
 
 
 def _diff_html(diff: str) -> str:
@@ -318,7 +337,8 @@ class HealView(w.VBox):  # type: ignore[misc]
         code = ""
         if d.code:
             code = _diff_html(d.code) if d.code.startswith("---") else _pre(d.code)
-        self.detail.value = f"<div><b>{html.escape(d.title)}</b><br>{body}{code}</div>"
+        calls = "".join(_transcript_html(c) for c in d.calls)
+        self.detail.value = f"<div><b>{html.escape(d.title)}</b><br>{body}{code}{calls}</div>"
 
     # -- fallbacks --------------------------------------------------------------------------
 

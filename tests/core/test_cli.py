@@ -61,6 +61,11 @@ def test_runs_list_show_fork(runs_dir: Path) -> None:
     assert (
         shown.returncode == 0 and "status verified" in shown.stdout and "def median" in shown.stdout
     )
+    calls = selfheal("runs", "show", run_id, "--calls", runs_dir=runs_dir)
+    assert calls.returncode == 0, calls.stderr
+    assert "=== call 1/9 · plan_tests" in calls.stdout and "=== call 9/9 · critic" in calls.stdout
+    assert "Raise ValueError if the list is empty" in calls.stdout  # the spec, as sent
+    assert "# why: odd length, unsorted input" in calls.stdout  # the test writer's raw reply
     forked = selfheal(
         "runs", "fork", run_id, "--at", "0", "--model", "mock", "--json", runs_dir=runs_dir
     )

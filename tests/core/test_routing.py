@@ -288,6 +288,33 @@ def test_malformed_generator_reply_fails_clearly(pool: KernelPool) -> None:
     assert any(e.kind == "error" and e.node == "generate" for e in result.timeline)
 
 
+def test_every_model_call_keeps_its_exchange_even_an_unusable_one(pool: KernelPool) -> None:
+    result, mock = run(
+        {"test_writer": [s.TESTS], "generator": ["I cannot do that.", "Still no code.", "Nope."]},
+        pool,
+    )
+    llm = [e for e in result.timeline if e.kind == "llm"]
+    # the test writer's call and all three unusable generator replies are on the timeline
+    assert [e.node for e in llm] == ["plan_tests", "generate", "generate", "generate"]
+    assert [e.reply for e in llm[1:]] == ["I cannot do that.", "Still no code.", "Nope."]
+    # each event holds exactly what the model was sent: the retries carry the correction
+    assert [e.messages for e in llm] == [c.messages for c in mock.calls]
+    assert len(llm[2].messages) > len(llm[1].messages)
+    assert s.SPEC in llm[1].messages[-1].content
+    assert result.state.usage.calls == 4
+    shown = result.transcript_text()
+    assert "=== call 4/4 · generate" in shown and "--- reply\nNope." in shown
+
+
+def test_transcripts_off_keeps_counts_but_no_text(pool: KernelPool) -> None:
+    result, _ = run({"test_writer": [s.TESTS], "generator": [s.GOOD]}, pool, transcripts=False,
+                    adversarial_tests=False, critic=False)  # fmt: skip
+    llm = [e for e in result.timeline if e.kind == "llm"]
+    assert len(llm) == 2 and all(e.completion_tokens > 0 for e in llm)
+    assert all(e.messages == () and e.reply == "" for e in llm)
+    assert "(transcript not kept)" in result.transcript_text()
+
+
 def test_malformed_diagnosis_falls_back_to_a_heuristic(pool: KernelPool) -> None:
     result, _ = run(
         {

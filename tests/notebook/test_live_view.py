@@ -62,6 +62,12 @@ async def test_view_follows_a_live_run_and_buttons_answer(review_run: Run) -> No
     # a click on a timeline row shows its detail
     view.timeline_box.children[4].click()
     assert "execute" in view.detail.value and "sb2 failed" in view.detail.value
+    # a model call's exchange folds out under the row's detail
+    view.timeline_box.children[0].click()
+    assert '<details class="selfheal-call"><summary>model call: test_writer via' in (
+        view.detail.value
+    )
+    assert "# why: odd length, unsorted input" in view.detail.value
     # the user edits the code and clicks "Run my edit"
     edited = view.edit_area.value.replace("median() of an empty list", "empty list")
     view.edit_area.value = edited

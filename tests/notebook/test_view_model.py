@@ -160,6 +160,13 @@ def test_row_detail_shows_calls_report_and_diagnosis(demo_run: Run) -> None:
     plan = row_detail(state, rows[0])
     assert any(line.startswith("+ sb1 (spec_blind)") for line in plan.lines)
     assert any(line.startswith("+ ex1 (example)") for line in plan.lines)
+    # each model call of a row, as the model saw it: the messages sent and the raw reply
+    (call,) = plan.calls
+    assert call.label.startswith("test_writer via test_writer.yaml") and "mock:demo" in call.label
+    assert "Raise ValueError if the list is empty" in call.messages[-1].content
+    assert "# why: odd length, unsorted input" in call.reply
+    assert [c.label.split()[0] for c in diagnose.calls] == ["debugger"]
+    assert execute.calls == ()
 
 
 def test_text_and_markdown_render_every_panel(review_run: Run) -> None:
