@@ -31,10 +31,12 @@ MODES: Mapping[str, Mapping[str, object]] = {
     "heal-no-spec-tests": {"spec_blind_tests": False},
     "heal-no-examples": {"example_tests": False},
     "heal-no-lessons": {"lessons": False},
+    "heal-react-debugger": {"debugger_steps": 3},
 }
 """Mode name -> the ``HealConfig`` fields it sets on top of the shared settings.
 ``heal`` is the full loop with selfheal's defaults; each ``heal-no-*`` ablation turns one
-component off."""
+component off; ``heal-react-debugger`` lets the debugger run up to three probes in the sandbox
+before it diagnoses."""
 
 DEFAULT_MODES: tuple[str, ...] = ("single_shot", "heal")
 """Modes run when ``--modes`` is not given."""

@@ -66,6 +66,7 @@ def _config(args: argparse.Namespace) -> HealConfig:
         "critic": not args.no_critic,
         "adversarial_tests": not args.no_adversarial,
         "spec_blind_tests": not args.no_spec_tests,
+        "debugger_steps": args.debugger_steps,
     }
     if args.token_budget:
         cfg["token_budget"] = args.token_budget
@@ -294,6 +295,12 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--no-critic", action="store_true")
     h.add_argument("--no-adversarial", action="store_true")
     h.add_argument("--no-spec-tests", action="store_true")
+    h.add_argument(
+        "--debugger-steps",
+        type=int,
+        default=0,
+        help="let the debugger run up to N snippets against the candidate before diagnosing",
+    )
     h.add_argument("--token-budget", type=int)
     h.add_argument("--time-budget", type=float)
     h.add_argument("--test-timeout", type=float)

@@ -65,6 +65,11 @@ class HealConfig(Record):
     """Most adversarial tests to keep."""
     max_critic_tests: int = Field(default=3, ge=0, le=30)
     """Most tests the critic may add."""
+    debugger_steps: int = Field(default=0, ge=0, le=10)
+    """Tool steps of the debugger's ReAct investigation before it diagnoses: each step the
+    debugger may run a snippet against the candidate in the sandbox and read the result.
+    0 (the default, the measured configuration) means one structured diagnosis from the
+    failing tests alone."""
     critic_rounds: int = Field(default=1, ge=0, le=5)
     """How many times the critic may send a passing candidate back."""
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)

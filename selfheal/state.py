@@ -122,6 +122,17 @@ class TestCase(Record):
         return f"assert {self.function}({', '.join(parts)}) == {self.expected!r}"
 
 
+class Probe(Record):
+    """One step of the debugger's investigation: a snippet run against the candidate."""
+
+    thought: str
+    """Why the debugger ran it (the model's words)."""
+    code: str
+    """The snippet, run in the sandbox after the candidate was loaded."""
+    observation: str
+    """What came back: the last expression's value, stdout, or the exception."""
+
+
 class Diagnosis(Record):
     """The debugger's (or critic's, or a human's) account of why a candidate failed."""
 
@@ -142,6 +153,8 @@ class Diagnosis(Record):
     """Ids of tests the diagnoser believes are wrong."""
     source: Literal["debugger", "critic", "human", "heuristic"] = "debugger"
     """Who wrote it. ``heuristic`` when the model's reply was unusable."""
+    probes: tuple[Probe, ...] = ()
+    """The investigation behind it (``HealConfig.debugger_steps`` > 0), oldest first."""
 
 
 class Attempt(Record):

@@ -1,4 +1,5 @@
-"""Debugger: one structured diagnosis of why the candidate fails; may find a test wrong."""
+"""Debugger: a structured diagnosis of why the candidate fails (after an optional ReAct
+investigation in the sandbox, ``roles/investigate.py``); may find a test wrong."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pydantic import BaseModel, Field
 from selfheal.errors import MalformedReply
 from selfheal.graph.context import Context
 from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
+from selfheal.roles.investigate import investigate
 from selfheal.roles.testcode import all_active_pass, failure_lines
 from selfheal.state import Diagnosis, HealState
 
@@ -240,6 +242,7 @@ def diagnose(state: HealState, ctx: Context) -> HealState:
     load_error = (
         "" if rep.load.ok else f"{rep.load.exc_type} at line {rep.load.line}: {rep.load.message}"
     )
+    probes = investigate(state, ctx, log)
     try:
         reply = ask_for_json(
             ctx,
@@ -255,6 +258,7 @@ def diagnose(state: HealState, ctx: Context) -> HealState:
                 "code": current.code,
                 "load_error": load_error,
                 "failures": failure_lines(state, rep),
+                "probes": [p.model_dump() for p in probes],
             },
         )
         blame = reply.blame if reply.blame in ("code", "test", "both", "unclear") else "unclear"
@@ -266,10 +270,11 @@ def diagnose(state: HealState, ctx: Context) -> HealState:
             confidence=reply.confidence,
             blame=blame,  # type: ignore[arg-type]
             suspect_tests=tuple(t.strip("[] `") for t in reply.wrong_tests),
+            probes=probes,
         )
     except MalformedReply as exc:
         record_failure(log, ctx, state, NODE, "debugger", exc)
-        diag = heuristic(state)
+        diag = heuristic(state).model_copy(update={"probes": probes})
     failing = {r.test_id for r in rep.results if r.outcome != "passed"}
     # An untrusted test alone never overturns code: the debugger may quarantine a failing
     # model-written test it finds wrong; trusted tests (examples, the user's) are never quarantined.

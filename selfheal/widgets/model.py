@@ -284,6 +284,8 @@ def row_detail(state: HealState, row: TimelineRow) -> RowDetail:
                     lines.append(f"strategy: {d.repair_strategy}")
                 if d.suspect_tests:
                     lines.append("suspect tests: " + ", ".join(d.suspect_tests))
+                for p in d.probes:
+                    lines.append(f"probe: {p.code.splitlines()[0][:100]} -> {p.observation}")
     elif row.node in ("plan_tests", "adversarial", "critic"):
         origin = {"plan_tests": ("example", "spec_blind"), "adversarial": ("adversarial",)}.get(
             row.node, ("critic",)
