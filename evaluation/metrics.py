@@ -50,6 +50,13 @@ class ModeMetrics(Record):
     """false_success / verified (0 when nothing was verified)."""
     false_failure: int
     """The agent gave up (failed/exhausted) while the reference tests pass."""
+    gave_up: int = 0
+    """The agent tested its code and gave up (``failed``/``exhausted``)."""
+    disputed: int = 0
+    """The agent gave up while its final code passes every trusted test and only
+    model-written tests fail (see ``TaskRecord.disputed``)."""
+    disputed_passed: int = 0
+    """Of ``disputed``, how many pass the reference tests (the model's tests were wrong)."""
     harness_errors: int
     """Runs where the agent raised instead of returning (counted as not passed)."""
     leaks: int
@@ -123,6 +130,9 @@ def summarise(records: Iterable[TaskRecord], mode: str) -> ModeMetrics:
         false_success=false_success,
         false_success_rate=_rate(false_success, verified),
         false_failure=sum(r.false_failure for r in rs),
+        gave_up=sum(r.status in ("failed", "exhausted") for r in rs),
+        disputed=sum(r.disputed for r in rs),
+        disputed_passed=sum(r.disputed and r.passed for r in rs),
         harness_errors=sum(bool(r.error) for r in rs),
         leaks=sum(bool(r.honesty and r.honesty.leaks) for r in rs),
         mean_iterations=statistics.fmean([r.iterations for r in rs]) if rs else 0.0,

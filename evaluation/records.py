@@ -123,3 +123,20 @@ class TaskRecord(Record):
         """The agent tested its code and gave up (``failed``/``exhausted``), yet the
         reference tests pass. ``unverified`` (single shot: nothing was claimed) is not one."""
         return self.status in ("failed", "exhausted") and self.passed
+
+    @property
+    def disputed(self) -> bool:
+        """The agent gave up although its final code passes every trusted test (at least
+        one) and only model-written tests fail: code and the model's own tests disagree,
+        and no trusted evidence settles it. Judged on the agent's own tests, not the
+        reference."""
+        if self.status not in ("failed", "exhausted"):
+            return False
+        trusted = [t for t in self.tests if t.trusted and t.outcome is not None]
+        failing = [t for t in self.tests if t.outcome not in (None, "passed")]
+        return (
+            bool(trusted)
+            and all(t.outcome == "passed" for t in trusted)
+            and bool(failing)
+            and not any(t.trusted for t in failing)
+        )

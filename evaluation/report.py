@@ -136,6 +136,15 @@ def render_markdown(summary: Summary) -> str:
             f"{m.mean_llm_calls:.1f} | {m.prompt_tokens} | {m.completion_tokens} | "
             f"{m.mean_wall_time:.1f} | {m.harness_errors} | {m.leaks} |"
         )
+    for m in summary.metrics.values():
+        if m.disputed:
+            lines += [
+                "",
+                f"`{m.mode}` gave up on {m.gave_up} task(s); on {m.disputed} of them the final code "
+                "passed every trusted test (the spec's examples) and only model-written tests "
+                f"failed — a dispute between the code and the model's own tests; "
+                f"{m.disputed_passed} of those {m.disputed} pass the reference tests.",
+            ]
     if summary.comparisons:
         lines += ["", "Paired against the baseline (same tasks):", ""]
         for c in summary.comparisons:
