@@ -71,3 +71,19 @@ def oracle(value: str) -> str:
 
 
 ORACLE_0 = oracle("0")  # clamp(-1, 0, 3): agrees with the test sb2
+
+
+PASSING_ADV = block("# why: top edge\nassert clamp(3, 0, 3) == 3")
+
+
+def repair_script(debugger: list[str] | None = None) -> dict[str, list[str]]:
+    """The clamp run that fails once, is diagnosed (``debugger`` replies), repaired, verified."""
+    return {
+        "test_writer": [TESTS],
+        "generator": [BUGGY, GOOD],
+        "adversary": [PASSING_ADV],
+        "oracle": [ORACLE_0],
+        "debugger": debugger if debugger is not None else [DIAG_CODE],
+        "lessons": [LESSONS],
+        "critic": [ACCEPT],
+    }

@@ -10,28 +10,14 @@ from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider
 from selfheal.widgets.model import row_detail, timeline_rows
 
-PASSING_ADV = s.block("# why: top edge\nassert clamp(3, 0, 3) == 3")
-
 
 def step(action: str, code: str = "", thought: str = "checking") -> str:
     return json.dumps({"thought": thought, "action": action, "code": code})
 
 
-def script(debugger: list[str]) -> dict[str, list[str]]:
-    return {
-        "test_writer": [s.TESTS],
-        "generator": [s.BUGGY, s.GOOD],
-        "adversary": [PASSING_ADV],
-        "oracle": [s.ORACLE_0],
-        "debugger": debugger,
-        "lessons": [s.LESSONS],
-        "critic": [s.ACCEPT],
-    }
-
-
 def test_probes_run_in_the_sandbox_and_reach_the_diagnosis(pool: KernelPool) -> None:
     mock = MockProvider(
-        script(
+        s.repair_script(
             [
                 step("run", "clamp(-1, 0, 3)", "what does the code return below the range?"),
                 step("run", "print('lo is', 0)\nclamp(-5, 0, 3) < 0"),
@@ -66,12 +52,12 @@ def test_probes_run_in_the_sandbox_and_reach_the_diagnosis(pool: KernelPool) -> 
 
 
 def test_the_debugger_may_stop_early_and_a_repeated_probe_ends_it(pool: KernelPool) -> None:
-    mock = MockProvider(script([step("diagnose"), s.DIAG_CODE]))
+    mock = MockProvider(s.repair_script([step("diagnose"), s.DIAG_CODE]))
     result = heal(s.SPEC, provider=mock, config=HealConfig(debugger_steps=3), executor=pool)
     assert result.status == "verified" and result.diagnoses[0].probes == ()
     assert len(mock.calls_for("debugger")) == 2
 
-    mock = MockProvider(script([step("run", "clamp(-1, 0, 3)")] * 2 + [s.DIAG_CODE]))
+    mock = MockProvider(s.repair_script([step("run", "clamp(-1, 0, 3)")] * 2 + [s.DIAG_CODE]))
     result = heal(s.SPEC, provider=mock, config=HealConfig(debugger_steps=3), executor=pool)
     assert len(result.diagnoses[0].probes) == 1
     assert any("repeated a probe" in e.detail for e in result.timeline if e.kind == "info")
@@ -80,7 +66,7 @@ def test_the_debugger_may_stop_early_and_a_repeated_probe_ends_it(pool: KernelPo
 def test_a_hostile_probe_is_contained_like_a_candidate(pool: KernelPool) -> None:
     hostile = "import os\nos.environ.get('ANTHROPIC_API_KEY', 'no key')"
     mock = MockProvider(
-        script([step("run", "while True: pass"), step("run", hostile), s.DIAG_CODE])
+        s.repair_script([step("run", "while True: pass"), step("run", hostile), s.DIAG_CODE])
     )
     import os
 
@@ -101,7 +87,7 @@ def test_a_hostile_probe_is_contained_like_a_candidate(pool: KernelPool) -> None
 
 
 def test_an_unusable_step_reply_goes_on_to_the_diagnosis(pool: KernelPool) -> None:
-    mock = MockProvider(script(["no json", "still none", "{broken", s.DIAG_CODE]))
+    mock = MockProvider(s.repair_script(["no json", "still none", "{broken", s.DIAG_CODE]))
     result = heal(s.SPEC, provider=mock, config=HealConfig(debugger_steps=2), executor=pool)
     assert result.status == "verified"
     assert result.diagnoses[0].source == "debugger" and result.diagnoses[0].probes == ()
@@ -109,7 +95,7 @@ def test_an_unusable_step_reply_goes_on_to_the_diagnosis(pool: KernelPool) -> No
 
 
 def test_default_config_diagnoses_without_probing(pool: KernelPool) -> None:
-    mock = MockProvider(script([s.DIAG_CODE]))
+    mock = MockProvider(s.repair_script([s.DIAG_CODE]))
     result = heal(s.SPEC, provider=mock, executor=pool)
     assert result.status == "verified" and len(mock.calls_for("debugger")) == 1
     assert "snippet" not in mock.calls_for("debugger")[0].messages[0].content

@@ -12,7 +12,7 @@ from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider
 from selfheal.result import HealResult
 
-PASSING_ADV = s.block("# why: top edge\nassert clamp(3, 0, 3) == 3")
+PASSING_ADV = s.PASSING_ADV
 INTY = s.block("def clamp(x, lo, hi):\n    return max(int(lo), min(int(x), int(hi)))")
 GOOD_DOC = s.block(
     'def clamp(x, lo, hi):\n    """Limit x to [lo, hi]."""\n    return max(lo, min(x, hi))'
@@ -65,18 +65,7 @@ def test_pass_first_time(pool: KernelPool) -> None:
 
 
 def test_fail_diagnose_repair_pass(pool: KernelPool) -> None:
-    result, mock = run(
-        {
-            "test_writer": [s.TESTS],
-            "generator": [s.BUGGY, s.GOOD],
-            "adversary": [PASSING_ADV],
-            "oracle": [s.ORACLE_0],
-            "debugger": [s.DIAG_CODE],
-            "lessons": [s.LESSONS],
-            "critic": [s.ACCEPT],
-        },
-        pool,
-    )
+    result, mock = run(s.repair_script(), pool)
     assert result.status == "verified"
     assert result.iterations == 2
     assert nodes(result) == [
@@ -102,18 +91,7 @@ def test_fail_diagnose_repair_pass(pool: KernelPool) -> None:
 def test_each_role_asks_for_at_most_its_completion_cap(pool: KernelPool) -> None:
     """A small model sometimes runs on past its JSON (a 768-token lessons reply cost 205 s on
     two CPU cores); each role caps its own reply instead of using the 1024-token default."""
-    result, mock = run(
-        {
-            "test_writer": [s.TESTS],
-            "generator": [s.BUGGY, s.GOOD],
-            "adversary": [PASSING_ADV],
-            "oracle": [s.ORACLE_0],
-            "debugger": [s.DIAG_CODE],
-            "lessons": [s.LESSONS],
-            "critic": [s.ACCEPT],
-        },
-        pool,
-    )
+    result, mock = run(s.repair_script(), pool)
     assert result.status == "verified"
     caps = {c.role: c.max_tokens for c in mock.calls}
     assert caps["generator"] == HealConfig().max_tokens
@@ -316,18 +294,7 @@ def test_transcripts_off_keeps_counts_but_no_text(pool: KernelPool) -> None:
 
 
 def test_malformed_diagnosis_falls_back_to_a_heuristic(pool: KernelPool) -> None:
-    result, _ = run(
-        {
-            "test_writer": [s.TESTS],
-            "generator": [s.BUGGY, s.GOOD],
-            "adversary": [PASSING_ADV],
-            "oracle": [s.ORACLE_0],
-            "debugger": ["no idea", "really no idea", "{broken"],
-            "lessons": [s.LESSONS],
-            "critic": [s.ACCEPT],
-        },
-        pool,
-    )
+    result, _ = run(s.repair_script(["no idea", "really no idea", "{broken"]), pool)
     assert result.status == "verified"
     assert result.diagnoses[0].source == "heuristic"
     assert "sb2" in result.diagnoses[0].root_cause
