@@ -213,7 +213,7 @@ print(json.dumps({"load": load, "tps": n / dt, "text": out["choices"][0]["messag
 
 
 def _model_check(load_model: bool) -> ModelCheck:
-    from selfheal.models import DEFAULT_MODEL, find_model, verify_model
+    from selfheal.llm.weights import DEFAULT_MODEL, find_model, verify_model
 
     try:
         path = find_model()
@@ -221,14 +221,14 @@ def _model_check(load_model: bool) -> ModelCheck:
         return ModelCheck(error=str(exc))
     if path is None:
         return ModelCheck(
-            error="not installed: run `make install` or `python -m selfheal.models install`"
+            error="not installed: run `make install` or `python -m selfheal.llm.weights install`"
         )
     size = path.stat().st_size
     verified = verify_model(path) if size == DEFAULT_MODEL.size else None
     check = ModelCheck(path=str(path), size=size, verified=verified)
     if verified is False:
         return check.model_copy(
-            update={"error": "corrupt: `python -m selfheal.models install` rebuilds it"}
+            update={"error": "corrupt: `python -m selfheal.llm.weights install` rebuilds it"}
         )
     if not load_model:
         return check

@@ -162,7 +162,7 @@ def _pick_ollama_model(names: list[str]) -> str | None:
 
 def _installed_local_model() -> str | None:
     try:
-        from selfheal.models import find_model
+        from selfheal.llm.weights import find_model
     except ImportError:
         return None
     path = find_model()

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.local_model
 def _installed() -> bool:
     if importlib.util.find_spec("llama_cpp") is None:
         return False
-    from selfheal.models import find_model
+    from selfheal.llm.weights import find_model
 
     return find_model() is not None
 

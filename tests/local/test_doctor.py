@@ -79,7 +79,7 @@ def test_key_and_ollama_server_are_seen(
 
 @pytest.mark.slow  # hashes a 1.1 GB (sparse) file
 def test_corrupt_model_is_reported(empty_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from selfheal.models import DEFAULT_MODEL, default_model_path
+    from selfheal.llm.weights import DEFAULT_MODEL, default_model_path
 
     path = default_model_path()
     path.parent.mkdir(parents=True)
@@ -96,7 +96,7 @@ def test_corrupt_model_is_reported(empty_cache: Path, monkeypatch: pytest.Monkey
 @pytest.mark.local_model
 def test_real_model_loads_and_generates() -> None:
     pytest.importorskip("llama_cpp")
-    from selfheal.models import find_model
+    from selfheal.llm.weights import find_model
 
     if find_model() is None:
         pytest.skip("the default model is not installed")

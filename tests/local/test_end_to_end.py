@@ -13,7 +13,7 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (make
 import selfheal
 from selfheal.config import HealConfig
 from selfheal.kernel_sandbox import KernelPool
-from selfheal.models import find_model
+from selfheal.llm.weights import find_model
 from selfheal.result import HealResult
 
 pytestmark = [pytest.mark.local_model, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -35,7 +35,7 @@ REFERENCE_TESTS = [
 
 def test_heal_with_the_local_model_passes_hidden_tests() -> None:
     if find_model() is None:
-        pytest.skip("the default model is not installed (python -m selfheal.models install)")
+        pytest.skip("the default model is not installed (python -m selfheal.llm.weights install)")
     config = HealConfig(
         max_iterations=2,
         critic=False,

@@ -1,4 +1,4 @@
-"""selfheal.models on small fake part packages made in tmp_path (no real model needed)."""
+"""selfheal.llm.weights on small fake part packages made in tmp_path (no real model needed)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from selfheal import models
+from selfheal.llm import weights as models
 from selfheal.errors import ConfigError
-from selfheal.models import (
-    ModelSpec,
+from selfheal.llm.weights import (
+    WeightsSpec,
     assemble_model,
     ensure_model,
     find_model,
@@ -25,7 +25,7 @@ from selfheal.models import (
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def make_parts(root: Path, chunks: list[bytes], *, skip: int | None = None) -> ModelSpec:
+def make_parts(root: Path, chunks: list[bytes], *, skip: int | None = None) -> WeightsSpec:
     """Write importable part packages ``<prefix><i>`` (1-based) and return their spec."""
     prefix = f"fakepart_{uuid.uuid4().hex[:8]}_"
     for i, chunk in enumerate(chunks, start=1):
@@ -40,7 +40,7 @@ def make_parts(root: Path, chunks: list[bytes], *, skip: int | None = None) -> M
             f"    return os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data', 'part{i:02d}.bin')\n"
         )
     whole = b"".join(chunks)
-    return ModelSpec(
+    return WeightsSpec(
         name="tiny-test-model",
         size=len(whole),
         sha256=hashlib.sha256(whole).hexdigest(),
@@ -196,7 +196,7 @@ def test_assemble_failing_mid_copy_leaves_nothing(cache: Path, tmp_path: Path) -
     broken = tmp_path / "broken"
     broken.mkdir()
     size = 100 + broken.stat().st_size
-    spec = ModelSpec(
+    spec = WeightsSpec(
         name="m",
         size=size,
         sha256="1" * 64,
@@ -221,11 +221,11 @@ def test_cli_path_and_install(tmp_path: Path) -> None:
     env = {**os.environ, "SELFHEAL_CACHE_DIR": str(tmp_path / "c"), "PYTHONPATH": str(ROOT)}
     env.pop("SELFHEAL_MODEL_PATH", None)
     r = subprocess.run(
-        [sys.executable, "-m", "selfheal.models", "path"], env=env, capture_output=True, text=True
+        [sys.executable, "-m", "selfheal.llm.weights", "path"], env=env, capture_output=True, text=True
     )
     assert r.returncode == 1
-    assert "selfheal.models install" in r.stderr
+    assert "selfheal.llm.weights install" in r.stderr
     r = subprocess.run(
-        [sys.executable, "-m", "selfheal.models", "verify"], env=env, capture_output=True, text=True
+        [sys.executable, "-m", "selfheal.llm.weights", "verify"], env=env, capture_output=True, text=True
     )
     assert r.returncode == 1
