@@ -18,7 +18,7 @@ from typing import Any
 
 
 def _selfheal_install(
-    key_file: str, work_dir: str, fifo: str, out_fifo: str, host_home: str = ""
+    key_file: str, work_dir: str, fifo: str, out_fifo: str, host_home: str = "", canon_src: str = ""
 ) -> None:
     import _hashlib
     import builtins
@@ -87,6 +87,16 @@ def _selfheal_install(
     _O_WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     _NoneType = type(None)
     _clean_builtins = dict(builtins.__dict__)
+    # the canonicaliser for probe values (``_canon.py``), in a private namespace with its own
+    # builtins: a candidate that patches ``builtins`` (or finds this namespace through a
+    # frame while its ``__repr__`` runs) cannot change it beyond that probe; it is restored
+    # after every probe
+    canon_ns: dict[str, Any] = {"__builtins__": dict(_clean_builtins), "__name__": "_sh_canon"}
+    if canon_src:
+        exec(compile(canon_src, "<selfheal canon>", "exec", dont_inherit=True), canon_ns)
+    canon_saved = dict(canon_ns)
+    canon_builtins_saved = dict(canon_ns["__builtins__"])
+    _canonical = canon_ns.get("canonical")
     _real_stdout = sys.stdout
     _real_stderr = sys.stderr
     _mypid = os.getpid()
@@ -550,6 +560,20 @@ def _selfheal_install(
                 return _AssertionError(f"the candidate deleted the test's global {k!r}")
         return None
 
+    def restore_canon() -> None:
+        """Undo any change a candidate made to the canonicaliser's namespace."""
+        cb = canon_builtins_saved
+        b: dict[str, Any] = canon_ns["__builtins__"]
+        if _len(canon_ns) != _len(canon_saved) or _any(
+            canon_ns.get(k, canon_ns) is not v for k, v in canon_saved.items()
+        ):
+            canon_ns.clear()
+            canon_ns.update(canon_saved)
+            b = canon_ns["__builtins__"]
+        if _len(b) != _len(cb) or _any(b.get(k, b) is not v for k, v in cb.items()):
+            b.clear()
+            b.update(cb)
+
     def read_exact(fd: int, n: int) -> bytes:
         chunks: list[bytes] = []
         while n > 0:
@@ -602,6 +626,8 @@ def _selfheal_install(
                         compiled.append(("assert", _compile(t[2], f"<test {t[1]}>", "exec"), t[3]))
                     elif t[0] == "call":
                         compiled.append(("call", t[2], dec(t[3]), dec(t[4])))
+                    elif t[0] == "probe":
+                        compiled.append(("probe", _compile(t[2], f"<test {t[1]}>", "eval")))
                     else:  # snippet: (kind, id, body, last_expr or None)
                         body = _compile(t[2], "<test snippet>", "exec")
                         last = _compile(t[3], "<test snippet>", "eval") if t[3] else None
@@ -673,6 +699,17 @@ def _selfheal_install(
                             box[0] = fn(*a, **kw)
 
                         exc = guarded(call, test_timeout, out, err)
+                elif c[0] == "probe":
+
+                    def probe(co_p: Any = c[1], tns: Any = tns, box: Any = box) -> None:
+                        # evaluated and made canonical inside the guard: a candidate's
+                        # __repr__ or generator runs under the same limits and audit hook
+                        box[0] = _canonical(_eval(co_p, tns))  # type: ignore[misc]
+
+                    exc = guarded(probe, test_timeout, out, err)
+                    restore_canon()
+                    if exc is None and _type(box[0]) is not _str:
+                        exc = _TypeError("the probe's value could not be made canonical")
                 else:  # snippet
                     body, last = c[1], c[2]
 
@@ -700,15 +737,19 @@ def _selfheal_install(
                             value = ("opaque", _getattr(_type(v), "__qualname__", "?"), srepr(v))
                     elif c[0] == "snippet" and last is not None:
                         value = ("repr", srepr(box[0], 4000))
+                    elif c[0] == "probe":
+                        value = ("canon", box[0])
                 else:
                     tname, msg, tb, _line = describe(exc)
                     if _type(exc) is _Timeout:
                         outcome, tname, tb = "timeout", "TimeoutError", ""
                         msg = f"the test took over {test_timeout}s and was stopped"
-                    elif _isinstance(exc, _AssertionError):
+                    elif _isinstance(exc, _AssertionError) and c[0] != "probe":
                         outcome = "failed"
                     else:
                         outcome = "error"
+                    if outcome == "error" and tests[i][0] == "probe":
+                        value = ("canon", f"raise {tname}")
                 texts = (out.text(), err.text(), out.truncated or err.truncated)
                 send(("result", i, outcome, tname, msg, tb, *texts, dur, value))
             send(("done",))

@@ -50,6 +50,7 @@ __all__ = [
 
 _MIME = "application/x-selfheal"
 _HARNESS_SRC = (Path(__file__).parent / "_kernel_harness.py").read_text()
+_CANON_SRC = (Path(__file__).parent / "_canon.py").read_text()
 
 _live: weakref.WeakSet[SandboxKernel] = weakref.WeakSet()
 _live_lock = threading.Lock()
@@ -237,7 +238,7 @@ class SandboxKernel:
         code = (
             _HARNESS_SRC
             + f"\n_selfheal_install({key_file!r}, {str(self.work)!r}, {str(self.fifo)!r}, "
-            + f"{str(self.out_fifo)!r}, {str(Path.home())!r})"
+            + f"{str(self.out_fifo)!r}, {str(Path.home())!r}, {_CANON_SRC!r})"
             + "\ndel _selfheal_install\n"
         )
         # the first request is queued until the kernel is up; poll for its reply

@@ -22,6 +22,7 @@ from selfheal.kernel_sandbox.types import (
     Limits,
     LoadResult,
     Outcome,
+    ProbeCall,
     SandboxTest,
     SnippetResult,
     TestResult,
@@ -48,12 +49,12 @@ def normalize_tests(tests: Sequence[str | SandboxTest]) -> list[SandboxTest]:
     for i, t in enumerate(tests):
         if isinstance(t, str):
             out.append(AssertTest(id=f"t{i}", code=t))
-        elif isinstance(t, AssertTest | CallTest):
+        elif isinstance(t, AssertTest | CallTest | ProbeCall):
             out.append(t)
         else:
             raise ConfigError(
                 f"test {i} is a {type(t).__name__}; pass a string of assertions, an "
-                "AssertTest or a CallTest"
+                "AssertTest, a CallTest or a ProbeCall"
             )
     ids = [t.id for t in out]
     if len(set(ids)) != len(ids):
@@ -68,6 +69,8 @@ def _wire(t: SandboxTest) -> tuple[Any, ...]:
         except SyntaxError:
             code, wrapped = t.code, False  # the harness compiles it and reports the error
         return ("assert", t.id, code, wrapped)
+    if isinstance(t, ProbeCall):
+        return ("probe", t.id, t.expr)
     try:
         args = encode_value(tuple(t.args))
         kwargs = encode_value(dict(t.kwargs))
@@ -131,6 +134,8 @@ def _result_from(m: tuple[Any, ...], test: SandboxTest) -> tuple[TestResult, Any
         truncated=bool(trunc),
         duration=float(dur),
     )
+    if isinstance(test, ProbeCall) and isinstance(value, tuple) and value and value[0] == "canon":
+        r = r.model_copy(update={"value": str(value[1])})
     return r, value
 
 

@@ -42,7 +42,19 @@ class CallTest(Record):
     """The value the call must return (compared structurally on the host)."""
 
 
-SandboxTest = AssertTest | CallTest
+class ProbeCall(Record):
+    """A probe: an expression evaluated after the candidate loads; its value comes back in
+    canonical form (``TestResult.value``) so candidates can be compared by behaviour."""
+
+    kind: Literal["probe"] = "probe"
+    """Discriminator."""
+    id: str
+    """Stable identifier, reported back in the matching ``TestResult``."""
+    expr: str
+    """A Python expression evaluated in the candidate's namespace, e.g. ``f([3, 1], k=2)``."""
+
+
+SandboxTest = AssertTest | CallTest | ProbeCall
 
 
 class Limits(Record):
@@ -95,6 +107,10 @@ class TestResult(Record):
     """True if output was cut at ``Limits.output_limit``."""
     duration: float = 0.0
     """Seconds the test ran."""
+    value: str | None = None
+    """For a ``ProbeCall``: the canonical form of the value, for comparing candidates (equal
+    values give equal text across implementations; ``raise <ExcType>`` when the call
+    raised; ``None`` on a timeout, a crash, or when the candidate did not load)."""
 
     @property
     def passed(self) -> bool:
