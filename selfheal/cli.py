@@ -4,6 +4,7 @@ selfheal heal "SPEC" [--provider P] [--model M] [--max-iterations N] [--autonomy
                      [--out FILE] [--json] [--entry-point NAME] [--test ASSERT ...]
 selfheal runs list | show ID [--calls] | fork ID --at K [...] | resume ID [--approve|--reject R|--edit F]
 selfheal doctor [--no-load]
+selfheal serve [--port N] [--slots N] [--ctx N] [--threads N] [--model GGUF] [--api-key KEY]
 """
 
 from __future__ import annotations
@@ -267,6 +268,46 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the local model's llama-server in the foreground, for other processes to share."""
+    import signal
+
+    from selfheal.llm.local_server import LocalServer, server_settings
+
+    settings = server_settings(
+        args.model or None, slots=args.slots, ctx_per_slot=args.ctx, threads=args.threads
+    )
+    server = LocalServer(settings, api_key=args.api_key or None, port=args.port, max_restarts=0)
+    print(
+        f"selfheal: starting llama-server for {settings.alias} ({settings.slots} slots x "
+        f"{settings.ctx_per_slot} tokens, {settings.threads} threads); log: {server.log_path}",
+        file=sys.stderr,
+        flush=True,
+    )
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the server on `kill` too
+    try:
+        server.start()
+        url = server.base_url
+        print(f"OPENAI_BASE_URL={url}", flush=True)
+        print(f"OPENAI_API_KEY={server.api_key}", flush=True)
+        print(f"SELFHEAL_LOCAL_URL={url}", flush=True)
+        print(f"SELFHEAL_LOCAL_KEY={server.api_key}", flush=True)
+        print(
+            "selfheal: serving. Set SELFHEAL_LOCAL_URL and SELFHEAL_LOCAL_KEY in a notebook or "
+            "shell so that `local` uses this server (or use openai:"
+            f"{settings.alias} with the OPENAI_ variables). Ctrl-C stops it.",
+            file=sys.stderr,
+            flush=True,
+        )
+        code = server.wait()
+        print(f"selfheal: error: {server.describe_exit()}", file=sys.stderr)
+        return EXIT_ERROR if code else 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.stop()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="selfheal", description="Spec in, tested Python out; repaired when it fails."
@@ -343,6 +384,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_doctor)
+
+    sv = sub.add_parser(
+        "serve",
+        help="run the local model's llama-server in the foreground, shared by other processes",
+    )
+    sv.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    sv.add_argument("--slots", type=int, help="parallel slots (default $SELFHEAL_LOCAL_SLOTS or 4)")
+    sv.add_argument("--ctx", type=int, help="context tokens per slot (default 4096)")
+    sv.add_argument("--threads", type=int, help="CPU threads (default: the usable cores)")
+    sv.add_argument("--model", help="a GGUF file (default: the installed model)")
+    sv.add_argument("--api-key", help="the key clients must send (default: a random one)")
+    sv.set_defaults(func=cmd_serve)
     return p
 
 

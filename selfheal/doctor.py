@@ -1,17 +1,16 @@
 """``selfheal doctor``: what can run here, and does the local model actually work?
 
 :func:`doctor` collects a :class:`DoctorReport` (which providers are usable, where the local
-model is, whether it loads and generates and how fast, the llama.cpp build's CPU features,
-the Jupyter kernels, a GPU); :func:`format_report` renders it for a terminal.
+model is, the llama-server build and its flags, whether the server starts and generates and how
+fast, the Jupyter kernels, a GPU); :func:`format_report` renders it for a terminal.
 
-The model check runs in a subprocess, so a broken llama.cpp build (the SIGSEGV of a
-native-CPU build on AVX-512 Xeons) is reported instead of killing the caller.
+The model runs in llama-server, a separate process, so a broken llama.cpp build (the SIGSEGV of
+a native-CPU build on AVX-512 Xeons) is reported instead of killing the caller.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import platform
 import shutil
@@ -22,9 +21,16 @@ from typing import Literal
 from selfheal._record import Record
 from selfheal.errors import ConfigError
 
-__all__ = ["DoctorReport", "ModelCheck", "ProviderCheck", "doctor", "format_report"]
+__all__ = [
+    "DoctorReport",
+    "ModelCheck",
+    "ProviderCheck",
+    "ServerCheck",
+    "doctor",
+    "format_report",
+]
 
-ProviderName = Literal["anthropic", "ollama", "hf", "local"]
+ProviderName = Literal["anthropic", "ollama", "hf", "openai", "local"]
 
 _CPU_FLAGS = (
     "avx",
@@ -49,7 +55,8 @@ class ProviderCheck(Record):
     """Whether one kind of provider can be used here."""
 
     name: ProviderName
-    """The provider, as in model strings (``anthropic``, ``ollama``, ``hf``, ``local``)."""
+    """The provider, as in model strings (``anthropic``, ``ollama``, ``hf``, ``openai``,
+    ``local``)."""
     usable: bool
     """True when a call could work right now."""
     detail: str
@@ -57,7 +64,7 @@ class ProviderCheck(Record):
 
 
 class ModelCheck(Record):
-    """The local model file and a real load + generate."""
+    """The local model file, and a real load + generate on llama-server."""
 
     path: str | None = None
     """Where the model file is; None when not installed."""
@@ -66,13 +73,44 @@ class ModelCheck(Record):
     verified: bool | None = None
     """Size and sha256 match the default model (None: not checked or a custom file)."""
     loads: bool | None = None
-    """The model loaded and generated text (None: not tried)."""
+    """The server loaded the model and generated text (None: not tried)."""
     load_seconds: float | None = None
-    """Seconds to load the model."""
+    """Seconds from starting llama-server to a healthy server (the model loaded)."""
     tokens_per_second: float | None = None
-    """Generated tokens per second (prompt included, greedy, all cores)."""
+    """Generated tokens per second of one greedy request (the server's own timing)."""
     sample: str = ""
     """The start of the generated text."""
+    error: str = ""
+    """What went wrong, when something did."""
+
+
+class ServerCheck(Record):
+    """The llama-server build and, when tried, a running server."""
+
+    binary: str | None = None
+    """The ``llama-server`` selfheal runs; None when not built."""
+    version: str = ""
+    """``llama-server --version``."""
+    cmake_args: str = ""
+    """The CMake flags of the cached build (its ``build.json``)."""
+    build_seconds: int | None = None
+    """How long that build took."""
+    shared_url: str = ""
+    """``$SELFHEAL_LOCAL_URL``: a server selfheal uses instead of starting one."""
+    slots: int | None = None
+    """Parallel slots (``-np``)."""
+    ctx_per_slot: int | None = None
+    """Context tokens per slot."""
+    threads: int | None = None
+    """CPU threads."""
+    port: int | None = None
+    """The port the probe server listened on."""
+    healthy: bool | None = None
+    """``/health`` answered 200 (None: not tried)."""
+    prompt_tokens_per_second: float | None = None
+    """Prompt processing speed of the probe."""
+    log: str = ""
+    """The server's log file."""
     error: str = ""
     """What went wrong, when something did."""
 
@@ -94,10 +132,8 @@ class DoctorReport(Record):
     """What the model string ``auto`` resolves to here (or why it cannot)."""
     model: ModelCheck
     """The local model."""
-    llama_cpp_version: str | None
-    """Installed llama-cpp-python version, None when absent."""
-    llama_cpp_system_info: str
-    """``llama_print_system_info()`` of the installed build: the CPU features it uses."""
+    server: ServerCheck
+    """llama-server: the build and a probe."""
     kernels: tuple[str, ...]
     """Jupyter kernel names found."""
     gpu: str
@@ -194,25 +230,7 @@ def _auto_choice() -> str:
         return f"unknown ({type(exc).__name__}: {exc})"
 
 
-_CHECK_SCRIPT = r"""
-import json, os, sys, time
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import llama_cpp
-path, threads = sys.argv[1], int(sys.argv[2])
-t0 = time.perf_counter()
-llm = llama_cpp.Llama(model_path=path, n_ctx=512, n_threads=threads, n_threads_batch=threads, verbose=False)
-load = time.perf_counter() - t0
-t1 = time.perf_counter()
-out = llm.create_chat_completion(
-    messages=[{"role": "user", "content": "Write a Python function add(a, b). Code only."}],
-    max_tokens=24, temperature=0.0)
-dt = time.perf_counter() - t1
-n = out["usage"]["completion_tokens"]
-print(json.dumps({"load": load, "tps": n / dt, "text": out["choices"][0]["message"]["content"]}))
-"""
-
-
-def _model_check(load_model: bool) -> ModelCheck:
+def _model_file() -> ModelCheck:
     from selfheal.llm.weights import DEFAULT_MODEL, find_model, verify_model
 
     try:
@@ -230,58 +248,118 @@ def _model_check(load_model: bool) -> ModelCheck:
         return check.model_copy(
             update={"error": "corrupt: `python -m selfheal.llm.weights install` rebuilds it"}
         )
-    if not load_model:
-        return check
-    if not _has("llama_cpp"):
-        return check.model_copy(
-            update={"error": "llama-cpp-python is not installed: run `make install`"}
-        )
+    return check
+
+
+def _server_build() -> ServerCheck:
+    from selfheal.llm.local_server import build_info, find_server_binary
+
+    shared = os.environ.get("SELFHEAL_LOCAL_URL", "").strip()
     try:
-        proc = subprocess.run(
-            [sys.executable, "-c", _CHECK_SCRIPT, str(path), str(_cores())],
-            capture_output=True,
-            text=True,
-            timeout=300,
+        binary = find_server_binary()
+    except ConfigError as exc:
+        return ServerCheck(shared_url=shared, error=str(exc))
+    if binary is None:
+        return ServerCheck(
+            shared_url=shared,
+            error="llama-server is not built: run `make install` (scripts/install_llama_server.sh)",
         )
-    except subprocess.TimeoutExpired:
-        return check.model_copy(update={"loads": False, "error": "load + generate took over 300 s"})
-    if proc.returncode != 0:
-        how = (
-            f"crashed (signal {-proc.returncode})"
-            if proc.returncode < 0
-            else f"failed (exit {proc.returncode})"
-        )
-        tail = proc.stderr.strip().splitlines()[-3:]
-        return check.model_copy(
-            update={
-                "loads": False,
-                "error": f"llama.cpp {how} loading/generating; rebuild with `make install` "
-                f"(see docs/local_model.md). {' | '.join(tail)}",
-            }
-        )
-    data = json.loads(proc.stdout.strip().splitlines()[-1])
-    return check.model_copy(
-        update={
-            "loads": True,
-            "load_seconds": round(data["load"], 2),
-            "tokens_per_second": round(data["tps"], 2),
-            "sample": (data["text"] or "").strip()[:80],
-        }
+    info = build_info(binary)
+    version = ""
+    try:
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+        lines = (out.stdout + out.stderr).strip().splitlines()
+        version = next((line for line in lines if line.startswith("version")), "")
+        if out.returncode != 0:
+            how = f"signal {-out.returncode}" if out.returncode < 0 else f"exit {out.returncode}"
+            return ServerCheck(
+                binary=str(binary),
+                shared_url=shared,
+                cmake_args=str(info.get("cmake_args", "")),
+                error=f"`llama-server --version` failed ({how}); rebuild with `make install`",
+            )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return ServerCheck(binary=str(binary), shared_url=shared, error=f"cannot run it: {exc}")
+    seconds = info.get("build_seconds")
+    return ServerCheck(
+        binary=str(binary),
+        version=version,
+        cmake_args=str(info.get("cmake_args", "")),
+        build_seconds=int(seconds) if isinstance(seconds, (int, float)) else None,
+        shared_url=shared,
     )
 
 
-def _llama_cpp() -> tuple[str | None, str]:
-    if not _has("llama_cpp"):
-        return None, ""
-    try:
-        import llama_cpp
+def _probe_server(model: ModelCheck, server: ServerCheck) -> tuple[ModelCheck, ServerCheck]:
+    """Start a server (or use ``$SELFHEAL_LOCAL_URL``'s), generate a little, stop it."""
+    from selfheal.errors import SelfHealError
+    from selfheal.llm.local_server import LocalServer, probe, server_settings
 
-        info = llama_cpp.llama_print_system_info()
-        return str(llama_cpp.__version__), (
-            info.decode() if isinstance(info, bytes) else str(info)
-        ).strip()
-    except Exception as exc:
-        return None, f"import failed: {type(exc).__name__}: {exc}"
+    if server.shared_url:
+        result = probe(server.shared_url, os.environ.get("SELFHEAL_LOCAL_KEY") or "sk-no-key")
+        return _with_probe(model, server, result, None)
+    if server.binary is None or server.error or model.path is None or model.error:
+        return model, server
+    try:
+        settings = server_settings(model.path, binary=server.binary, progress=False)
+    except SelfHealError as exc:
+        return model, server.model_copy(update={"error": str(exc)})
+    server = server.model_copy(
+        update={
+            "slots": settings.slots,
+            "ctx_per_slot": settings.ctx_per_slot,
+            "threads": settings.threads,
+        }
+    )
+    local = LocalServer(settings, startup_timeout=300)
+    try:
+        local.start()
+    except SelfHealError as exc:
+        return (
+            model.model_copy(update={"loads": False, "error": "llama-server did not start"}),
+            server.model_copy(
+                update={"healthy": False, "log": str(local.log_path), "error": str(exc)}
+            ),
+        )
+    try:
+        endpoint = local.ensure()
+        healthy = local.health()
+        result = probe(endpoint.base_url, endpoint.api_key, model=settings.alias)
+        server = server.model_copy(
+            update={"port": local.port, "healthy": healthy, "log": str(local.log_path)}
+        )
+        return _with_probe(model, server, result, local.start_seconds)
+    finally:
+        local.stop()
+
+
+def _with_probe(
+    model: ModelCheck, server: ServerCheck, result: object, load_seconds: float | None
+) -> tuple[ModelCheck, ServerCheck]:
+    from selfheal.llm.local_server import ProbeResult
+
+    assert isinstance(result, ProbeResult)
+    if not result.ok:
+        return (
+            model.model_copy(update={"loads": False}),
+            server.model_copy(update={"healthy": False, "error": f"probe failed: {result.error}"}),
+        )
+    return (
+        model.model_copy(
+            update={
+                "loads": True,
+                "load_seconds": round(load_seconds, 2) if load_seconds is not None else None,
+                "tokens_per_second": result.generated_per_second,
+                "sample": result.sample,
+            }
+        ),
+        server.model_copy(
+            update={
+                "healthy": True if server.healthy is None else server.healthy,
+                "prompt_tokens_per_second": result.prompt_per_second,
+            }
+        ),
+    )
 
 
 def _kernels() -> tuple[str, ...]:
@@ -313,25 +391,56 @@ def _gpu() -> str:
     return ""
 
 
-def doctor(*, load_model: bool = True) -> DoctorReport:
-    """Check this machine. ``load_model=False`` skips the (few seconds) load + generate test."""
-    model = _model_check(load_model)
-    version, info = _llama_cpp()
-    local_ok = (
-        version is not None
-        and model.path is not None
-        and model.verified is not False
-        and model.loads is not False
-    )
-    if version is None:
-        local_detail = "llama-cpp-python is not installed: run `make install`"
-    elif model.path is None or model.loads is False:
-        local_detail = model.error
-    else:
-        local_detail = f"{model.path}" + (
-            f" ({model.tokens_per_second} tokens/s)" if model.tokens_per_second else ""
+def _openai_check() -> ProviderCheck:
+    url = os.environ.get("OPENAI_BASE_URL", "").strip()
+    key = bool(os.environ.get("OPENAI_API_KEY"))
+    if url:
+        detail = f"OPENAI_BASE_URL={url}" + (
+            "" if key else " (no OPENAI_API_KEY: a dummy key is sent)"
         )
-    providers = (*_providers(), ProviderCheck(name="local", usable=local_ok, detail=local_detail))
+        return ProviderCheck(name="openai", usable=True, detail=detail)
+    if key:
+        return ProviderCheck(
+            name="openai", usable=True, detail="OPENAI_API_KEY is set (OpenAI's API)"
+        )
+    return ProviderCheck(
+        name="openai",
+        usable=False,
+        detail="set OPENAI_BASE_URL (any OpenAI-compatible server) and use openai:MODEL",
+    )
+
+
+def doctor(*, load_model: bool = True) -> DoctorReport:
+    """Check this machine. ``load_model=False`` skips starting llama-server and the short
+    generation (a few seconds)."""
+    model = _model_file()
+    server = _server_build()
+    if load_model:
+        model, server = _probe_server(model, server)
+    if server.shared_url:
+        local_ok = server.healthy is not False and not server.error
+        local_detail = f"shared server at SELFHEAL_LOCAL_URL={server.shared_url}"
+    else:
+        local_ok = (
+            server.binary is not None
+            and not server.error
+            and model.path is not None
+            and model.verified is not False
+            and model.loads is not False
+        )
+        if server.binary is None or server.error:
+            local_detail = server.error
+        elif model.path is None or model.loads is False or model.error:
+            local_detail = model.error or server.error
+        else:
+            local_detail = f"{model.path} on llama-server" + (
+                f" ({model.tokens_per_second} tokens/s)" if model.tokens_per_second else ""
+            )
+    providers = (
+        *_providers(),
+        _openai_check(),
+        ProviderCheck(name="local", usable=local_ok, detail=local_detail),
+    )
     return DoctorReport(
         python=f"{platform.python_version()} ({sys.executable})",
         platform=f"{platform.system()} {platform.release()} {platform.machine()}",
@@ -340,8 +449,7 @@ def doctor(*, load_model: bool = True) -> DoctorReport:
         providers=providers,
         auto_choice=_auto_choice(),
         model=model,
-        llama_cpp_version=version,
-        llama_cpp_system_info=info,
+        server=server,
         kernels=_kernels(),
         gpu=_gpu(),
     )
@@ -381,9 +489,34 @@ def format_report(report: DoctorReport) -> str:
             lines.append("  generate   FAILED")
     if m.error:
         lines.append(f"  problem    {m.error}")
-    lines.append(f"  llama.cpp  {report.llama_cpp_version or 'not installed'}")
-    if report.llama_cpp_system_info:
-        lines.append(f"  features   {report.llama_cpp_system_info}")
+    srv = report.server
+    lines.append("llama-server")
+    if srv.shared_url:
+        lines.append(f"  shared     {srv.shared_url} (SELFHEAL_LOCAL_URL)")
+    lines.append(f"  binary     {srv.binary or 'not built'}")
+    if srv.version:
+        lines.append(f"  version    {srv.version}")
+    if srv.cmake_args:
+        took = f" (built in {srv.build_seconds} s)" if srv.build_seconds else ""
+        lines.append(f"  flags      {srv.cmake_args}{took}")
+    if srv.slots is not None:
+        lines.append(
+            f"  slots      {srv.slots} x {srv.ctx_per_slot} tokens, {srv.threads} threads "
+            "(SELFHEAL_LOCAL_SLOTS, SELFHEAL_LOCAL_CTX, SELFHEAL_LOCAL_THREADS)"
+        )
+    if srv.healthy is not None:
+        state = "ok" if srv.healthy else "FAILED"
+        where = f" on port {srv.port}" if srv.port else ""
+        speed = (
+            f", prompt {srv.prompt_tokens_per_second} tokens/s"
+            if srv.prompt_tokens_per_second
+            else ""
+        )
+        lines.append(f"  health     {state}{where}{speed}")
+    if srv.log:
+        lines.append(f"  log        {srv.log}")
+    if srv.error:
+        lines.append(f"  problem    {srv.error}")
     return "\n".join(lines)
 
 

@@ -1,16 +1,25 @@
 """Language models: the Provider protocol, structured output, model strings and routing.
 
-Importing this package needs only the base dependencies. The provider classes that need an
-optional SDK (``AnthropicProvider``, ``OllamaProvider``, ``HFProvider``) are imported on
-first attribute access, and raise :class:`~selfheal.errors.MissingDependency` when built
-without their SDK.
+Importing this package needs only the base dependencies. The provider classes
+(``OpenAICompatible``, the local default's provider, and ``AnthropicProvider``,
+``OllamaProvider``, ``HFProvider``, which need an optional SDK) are imported on first
+attribute access; the optional ones raise :class:`~selfheal.errors.MissingDependency` when
+built without their SDK.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from selfheal.llm.base import Completion, Message, Provider, TokenCallback
+from selfheal.llm.aio import run_sync
+from selfheal.llm.base import (
+    Completion,
+    Message,
+    Provider,
+    TokenCallback,
+    acomplete_many,
+    complete_many,
+)
 from selfheal.llm.retry import RetryPolicy
 from selfheal.llm.router import (
     ModelSpec,
@@ -38,6 +47,7 @@ if TYPE_CHECKING:
     from selfheal.llm.anthropic import AnthropicProvider
     from selfheal.llm.hf import HFProvider
     from selfheal.llm.ollama import OllamaProvider
+    from selfheal.llm.openai_compat import OpenAICompatible
 
 __all__ = [
     "AnthropicProvider",
@@ -47,6 +57,7 @@ __all__ = [
     "Message",
     "ModelSpec",
     "OllamaProvider",
+    "OpenAICompatible",
     "Parsed",
     "Provider",
     "RetryPolicy",
@@ -56,15 +67,18 @@ __all__ = [
     "TokenCallback",
     "aask_code",
     "aask_structured",
+    "acomplete_many",
     "ask_code",
     "ask_structured",
     "build_provider",
+    "complete_many",
     "count_tokens",
     "extract_code",
     "parse_model_string",
     "parse_structured",
     "resolve_model_string",
     "resolve_provider",
+    "run_sync",
     "trim_history",
     "trim_text",
     "trim_traceback",
@@ -74,6 +88,7 @@ _LAZY = {
     "AnthropicProvider": "selfheal.llm.anthropic",
     "HFProvider": "selfheal.llm.hf",
     "OllamaProvider": "selfheal.llm.ollama",
+    "OpenAICompatible": "selfheal.llm.openai_compat",
 }
 
 

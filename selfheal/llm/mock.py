@@ -96,6 +96,7 @@ class MockProvider:
         self._name = name
         self._latency = latency
         self._lock = threading.Lock()
+        self._many_lock = threading.Lock()
         self.calls: list[MockCall] = []
 
     @property
@@ -179,6 +180,34 @@ class MockProvider:
             finish_reason="stop",
         )
 
+    def complete_many(
+        self,
+        messages: Sequence[Message],
+        *,
+        n: int,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> list[Completion]:
+        """``n`` scripted replies in order, one after the other (deterministic)."""
+        return _many(self, "any", messages, n, max_tokens, stop, schema)
+
+    async def acomplete_many(
+        self,
+        messages: Sequence[Message],
+        *,
+        n: int,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> list[Completion]:
+        """Async twin of :meth:`complete_many` (still sequential, in order)."""
+        return await asyncio.to_thread(_many, self, "any", messages, n, max_tokens, stop, schema)
+
     # -- constructors -------------------------------------------------------------------
 
     @classmethod
@@ -255,6 +284,57 @@ class _RoleBound:
             stop=stop,
             max_tokens=max_tokens,
         )
+
+
+    def complete_many(
+        self,
+        messages: Sequence[Message],
+        *,
+        n: int,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> list[Completion]:
+        return _many(self._parent, self.role, messages, n, max_tokens, stop, schema)
+
+    async def acomplete_many(
+        self,
+        messages: Sequence[Message],
+        *,
+        n: int,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> list[Completion]:
+        return await asyncio.to_thread(
+            _many, self._parent, self.role, messages, n, max_tokens, stop, schema
+        )
+
+
+def _many(
+    mock: MockProvider,
+    role: str,
+    messages: Sequence[Message],
+    n: int,
+    max_tokens: int,
+    stop: Sequence[str] | None,
+    schema: dict[str, Any] | None,
+) -> list[Completion]:
+    """``n`` replies of ``role``'s script, taken in order under one lock (so concurrent
+    callers never interleave), answered one by one: reply ``i`` is the ``i``-th in order."""
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    with mock._many_lock:
+        return [
+            mock._complete(
+                role, messages, schema=schema, on_token=None, stop=stop, max_tokens=max_tokens
+            )
+            for _ in range(n)
+        ]
 
 
 DEMO_SPEC = (

@@ -7,13 +7,16 @@ A model string names a backend and a model::
     anthropic[:MODEL]       Anthropic's API (default model: claude-sonnet-4-5)
     ollama[:MODEL]          a running Ollama server (default model: qwen2.5-coder:7b)
     hf:ORG/NAME | hf:/dir   a transformers model (hub id or local directory)
-    local[:/path/x.gguf]    the local llama.cpp model (default: the installed one)
+    openai:MODEL            an OpenAI-compatible server ($OPENAI_BASE_URL, $OPENAI_API_KEY)
+    local[:/path/x.gguf]    the local model on a supervised llama-server (default: the
+                            installed model; $SELFHEAL_LOCAL_URL: a server already running)
     auto                    the first that works, in the order below
 
 ``auto`` (or no model at all) resolves in this order: ``$SELFHEAL_MODEL``; an
 ``ANTHROPIC_API_KEY`` → ``anthropic``; a reachable Ollama server with a model → ``ollama``;
-the installed local model → ``local``. Otherwise it is a :class:`ConfigError` that says the
-three ways to fix it. The mock is never chosen silently.
+the installed local model with a llama-server binary (or ``$SELFHEAL_LOCAL_URL``) →
+``local``. Otherwise it is a :class:`ConfigError` that says the three ways to fix it. The mock
+is never chosen silently.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any, Literal, get_args
 import httpx
 
 from selfheal._record import Record
-from selfheal.errors import ConfigError, MissingDependency
+from selfheal.errors import ConfigError
 from selfheal.llm.base import Provider
 
 __all__ = [
@@ -44,7 +47,7 @@ __all__ = [
     "resolve_provider",
 ]
 
-ProviderName = Literal["mock", "anthropic", "ollama", "hf", "local"]
+ProviderName = Literal["mock", "anthropic", "ollama", "hf", "openai", "local"]
 """The backends a model string can name."""
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
@@ -62,7 +65,8 @@ VALID_FORMS = (
     "auto, mock, mock:<script.yaml>, anthropic, anthropic:<model> (e.g. "
     f"anthropic:{DEFAULT_ANTHROPIC_MODEL}), ollama, ollama:<model> (e.g. "
     f"ollama:{DEFAULT_OLLAMA_MODEL}), hf:<org/name or directory> (e.g. "
-    "hf:Qwen/Qwen2.5-Coder-1.5B-Instruct), local, local:<path/to/model.gguf>"
+    "hf:Qwen/Qwen2.5-Coder-1.5B-Instruct), openai:<model> (an OpenAI-compatible server at "
+    "OPENAI_BASE_URL), local, local:<path/to/model.gguf>"
 )
 
 
@@ -110,6 +114,13 @@ def parse_model_string(text: str) -> ModelSpec | None:
                 "hf:Qwen/Qwen2.5-Coder-1.5B-Instruct) or hf:<local directory>."
             )
         return ModelSpec(provider="hf", model=model)
+    if name == "openai":
+        if not model:
+            raise ConfigError(
+                "The model string 'openai' needs a model: openai:<model name as the server "
+                "knows it> (e.g. openai:qwen2.5-coder-1.5b); the server is OPENAI_BASE_URL."
+            )
+        return ModelSpec(provider="openai", model=model)
     return ModelSpec(provider="local", model=model)
 
 
@@ -160,13 +171,20 @@ def _pick_ollama_model(names: list[str]) -> str | None:
     return usable[0] if usable else None
 
 
-def _installed_local_model() -> str | None:
-    try:
-        from selfheal.llm.weights import find_model
-    except ImportError:
-        return None
+def _installed_local_model(env: Mapping[str, str]) -> tuple[str | None, str]:
+    """The local model ``auto`` may use (its path, or ``""`` for a server at
+    ``$SELFHEAL_LOCAL_URL``), and when there is none, why."""
+    if env.get("SELFHEAL_LOCAL_URL", "").strip():
+        return "", ""
+    from selfheal.llm.local_server import find_server_binary
+    from selfheal.llm.weights import find_model
+
     path = find_model()
-    return str(path) if path is not None else None
+    if path is None:
+        return None, "the local model is not installed"
+    if find_server_binary() is None:
+        return None, "the local model is installed but llama-server is not built"
+    return str(path), ""
 
 
 def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | None = None) -> str:
@@ -196,13 +214,13 @@ def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | No
             return f"ollama:{chosen}"
         ollama_note = f"the Ollama server at {base_url} has no models"
 
-    local = _installed_local_model()
+    local, local_note = _installed_local_model(env)
     if local is not None:
-        return f"local:{local}"
+        return f"local:{local}" if local else "local"
 
     raise ConfigError(
         "No language model is configured, and none was found automatically "
-        f"(ANTHROPIC_API_KEY is not set; {ollama_note}; the local model is not installed). "
+        f"(ANTHROPIC_API_KEY is not set; {ollama_note}; {local_note}). "
         "Fix it one of three ways: (1) set ANTHROPIC_API_KEY to use Anthropic's API; "
         f"(2) start `ollama serve` and run `ollama pull {DEFAULT_OLLAMA_MODEL}`; "
         "(3) run `make install` to install the local model. Or pass a model string "
@@ -244,23 +262,17 @@ def build_provider(model_string: str, *, env: Mapping[str, str] | None = None) -
         from selfheal.llm.hf import HFProvider
 
         return HFProvider(spec.model)
-    return _build_local(spec.model)
+    if spec.provider == "openai":
+        from selfheal.llm.openai_compat import OpenAICompatible
 
+        return OpenAICompatible(
+            model=spec.model,
+            base_url=env.get("OPENAI_BASE_URL") or None,
+            api_key=env.get("OPENAI_API_KEY") or None,
+        )
+    from selfheal.llm.local_server import local_provider
 
-def _build_local(path: str) -> Provider:
-    try:
-        from selfheal.llm import llamacpp
-    except ImportError as exc:
-        if isinstance(exc, MissingDependency):
-            raise
-        raise MissingDependency("llama-cpp-python", "local", "the local model") from exc
-    cls: Any = llamacpp.LlamaCppProvider
-    if not path:
-        provider: Provider = cls.from_default()
-    elif hasattr(cls, "from_path"):
-        provider = cls.from_path(path)
-    else:
-        provider = cls(path)
+    provider: Provider = local_provider(spec.model, env=env)
     return provider
 
 

@@ -1,10 +1,9 @@
-"""ask_structured and ask_code against the real local model (Qwen2.5-Coder 1.5B, llama.cpp),
-reached through auto-resolution exactly as a user without a key or Ollama would."""
+"""ask_structured and ask_code against the real local model (Qwen2.5-Coder 1.5B on the supervised
+llama-server), reached through auto-resolution exactly as a user without a key or Ollama would."""
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 
 import pytest
 from pydantic import BaseModel, Field
@@ -15,11 +14,10 @@ pytestmark = pytest.mark.local_model
 
 
 def _installed() -> bool:
-    if importlib.util.find_spec("llama_cpp") is None:
-        return False
+    from selfheal.llm.local_server import find_server_binary
     from selfheal.llm.weights import find_model
 
-    return find_model() is not None
+    return find_model() is not None and find_server_binary() is not None
 
 
 needs_model = pytest.mark.skipif(

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_import_needs_no_optional_sdk() -> None:
     code = (
         "import sys, selfheal.llm\n"
-        "heavy = [m for m in ('anthropic', 'ollama', 'torch', 'transformers', 'llama_cpp')"
+        "heavy = [m for m in ('anthropic', 'ollama', 'torch', 'transformers', 'openai')"
         " if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )

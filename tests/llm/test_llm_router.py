@@ -37,6 +37,8 @@ from selfheal.llm.router import (
         ("mock", ModelSpec(provider="mock", model="demo")),
         ("mock:script.yaml", ModelSpec(provider="mock", model="script.yaml")),
         ("  Ollama:llama3  ", ModelSpec(provider="ollama", model="llama3")),
+        ("openai:gpt-4o-mini", ModelSpec(provider="openai", model="gpt-4o-mini")),
+        ("openai:qwen2.5:7b", ModelSpec(provider="openai", model="qwen2.5:7b")),
     ],
 )
 def test_parse_model_string(text: str, expected: ModelSpec) -> None:
@@ -48,11 +50,14 @@ def test_parse_auto() -> None:
     assert parse_model_string("") is None
 
 
-@pytest.mark.parametrize("text", ["openai:gpt-4", "gpt-4", "ollama:", "hf"])
+@pytest.mark.parametrize("text", ["vllm:gpt-4", "gpt-4", "ollama:", "hf", "openai"])
 def test_parse_unknown_lists_valid_forms(text: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_model_string(text)
     message = str(info.value)
+    if text == "openai":
+        assert "openai:<model name" in message
+        return
     assert "hf:" in message
     if text != "hf":
         assert "ollama:qwen2.5-coder:7b" in message
@@ -60,7 +65,14 @@ def test_parse_unknown_lists_valid_forms(text: str) -> None:
 
 
 def test_model_string_round_trip() -> None:
-    for text in ["ollama:qwen2.5-coder:7b", "local", "local:/x.gguf", "hf:a/b", "mock:demo"]:
+    for text in [
+        "ollama:qwen2.5-coder:7b",
+        "local",
+        "local:/x.gguf",
+        "hf:a/b",
+        "mock:demo",
+        "openai:m",
+    ]:
         spec = parse_model_string(text)
         assert spec is not None
         assert spec.model_string == text
@@ -94,7 +106,16 @@ def _tags(*names: str) -> Any:
 def _no_local_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Make sure the real local model cache is not consulted."""
     monkeypatch.delenv("SELFHEAL_MODEL_PATH", raising=False)
+    monkeypatch.delenv("SELFHEAL_LOCAL_URL", raising=False)
     monkeypatch.setenv("SELFHEAL_CACHE_DIR", str(tmp_path / "empty-cache"))
+
+
+def _fake_server_binary(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    exe = tmp_path / "llama-server"
+    exe.write_text("#!/bin/sh\nexit 0\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("SELFHEAL_LLAMA_SERVER", str(exe))
+    return exe
 
 
 def test_explicit_string_wins(closed_port: int) -> None:
@@ -172,8 +193,26 @@ def test_installed_local_model_is_used(
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
     monkeypatch.setenv("SELFHEAL_MODEL_PATH", str(model))
+    monkeypatch.delenv("SELFHEAL_LOCAL_URL", raising=False)
+    _fake_server_binary(monkeypatch, tmp_path)
     env = {"OLLAMA_HOST": f"127.0.0.1:{closed_port}"}
     assert resolve_model_string(None, env=env) == f"local:{model}"
+
+
+def test_installed_model_without_a_server_binary_is_not_chosen(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, closed_port: int
+) -> None:
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setenv("SELFHEAL_MODEL_PATH", str(model))
+    monkeypatch.delenv("SELFHEAL_LOCAL_URL", raising=False)
+    monkeypatch.delenv("SELFHEAL_LLAMA_SERVER", raising=False)
+    monkeypatch.setenv("SELFHEAL_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    with pytest.raises(ConfigError) as info:
+        resolve_model_string(None, env={"OLLAMA_HOST": f"127.0.0.1:{closed_port}"})
+    assert "llama-server is not built" in str(info.value)
+    assert "make install" in str(info.value)
 
 
 def test_resolve_provider_passes_provider_through(scripted: Any) -> None:

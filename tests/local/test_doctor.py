@@ -40,8 +40,16 @@ def ollama_server() -> Iterator[str]:
 @pytest.fixture
 def empty_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SELFHEAL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("SELFHEAL_MODEL_PATH", raising=False)
-    monkeypatch.delenv("SELFHEAL_MODEL", raising=False)
+    for name in (
+        "SELFHEAL_MODEL_PATH",
+        "SELFHEAL_MODEL",
+        "SELFHEAL_LOCAL_URL",
+        "SELFHEAL_LLAMA_SERVER",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no llama-server on PATH
     return tmp_path / "cache"
 
 
@@ -54,13 +62,15 @@ def test_nothing_available(empty_cache: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:9")  # discard port: nothing answers
     report = doctor(load_model=False)
     usable = _by_name(report)
-    assert set(usable) == {"anthropic", "ollama", "hf", "local"}
+    assert set(usable) == {"anthropic", "ollama", "hf", "openai", "local"}
     assert not usable["anthropic"] and not usable["ollama"] and not usable["local"]
+    assert not usable["openai"]
     assert report.model.path is None
     assert "make install" in report.model.error
+    assert report.server.binary is None and "make install" in report.server.error
     text = format_report(report)
     assert "ANTHROPIC_API_KEY is not set" in text
-    assert "not installed" in text
+    assert "not installed" in text and "not built" in text
     assert report.cpu_count >= 1
 
 
@@ -93,16 +103,32 @@ def test_corrupt_model_is_reported(empty_cache: Path, monkeypatch: pytest.Monkey
     assert "CORRUPT" in format_report(report)
 
 
+def test_openai_compatible_server_from_env(
+    empty_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:9")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")
+    report = doctor(load_model=False)
+    assert _by_name(report)["openai"]
+    assert "OPENAI_BASE_URL=http://127.0.0.1:8000/v1" in format_report(report)
+
+
 @pytest.mark.local_model
-def test_real_model_loads_and_generates() -> None:
-    pytest.importorskip("llama_cpp")
+def test_real_server_starts_and_generates(monkeypatch: pytest.MonkeyPatch) -> None:
+    from selfheal.llm.local_server import find_server_binary
     from selfheal.llm.weights import find_model
 
-    if find_model() is None:
-        pytest.skip("the default model is not installed")
+    if find_model() is None or find_server_binary() is None:
+        pytest.skip("the default model or llama-server is not installed (make install)")
+    monkeypatch.delenv("SELFHEAL_LOCAL_URL", raising=False)
+    monkeypatch.setenv("SELFHEAL_LOCAL_SLOTS", "1")
     report = doctor(load_model=True)
-    assert report.model.loads is True, report.model.error
+    assert report.model.loads is True, (report.model.error, report.server.error)
     assert report.model.tokens_per_second and report.model.tokens_per_second > 0
     assert "def add" in report.model.sample
-    assert "AVX" in report.llama_cpp_system_info or "NEON" in report.llama_cpp_system_info
+    server = report.server
+    assert server.healthy and server.port and server.slots == 1
+    assert "GGML_" in server.cmake_args and server.version.startswith("version")
     assert _by_name(report)["local"]
+    text = format_report(report)
+    assert "health     ok on port" in text and "tokens/s" in text

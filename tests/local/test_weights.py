@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from selfheal.llm import weights as models
 from selfheal.errors import ConfigError
+from selfheal.llm import weights as models
 from selfheal.llm.weights import (
     WeightsSpec,
     assemble_model,
@@ -221,11 +221,17 @@ def test_cli_path_and_install(tmp_path: Path) -> None:
     env = {**os.environ, "SELFHEAL_CACHE_DIR": str(tmp_path / "c"), "PYTHONPATH": str(ROOT)}
     env.pop("SELFHEAL_MODEL_PATH", None)
     r = subprocess.run(
-        [sys.executable, "-m", "selfheal.llm.weights", "path"], env=env, capture_output=True, text=True
+        [sys.executable, "-m", "selfheal.llm.weights", "path"],
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert r.returncode == 1
     assert "selfheal.llm.weights install" in r.stderr
     r = subprocess.run(
-        [sys.executable, "-m", "selfheal.llm.weights", "verify"], env=env, capture_output=True, text=True
+        [sys.executable, "-m", "selfheal.llm.weights", "verify"],
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert r.returncode == 1

@@ -1,0 +1,767 @@
+"""The local model as a served engine: a supervised ``llama-server`` (llama.cpp's own HTTP
+server) on 127.0.0.1, reached through the OpenAI-compatible provider.
+
+``make install`` builds ``llama-server`` from the llama.cpp tree vendored in the
+``llama-cpp-python`` sdist (``scripts/install_llama_server.sh``) and caches it under
+``$SELFHEAL_CACHE_DIR/llama-server/<hash of version + flags>/bin/``. :func:`find_server_binary`
+finds it; :class:`LocalServer` runs it:
+
+* started on first use (not when the provider is built) on ``127.0.0.1`` with a free port and
+  a random API key (passed in the environment, not on the command line, so other local users
+  see neither it nor a usable server), ``-np`` parallel slots (``$SELFHEAL_LOCAL_SLOTS``,
+  default 4 on CPU) of ``$SELFHEAL_LOCAL_CTX`` tokens each (default 4096; ``-c`` is their
+  product), ``-t`` = the usable cores; each slot keeps its prompt in its KV cache, so a request
+  sharing a prefix with an earlier one only processes the rest;
+* ready when ``/health`` answers 200; its output goes to a log file under
+  ``$XDG_STATE_HOME/selfheal/llama-server/`` and every error quotes the log's tail;
+* one warm server per model and settings, shared by every provider, run and thread of the
+  process (:func:`shared_server`);
+* restarted once if it dies (the next call starts it again); if it dies a second time the call
+  fails with :class:`~selfheal.errors.ProviderUnavailable` quoting the log;
+* stopped at exit (``atexit``: its process group gets SIGTERM, then SIGKILL), and never
+  orphaned: it is started with ``PR_SET_PDEATHSIG`` (SIGKILL when the thread that started it
+  ends), from a keeper thread that lives as long as the process, so a parent killed with
+  SIGKILL takes the server with it.
+
+To share one server between a notebook and a CLI on the same machine, run ``selfheal serve``
+(foreground; prints the URL and key) and set ``SELFHEAL_LOCAL_URL`` / ``SELFHEAL_LOCAL_KEY``
+in the other processes: ``local`` then talks to that server instead of starting its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import contextlib
+import functools
+import json
+import os
+import queue
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import httpx
+
+from selfheal._record import Record
+from selfheal.errors import ConfigError, MissingDependency, ProviderUnavailable
+
+__all__ = [
+    "DEFAULT_CTX_PER_SLOT",
+    "DEFAULT_SLOTS",
+    "LocalServer",
+    "ServerSettings",
+    "build_info",
+    "default_threads",
+    "find_server_binary",
+    "install_hint",
+    "local_provider",
+    "log_dir",
+    "probe",
+    "server_settings",
+    "shared_server",
+    "shutdown_all",
+]
+
+T = TypeVar("T")
+
+DEFAULT_SLOTS = 4
+"""Parallel slots on a CPU: 4 answers at once cost about 2.4x one (docs/local_model.md)."""
+DEFAULT_CTX_PER_SLOT = 4096
+"""Context tokens per slot: the longest selfheal prompt plus its reply."""
+STARTUP_TIMEOUT = 180.0
+"""Seconds to wait for ``/health`` after starting (loading 1.1 GB takes ~5 s idle)."""
+
+_INSTALL = "`make install` (scripts/install_llama_server.sh builds llama-server, about 5-8 min)"
+
+
+def install_hint() -> str:
+    """How to get the server binary."""
+    return _INSTALL
+
+
+# ----------------------------------------------------------------------------- finding
+
+
+def _cache_root() -> Path:
+    from selfheal.llm.weights import cache_dir
+
+    return cache_dir() / "llama-server"
+
+
+def log_dir() -> Path:
+    """Where server logs go: ``$XDG_STATE_HOME/selfheal/llama-server`` (default
+    ``~/.local/state/selfheal/llama-server``)."""
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
+    return base / "selfheal" / "llama-server"
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def find_server_binary() -> Path | None:
+    """The ``llama-server`` to run, or None when there is none.
+
+    Order: ``$SELFHEAL_LLAMA_SERVER`` (a path; a missing file is a :class:`ConfigError`);
+    the build ``make install`` made (``<cache>/llama-server/current`` names it; else the
+    newest cached build); a ``llama-server`` on ``PATH``.
+    """
+    explicit = os.environ.get("SELFHEAL_LLAMA_SERVER", "").strip()
+    if explicit:
+        p = Path(explicit).expanduser()
+        if not _executable(p):
+            raise ConfigError(
+                f"SELFHEAL_LLAMA_SERVER={explicit!r} is not an executable file. Fix or unset it "
+                f"(unset, the server built by {_INSTALL} is used)."
+            )
+        return p
+    root = _cache_root()
+    with contextlib.suppress(OSError):
+        current = (root / "current").read_text().strip()
+        if current:
+            p = root / current / "bin" / "llama-server"
+            if _executable(p):
+                return p
+    builds: list[tuple[float, Path]] = []
+    with contextlib.suppress(OSError):
+        for d in root.iterdir():
+            p = d / "bin" / "llama-server"
+            if _executable(p) and (d / "build.json").is_file():
+                builds.append(((d / "build.json").stat().st_mtime, p))
+    if builds:
+        return max(builds)[1]
+    found = shutil.which("llama-server")
+    return Path(found) if found else None
+
+
+def build_info(binary: str | os.PathLike[str]) -> dict[str, Any]:
+    """``build.json`` of a cached build (version, CMake flags, build seconds), or ``{}``."""
+    path = Path(binary).resolve().parent.parent / "build.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def default_threads() -> int:
+    """The number of cores this process may use (CPU affinity aware)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+# ----------------------------------------------------------------------------- settings
+
+
+class ServerSettings(Record):
+    """How to run one llama-server."""
+
+    binary: str
+    """The ``llama-server`` executable."""
+    model_path: str
+    """The GGUF file served."""
+    alias: str
+    """The model name the server answers to (``model`` in requests)."""
+    slots: int = DEFAULT_SLOTS
+    """Parallel slots (``-np``): requests decoded together."""
+    ctx_per_slot: int = DEFAULT_CTX_PER_SLOT
+    """Context tokens of each slot; the server gets ``-c slots * ctx_per_slot``."""
+    threads: int = 1
+    """CPU threads (``-t`` and ``-tb``)."""
+    gpu_layers: int | None = None
+    """``-ngl``: layers offloaded to a GPU (set for a CUDA build), None for none."""
+    extra_args: tuple[str, ...] = ()
+    """More llama-server arguments (``$SELFHEAL_LLAMA_SERVER_ARGS``)."""
+
+    def argv(self, port: int) -> list[str]:
+        """The command line (the API key is passed in the environment)."""
+        args = [
+            self.binary,
+            "--model",
+            self.model_path,
+            "--alias",
+            self.alias,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--parallel",
+            str(self.slots),
+            "--ctx-size",
+            str(self.slots * self.ctx_per_slot),
+            "--threads",
+            str(self.threads),
+            "--threads-batch",
+            str(self.threads),
+            "--no-webui",
+        ]
+        if self.gpu_layers is not None:
+            args += ["--n-gpu-layers", str(self.gpu_layers)]
+        return [*args, *self.extra_args]
+
+
+def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a whole number.") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r} must be at least {minimum}.")
+    return value
+
+
+def server_settings(
+    model_path: str | os.PathLike[str] | None = None,
+    *,
+    slots: int | None = None,
+    ctx_per_slot: int | None = None,
+    threads: int | None = None,
+    binary: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    progress: bool = True,
+) -> ServerSettings:
+    """Settings for serving ``model_path`` (default: the installed model, assembled if its
+    parts are installed). Arguments win over the environment: ``SELFHEAL_LOCAL_SLOTS``,
+    ``SELFHEAL_LOCAL_CTX`` (per slot), ``SELFHEAL_LOCAL_THREADS``,
+    ``SELFHEAL_LLAMA_SERVER_ARGS``. Raises :class:`MissingDependency` when there is no
+    server binary."""
+    env = os.environ if env is None else env
+    if binary is None:
+        found = find_server_binary()
+        if found is None:
+            raise MissingDependency("llama-server", "local", "the local model", install=_INSTALL)
+        binary = found
+    from selfheal.llm.weights import ensure_model
+
+    path = Path(model_path).expanduser() if model_path else ensure_model(progress=progress)
+    if not path.is_file():
+        raise ConfigError(f"Model file {str(path)!r} does not exist; pass a GGUF file.")
+    cuda = "GGML_CUDA=ON" in str(build_info(binary).get("cmake_args", ""))
+    return ServerSettings(
+        binary=str(binary),
+        model_path=str(path.resolve()),
+        alias=path.stem,
+        slots=slots or _env_int(env, "SELFHEAL_LOCAL_SLOTS", 8 if cuda else DEFAULT_SLOTS),
+        ctx_per_slot=ctx_per_slot or _env_int(env, "SELFHEAL_LOCAL_CTX", DEFAULT_CTX_PER_SLOT, 256),
+        threads=threads or _env_int(env, "SELFHEAL_LOCAL_THREADS", default_threads()),
+        gpu_layers=999 if cuda else None,
+        extra_args=tuple(shlex.split(env.get("SELFHEAL_LLAMA_SERVER_ARGS", ""))),
+    )
+
+
+# ----------------------------------------------------------------------------- process
+
+
+_KEEPER_QUEUE: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = (
+    queue.SimpleQueue()
+)
+_KEEPER: threading.Thread | None = None
+_KEEPER_LOCK = threading.Lock()
+
+
+def _keeper_main() -> None:
+    while True:
+        fn, future = _KEEPER_QUEUE.get()
+        if not future.set_running_or_notify_cancel():
+            continue
+        try:
+            future.set_result(fn())
+        except BaseException as exc:
+            future.set_exception(exc)
+
+
+def _on_keeper(fn: Callable[[], T]) -> T:
+    """Run ``fn`` on the keeper thread: a daemon thread that lives as long as the process.
+    The server dies with the *thread* that started it (PR_SET_PDEATHSIG), so it must not be
+    started from a short-lived worker thread (``asyncio.to_thread``, an executor)."""
+    global _KEEPER
+    with _KEEPER_LOCK:
+        if _KEEPER is None or not _KEEPER.is_alive():
+            _KEEPER = threading.Thread(
+                target=_keeper_main, name="selfheal-llama-server-keeper", daemon=True
+            )
+            _KEEPER.start()
+    future: concurrent.futures.Future[T] = concurrent.futures.Future()
+    _KEEPER_QUEUE.put((fn, future))
+    return future.result()
+
+
+def _preexec() -> None:
+    if sys.platform.startswith("linux"):
+        from selfheal.kernel_sandbox.containment import die_with_parent
+
+        die_with_parent()
+
+
+def _spawn(argv: list[str], env: dict[str, str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,  # its own process group: stopped as a whole
+        preexec_fn=_preexec,  # PR_SET_PDEATHSIG: dies with the keeper thread
+        close_fds=True,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _tail(path: Path, lines: int = 15, limit: int = 64 * 1024) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            data = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+class Endpoint(Record):
+    """Where a started server listens, and which start of it this is."""
+
+    base_url: str
+    """``http://127.0.0.1:PORT/v1``."""
+    api_key: str
+    """The key requests must send."""
+    generation: int
+    """Counts starts: a request that failed on generation 1 while generation 2 runs was
+    cut by a restart another caller already made, and may retry at once."""
+
+
+_STARTED: list[LocalServer] = []
+"""Every server started by this process (stopped at exit)."""
+_ATEXIT = False
+
+
+def _clean_old_logs(directory: Path, max_age_days: float = 3.0) -> None:
+    cutoff = time.time() - max_age_days * 86400
+    with contextlib.suppress(OSError):
+        for p in directory.glob("llama-server-*.log"):
+            with contextlib.suppress(OSError):
+                if p.stat().st_mtime < cutoff:
+                    p.unlink()
+
+
+class LocalServer:
+    """One supervised llama-server process (see the module docs).
+
+    Nothing starts until :meth:`ensure` (the provider calls it on its first request) or
+    :meth:`start`. ``api_key`` defaults to a random one; ``port=0`` picks a free port.
+    """
+
+    _counter = 0
+
+    def __init__(
+        self,
+        settings: ServerSettings,
+        *,
+        api_key: str | None = None,
+        port: int = 0,
+        startup_timeout: float = STARTUP_TIMEOUT,
+        max_restarts: int = 1,
+        log_path: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.api_key = api_key or "sk-selfheal-" + secrets.token_urlsafe(24)
+        self.requested_port = port
+        self.startup_timeout = startup_timeout
+        self.max_restarts = max_restarts
+        self.restarts = 0
+        self.owner_pid = os.getpid()
+        LocalServer._counter += 1
+        self.log_path = (
+            Path(log_path)
+            if log_path
+            else log_dir() / f"llama-server-{os.getpid()}-{LocalServer._counter}.log"
+        )
+        self._lock = threading.RLock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._last: subprocess.Popen[bytes] | None = None
+        self._port: int | None = None
+        self._ready = False
+        self._generation = 0
+        self.start_seconds: float | None = None
+        """How long the last start took, to healthy."""
+
+    def __repr__(self) -> str:
+        state = "running" if self.alive else ("stopped" if self._proc else "not started")
+        return f"LocalServer({self.settings.alias!r}, {state}, url={self.base_url!r})"
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (of the last one started, once it has stopped)."""
+        proc = self._proc or self._last
+        return proc.pid if proc is not None else None
+
+    @property
+    def port(self) -> int | None:
+        """The port it listens on (None before the first start)."""
+        return self._port
+
+    @property
+    def base_url(self) -> str | None:
+        """``http://127.0.0.1:PORT/v1`` once started, else None."""
+        return f"http://127.0.0.1:{self._port}/v1" if self._port else None
+
+    @property
+    def alive(self) -> bool:
+        """The process runs (it may still be loading the model)."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def current(self) -> Endpoint | None:
+        """The endpoint when started, healthy once and still running; else None. Cheap (no
+        lock, no I/O): the provider's fast path."""
+        if self._ready and self.alive and self.base_url:
+            return Endpoint(
+                base_url=self.base_url, api_key=self.api_key, generation=self._generation
+            )
+        return None
+
+    def health(self, timeout: float = 2.0) -> bool:
+        """``GET /health`` answers 200 (the model is loaded and the server accepts work)."""
+        if not self._port:
+            return False
+        try:
+            r = httpx.get(f"http://127.0.0.1:{self._port}/health", timeout=timeout)
+        except httpx.HTTPError:
+            return False
+        return r.status_code == 200
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The last lines of the server's log."""
+        return _tail(self.log_path, lines)
+
+    def describe_exit(self) -> str:
+        """What happened to a dead server, with its log tail."""
+        proc = self._proc or self._last
+        code = proc.poll() if proc is not None else None
+        if code is None:
+            how = "is not running"
+        elif code < 0:
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+            how = f"was killed by {name}"
+        else:
+            how = f"exited with code {code}"
+        tail = self.log_tail()
+        return f"llama-server (pid {self.pid}) {how}. The end of its log ({self.log_path}):\n" + (
+            tail or "(empty)"
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def ensure(self) -> Endpoint:
+        """Start the server if it has not started (or was stopped), restart it once if it
+        died; return where it listens. Blocks while it starts (seconds)."""
+        with self._lock:
+            endpoint = self.current()
+            if endpoint is not None:
+                return endpoint
+            if self._proc is not None and not self.alive:  # it died under us
+                if self.restarts >= self.max_restarts:
+                    raise ProviderUnavailable(
+                        f"The local model server died again after {self.restarts} restart(s); "
+                        "it is not restarted another time. "
+                        + self.describe_exit()
+                        + "\nCheck the log, run `selfheal doctor`, or lower "
+                        "SELFHEAL_LOCAL_SLOTS / SELFHEAL_LOCAL_CTX if memory ran out.",
+                        provider="local",
+                        model=self.settings.alias,
+                    )
+                self.restarts += 1
+                with contextlib.suppress(OSError), self.log_path.open("a") as fh:
+                    fh.write(f"\n=== selfheal: restart {self.restarts} after the server died ===\n")
+            self._start_locked()
+            endpoint = self.current()
+            assert endpoint is not None
+            return endpoint
+
+    def recover(self, failed: Endpoint) -> bool:
+        """After a request to ``failed`` lost its connection: True when the server had died
+        and runs again (restarted now, or already by another caller), so the request may be
+        retried once; False when the same server still runs (the failure is something
+        else). Raises :class:`ProviderUnavailable` when it died and may not be restarted
+        again."""
+        self.settle()
+        with self._lock:
+            if self.alive and self._ready:
+                return self._generation != failed.generation
+            if self._proc is None and self._last is None:
+                return False
+            self.ensure()
+            return True
+
+    def settle(self, timeout: float = 2.0) -> bool:
+        """After a broken connection: wait up to ``timeout`` seconds for a dying server to be
+        gone (its sockets close a moment before it can be reaped). True when it is dead."""
+        deadline = time.monotonic() + timeout
+        while self.alive:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def start(self) -> LocalServer:
+        """Start now (blocking until healthy). A running server is left alone."""
+        with self._lock:
+            if not self.alive:
+                self._start_locked()
+        return self
+
+    def _start_locked(self) -> None:
+        self._close_proc()
+        if self not in _STARTED:
+            _STARTED.append(self)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        _clean_old_logs(self.log_path.parent)
+        started = time.monotonic()
+        last_error = ""
+        for _attempt in range(3):
+            port = self.requested_port or _free_port()
+            env = dict(os.environ)
+            env["LLAMA_API_KEY"] = self.api_key
+            # llama.cpp's OpenMP threads spin while waiting by default; on a shared 2-core
+            # machine that made decoding 6x slower (docs/local_model.md).
+            env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+            argv = self.settings.argv(port)
+            with self.log_path.open("ab") as log:
+                log.write(f"=== selfheal: {shlex.join(argv)}\n".encode())
+                log.flush()
+                self._proc = _on_keeper(functools.partial(_spawn, argv, env, log))
+            self._port = port
+            _register_atexit()
+            if self._wait_healthy(started):
+                self._ready = True
+                self._generation += 1
+                self.start_seconds = time.monotonic() - started
+                return
+            last_error = self.describe_exit()
+            bind_failed = "bind" in self.log_tail(5).lower()
+            self._close_proc()
+            if not (bind_failed and not self.requested_port):
+                break
+        raise ProviderUnavailable(
+            "The local model server (llama-server) did not start. "
+            + last_error
+            + f"\nCheck the model file and the build: `selfheal doctor`; rebuild with {_INSTALL}.",
+            provider="local",
+            model=self.settings.alias,
+        )
+
+    def _wait_healthy(self, started: float) -> bool:
+        delay = 0.05
+        while time.monotonic() - started < self.startup_timeout:
+            if not self.alive:
+                return False
+            if self.health(timeout=1.0):
+                return True
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+        with self.log_path.open("a") as fh:
+            fh.write(f"\n=== selfheal: not healthy after {self.startup_timeout:g} s; stopped ===\n")
+        return False
+
+    def _close_proc(self, timeout: float = 10.0) -> None:
+        proc, self._proc = self._proc, None
+        self._ready = False
+        if proc is None:
+            return
+        self._last = proc  # keeps the exit status for describe_exit
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=timeout)
+        else:
+            # the process is gone; its group may not be (llama-server starts none, but be sure)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server (SIGTERM to its process group, SIGKILL after ``timeout``). A later
+        :meth:`ensure` starts a fresh one."""
+        with self._lock:
+            self._close_proc(timeout)
+            self.restarts = 0
+
+    def wait(self) -> int:
+        """Block until the server exits; its exit code."""
+        proc = self._proc
+        return proc.wait() if proc is not None else 0
+
+    def __enter__(self) -> LocalServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# ----------------------------------------------------------------------------- registry
+
+
+_SERVERS: dict[ServerSettings, LocalServer] = {}
+_SERVERS_LOCK = threading.Lock()
+
+
+def shared_server(settings: ServerSettings) -> LocalServer:
+    """The process-wide server for these settings (created, not started, on first call)."""
+    with _SERVERS_LOCK:
+        server = _SERVERS.get(settings)
+        if server is None:
+            server = LocalServer(settings)
+            _SERVERS[settings] = server
+        return server
+
+
+def shutdown_all() -> None:
+    """Stop every shared server this process started (registered with ``atexit``)."""
+    with _SERVERS_LOCK:
+        servers = list(_SERVERS.values())
+    for server in servers:
+        if server.owner_pid == os.getpid():
+            with contextlib.suppress(Exception):
+                server.stop(timeout=5.0)
+
+
+def _stop_started() -> None:
+    for server in list(_STARTED):
+        if server.owner_pid == os.getpid():
+            with contextlib.suppress(Exception):
+                server.stop(timeout=5.0)
+
+
+def _register_atexit() -> None:
+    global _ATEXIT
+    if not _ATEXIT:
+        _ATEXIT = True
+        atexit.register(_stop_started)
+
+
+# ----------------------------------------------------------------------------- provider
+
+
+def local_provider(model_path: str = "", *, env: Mapping[str, str] | None = None) -> Any:
+    """The ``local`` provider: an :class:`~selfheal.llm.openai_compat.OpenAICompatible` on
+    the shared supervised server for ``model_path`` (default: the installed model), started
+    on the first request. With ``$SELFHEAL_LOCAL_URL`` set it talks to that server instead
+    (``selfheal serve`` prints it) with ``$SELFHEAL_LOCAL_KEY``."""
+    from selfheal.llm.openai_compat import OpenAICompatible
+
+    env = os.environ if env is None else env
+    url = env.get("SELFHEAL_LOCAL_URL", "").strip()
+    if url:
+        name = Path(model_path).stem if model_path else _default_alias()
+        return OpenAICompatible(
+            model=name,
+            base_url=url,
+            api_key=env.get("SELFHEAL_LOCAL_KEY") or "sk-no-key",
+            model_id=f"local:{name}",
+            local=True,
+        )
+    settings = server_settings(model_path or None, env=env)
+    return OpenAICompatible(
+        model=settings.alias,
+        server=shared_server(settings),
+        model_id=f"local:{settings.alias}",
+        local=True,
+    )
+
+
+def _default_alias() -> str:
+    from selfheal.llm.weights import DEFAULT_MODEL
+
+    return DEFAULT_MODEL.name
+
+
+# ----------------------------------------------------------------------------- probe
+
+
+class ProbeResult(Record):
+    """One short generation through a server (``selfheal doctor``)."""
+
+    ok: bool
+    """It answered."""
+    seconds: float = 0.0
+    """Wall time of the request."""
+    prompt_tokens: int = 0
+    """Prompt tokens."""
+    completion_tokens: int = 0
+    """Generated tokens."""
+    generated_per_second: float | None = None
+    """Decode speed the server measured (``timings.predicted_per_second``)."""
+    prompt_per_second: float | None = None
+    """Prompt speed the server measured (``timings.prompt_per_second``)."""
+    sample: str = ""
+    """The start of the reply."""
+    error: str = ""
+    """What went wrong."""
+
+
+def probe(
+    base_url: str, api_key: str, *, model: str = "local", max_tokens: int = 32
+) -> ProbeResult:
+    """Ask the server for a short function and report its speed (one plain HTTP request)."""
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "Write a Python function add(a, b). Code only."}],
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "cache_prompt": False,
+    }
+    started = time.monotonic()
+    try:
+        r = httpx.post(
+            base_url.rstrip("/") + "/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {api_key}"},
+            timeout=300,
+        )
+        r.raise_for_status()
+        data = r.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return ProbeResult(ok=False, error=f"{type(exc).__name__}: {exc}")
+    usage = data.get("usage") or {}
+    timings = data.get("timings") or {}
+    text = ((data.get("choices") or [{}])[0].get("message") or {}).get("content") or ""
+    return ProbeResult(
+        ok=True,
+        seconds=round(time.monotonic() - started, 2),
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        generated_per_second=_round(timings.get("predicted_per_second")),
+        prompt_per_second=_round(timings.get("prompt_per_second")),
+        sample=text.strip()[:80],
+    )
+
+
+def _round(value: object) -> float | None:
+    return round(float(value), 2) if isinstance(value, (int, float)) else None
