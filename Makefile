@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SPEC ?= Write a function is_palindrome(s) that returns True if s reads the same forwards and backwards, ignoring case and every character that is not a letter or a digit. Example: is_palindrome('A man, a plan, a canal: Panama') -> True
 
-.PHONY: install demo test lint bench-sandbox bench-llamacpp
+.PHONY: install demo test lint bench-sandbox bench-llm
 
 install:
 	bash scripts/install.sh
@@ -24,5 +24,5 @@ lint:
 bench-sandbox:
 	$(PY) benchmarks/bench_sandbox.py
 
-bench-llamacpp:
-	$(PY) benchmarks/bench_llamacpp.py
+bench-llm:
+	$(PY) benchmarks/bench_llm.py

@@ -9,9 +9,10 @@
 # 3. pip install -e ".[anthropic,ollama,hf,eval,dev]" plus EXTRA_PACKAGES below
 # 4. installs the model parts from PyPI and assembles + verifies the model into the user
 #    cache (skipped when the verified model is already there)
-# 5. builds/installs llama-cpp-python with working CMake flags (scripts/install_llama_cpp.sh;
-#    the wheel is cached, so this takes seconds after the first time) and smoke-tests it:
-#    load the model and generate, in a subprocess
+# 5. builds llama.cpp's llama-server (the local model's engine) from the llama.cpp tree in the
+#    llama-cpp-python sdist, with CMake flags that work on this CPU class
+#    (scripts/install_llama_server.sh; cached by version + flags, so this takes seconds after
+#    the first time) and smoke-tests it: start the server on the model, generate, stop
 #
 # Idempotent and fast on a re-run. Environment:
 #   PYTHON                 interpreter used to create the venv (default python3)
@@ -19,7 +20,7 @@
 #   SELFHEAL_EXTRAS        extras to install (default anthropic,ollama,hf,eval,dev)
 #   SELFHEAL_TORCH_INDEX   pip index for torch, e.g. https://download.pytorch.org/whl/cpu
 #   SELFHEAL_SKIP_MODEL=1  skip the model and llama.cpp (steps 4-5)
-#   plus those of scripts/install_llama_cpp.sh (SELFHEAL_LLAMA_CMAKE_ARGS, SELFHEAL_CACHE_DIR)
+#   plus those of scripts/install_llama_server.sh (SELFHEAL_LLAMA_CMAKE_ARGS, SELFHEAL_CACHE_DIR)
 set -euo pipefail
 
 # Extra packages other parts of selfheal need beyond pyproject's extras: one per line.
@@ -78,7 +79,7 @@ else
   "$PY" -m selfheal.llm.weights install
 fi
 
-step "5/5 llama-cpp-python (cached wheel or a source build) + smoke test"
-PYTHON="$PY" "$ROOT/scripts/install_llama_cpp.sh"   # loads the model and generates
+step "5/5 llama-server (cached build or a source build of a few minutes) + smoke test"
+PYTHON="$PY" "$ROOT/scripts/install_llama_server.sh" >/dev/null   # starts it on the model, generates
 
 step "done in $(( $(date +%s) - T0 ))s. Check everything with: $VENV/bin/selfheal doctor"
