@@ -1,0 +1,168 @@
+"""The provider against the real llama-server with the real local model (marker local_model):
+complete, complete_many on parallel slots, schema-constrained JSON, the slot prompt cache (told
+by the server's own token counts, not by timing), kill -9 mid-request, and no orphan."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import threading
+from collections.abc import Iterator
+
+import jsonschema
+import psutil
+import pytest
+
+from selfheal.errors import ProviderError, ProviderUnavailable
+from selfheal.llm import Message, build_provider, complete_many
+from selfheal.llm.local_server import LocalServer, find_server_binary, server_settings
+from selfheal.llm.openai_compat import OpenAICompatible
+from selfheal.llm.weights import find_model
+
+pytestmark = [
+    pytest.mark.local_model,
+    pytest.mark.skipif(
+        find_model() is None or find_server_binary() is None,
+        reason="the local model or llama-server is not installed (make install)",
+    ),
+]
+
+CODE = [
+    Message(role="system", content="You write Python. Reply with one ```python block only."),
+    Message(role="user", content="Write a function add(a, b) that returns a + b."),
+]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalServer]:
+    """A private server for this module: 4 slots of 2048 tokens."""
+    local = LocalServer(server_settings(slots=4, ctx_per_slot=2048, progress=False))
+    yield local
+    pid = local.pid
+    local.stop()
+    if pid is not None:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.fixture(scope="module")
+def provider(server: LocalServer) -> OpenAICompatible:
+    return OpenAICompatible(
+        model=server.settings.alias,
+        server=server,
+        model_id=f"local:{server.settings.alias}",
+        local=True,
+    )
+
+
+def test_complete_writes_code_and_reports_usage(provider: OpenAICompatible) -> None:
+    pieces: list[str] = []
+    c = provider.complete(CODE, max_tokens=64, on_token=pieces.append)
+    assert "def add" in c.text and "return" in c.text
+    assert "".join(pieces) == c.text
+    assert c.prompt_tokens > 20 and 0 < c.completion_tokens <= 64
+    assert c.finish_reason == "stop" and c.time_to_first_token is not None
+    assert c.model.startswith("local:qwen2.5-coder")
+
+
+def test_max_tokens_and_stop(provider: OpenAICompatible) -> None:
+    c = provider.complete(CODE, max_tokens=5)
+    assert c.completion_tokens == 5 and c.finish_reason == "length"
+    stopped = provider.complete(CODE, max_tokens=64, stop=["def"])
+    assert "def" not in stopped.text
+
+
+def test_complete_many_on_parallel_slots(provider: OpenAICompatible) -> None:
+    messages = [Message(role="user", content="Name one fruit. One word only.")]
+    results = provider.complete_many(messages, n=4, max_tokens=8, temperature=0.9, seed=11)
+    assert len(results) == 4
+    assert all(r.text.strip() and r.completion_tokens > 0 for r in results)
+    again = complete_many(provider, messages, n=4, max_tokens=8, temperature=0.9, seed=11)
+    assert len(again) == 4  # the module-level helper uses the provider's own complete_many
+
+
+def test_schema_output_parses_and_validates(provider: OpenAICompatible) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "asserts": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "why": {"type": "string"},
+        },
+        "required": ["asserts", "why"],
+    }
+    messages = [
+        Message(role="user", content="Give two assert statements testing add(2, 3) == 5, as JSON.")
+    ]
+    c = provider.complete(messages, max_tokens=120, schema=schema)
+    data = json.loads(c.text)
+    jsonschema.validate(data, schema)
+
+
+def test_shared_prefix_is_served_from_the_slot_cache(provider: OpenAICompatible) -> None:
+    nonce = random.random()  # a prefix no slot has seen
+    system = f"{nonce} You are a careful Python programmer. " + "Keep functions short. " * 80
+    first = provider.complete(
+        [Message(role="system", content=system), Message(role="user", content="Write abs2(x).")],
+        max_tokens=1,
+    )
+    second = provider.complete(
+        [Message(role="system", content=system), Message(role="user", content="Write neg(x).")],
+        max_tokens=1,
+    )
+    assert first.prompt_tokens > 300
+    assert first.cached_tokens < 50  # only the chat template's first tokens, at most
+    assert second.cached_tokens >= first.prompt_tokens - 20  # all but the new question
+
+
+def test_context_too_long_is_a_clear_error(provider: OpenAICompatible) -> None:
+    with pytest.raises(ProviderError) as info:
+        provider.complete([Message(role="user", content="word " * 3000)], max_tokens=4)
+    assert "does not fit" in str(info.value) and "SELFHEAL_LOCAL_CTX" in str(info.value)
+
+
+def test_build_provider_local_uses_the_served_model() -> None:
+    p = build_provider("local", env={**os.environ, "SELFHEAL_LOCAL_SLOTS": "2"})
+    assert isinstance(p, OpenAICompatible) and p.server is not None
+    c = p.complete(CODE, max_tokens=48)
+    assert "def add" in c.text
+    pid = p.server.pid
+    p.server.stop()
+    assert pid is not None and not psutil.pid_exists(pid)
+
+
+def test_kill_9_mid_request_then_one_restart_then_a_clear_error() -> None:
+    local = LocalServer(server_settings(slots=1, ctx_per_slot=1024, progress=False))
+    p = OpenAICompatible(model=local.settings.alias, server=local, local=True)
+    pids: list[int] = []
+    try:
+        p.complete(CODE, max_tokens=2)
+        victim = local.pid
+        assert victim is not None
+        pids.append(victim)
+        killed = threading.Event()
+
+        def kill_once(piece: str) -> None:
+            if not killed.is_set():
+                killed.set()
+                os.kill(victim, signal.SIGKILL)
+
+        # tokens already reached on_token: not retried, a clear error
+        with pytest.raises(ProviderUnavailable) as info:
+            p.complete(CODE, max_tokens=200, on_token=kill_once)
+        assert "killed by SIGKILL" in str(info.value)
+        # the next call restarts the server once and succeeds
+        assert "def add" in p.complete(CODE, max_tokens=48).text
+        assert local.restarts == 1 and local.pid not in pids
+        assert local.pid is not None
+        pids.append(local.pid)
+        os.kill(local.pid, signal.SIGKILL)
+        with pytest.raises(ProviderUnavailable) as again:
+            p.complete(CODE, max_tokens=8)
+        assert "died again" in str(again.value)
+    finally:
+        local.stop()
+    for pid in pids:  # no orphan, no server left running
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    mine = [c for c in psutil.Process().children(recursive=True) if "llama-server" in c.name()]
+    assert all(c.pid not in pids for c in mine)
