@@ -21,7 +21,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from selfheal.kernel_sandbox import KernelPool, Limits
 from selfheal.kernel_sandbox.containment import netns_available
@@ -70,9 +72,192 @@ def timed(
     return out
 
 
+POP_CANDIDATE = '''
+def top_k(xs, k=1):
+    """The k largest values, largest first (variant {v})."""
+    if k <= 0:
+        return []
+    out = sorted(xs, reverse=True)
+    return out[:k]
+'''
+POP_TESTS = [
+    "assert top_k([]) == []",
+    "assert top_k([1]) == [1]",
+    "assert top_k([3, 1, 2], k=2) == [3, 2]",
+    "assert top_k([3, 1, 2], k=0) == []",
+    "assert top_k([5, 5, 1], k=2) == [5, 5]",
+    "assert top_k([-1, -2], k=5) == [-1, -2]",
+    "assert top_k(list(range(100)), k=3) == [99, 98, 97]",
+    "assert top_k([0.5, 0.25], k=1) == [0.5]",
+    "assert len(top_k([2] * 50, k=10)) == 10",
+    "assert top_k(['b', 'a'], k=2) == ['b', 'a']",
+]
+POP_PROBES = [
+    "top_k([3, 1, 2], k=2)",
+    "top_k([], k=3)",
+    "top_k([1.5, 0.1 + 0.2, 0.3], k=2)",
+    "top_k([[2], [1, 5]], k=1)",
+    "top_k(list(range(1000)), k=5)",
+    "top_k([1], k=-1)",
+    "top_k('hello', k=2)",
+    "top_k({3, 1, 2}, k=3)",
+    "top_k([None, 1])",
+    "top_k([True, 2, 0.5], k=3)",
+]
+
+
+def population(k: int, rounds: int, size: int) -> None:
+    """The healing loop's pattern: K candidates submitted at once, each with 10 tests and 10
+    probes, round after round with no pause; against one fresh ``python`` subprocess per
+    candidate (K started at once) running the same tests and probes, in the same run."""
+    from selfheal.kernel_sandbox import ProbeCall
+
+    tests: list[Any] = list(POP_TESTS) + [
+        ProbeCall(id=f"p{i}", expr=e) for i, e in enumerate(POP_PROBES)
+    ]
+    tmp = Path(tempfile.mkdtemp(prefix="selfheal-bench-"))
+
+    def script(code: str) -> str:
+        lines = [code]
+        for t in POP_TESTS:
+            lines.append(
+                f"try:\n    {t}\n    print('ok')\nexcept Exception as e:\n    print(type(e).__name__)"
+            )
+        for e in POP_PROBES:
+            lines.append(
+                f"try:\n    print(repr({e}))\nexcept Exception as e:\n    print('raise', type(e).__name__)"
+            )
+        return "\n".join(lines) + "\n"
+
+    def sub_round(r: int) -> list[float]:
+        t0 = time.perf_counter()
+        procs = []
+        for i in range(k):
+            path = tmp / f"cand_{r}_{i}.py"
+            path.write_text(script(POP_CANDIDATE.format(v=f"{r}.{i}")))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(path)],
+                    cwd=tmp,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+            )
+        done: list[float] = [0.0] * k
+        left = set(range(k))
+        while left:
+            for i in list(left):
+                if procs[i].poll() is not None:
+                    done[i] = time.perf_counter() - t0
+                    left.discard(i)
+            time.sleep(0.0005)
+        for p in procs:
+            out, _ = p.communicate()
+            assert out.count(b"ok") == len(POP_TESTS), out
+        return done
+
+    def check(reports: list[Any]) -> None:
+        for rep in reports:
+            assert rep.load.ok, rep
+            assert all(x.outcome == "passed" for x in rep.results[: len(POP_TESTS)]), rep
+
+    def items(r: int) -> list[tuple[str, list[Any]]]:
+        return [(POP_CANDIDATE.format(v=f"{r}.{i}"), tests) for i in range(k)]
+
+    def many_round(pool: KernelPool, r: int) -> list[float]:
+        """``run_many``: every report is there when the call returns."""
+        t0 = time.perf_counter()
+        reports = pool.run_many(items(r))
+        took = time.perf_counter() - t0
+        check(reports)
+        return [took] * k
+
+    def threads_round(pool: KernelPool, r: int) -> list[float]:
+        """K threads each calling ``run``: each candidate's own completion time."""
+        t0 = time.perf_counter()
+        done: list[float] = [0.0] * k
+        work = items(r)
+
+        def one(i: int) -> Any:
+            rep = pool.run(*work[i])
+            done[i] = time.perf_counter() - t0
+            return rep
+
+        with ThreadPoolExecutor(max_workers=k) as ex:
+            check(list(ex.map(one, range(k))))
+        return done
+
+    approaches: list[tuple[str, Callable[[int], list[float]]]] = []
+    lat: dict[str, list[float]] = {}
+    spent: dict[str, float] = {}
+    with KernelPool(size=size) as pool:
+        assert pool.wait_ready(120)
+        approaches = [
+            ("fresh `python` subprocess per candidate, K at once", sub_round),
+            (f"**KernelPool.run_many** (size {size})", lambda r: many_round(pool, r)),
+            (f"KernelPool.run from K threads (size {size})", lambda r: threads_round(pool, r)),
+        ]
+        for _, fn in approaches:  # warm-up round (not timed)
+            fn(-1)
+        # interleave the approaches round by round, so all see the same machine load
+        for r in range(rounds):
+            for name, fn in approaches:
+                t = time.perf_counter()
+                lat.setdefault(name, []).extend(fn(r))
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - t
+        started = pool.kernels_started
+    n = k * rounds
+    ms = 1000.0
+    print(
+        f"bench_sandbox --population: K={k} candidates at once, {len(tests)} tests+probes each "
+        f"({len(POP_TESTS)} asserts, {len(POP_PROBES)} probes), {rounds} rounds back to back, "
+        f"pool size {size} ({started} kernels started in all); {_machine()}\n"
+    )
+    print(
+        "| approach | p50 ms per candidate | p95 ms | candidates/s sustained "
+        "| time per candidate vs subprocess |"
+    )
+    print("|---|---:|---:|---:|---:|")
+    base = spent[approaches[0][0]] / n
+    for name, _ in approaches:
+        xs = lat[name]
+        print(
+            f"| {name} | {pct(xs, 0.5) * ms:.1f} | {pct(xs, 0.95) * ms:.1f} | "
+            f"{n / spent[name]:.1f} | {spent[name] / n / base:.2f} |"
+        )
+    print(
+        "\nPer candidate: from the round's start to its report (for run_many, to the end of "
+        "the call, when every report is there)."
+    )
+
+
+def _machine() -> str:
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load1, load5, _ = os.getloadavg()
+    return (
+        f"{os.cpu_count()} cores, {cpu}; Python {platform.python_version()}; "
+        f"load average {load1:.1f} / {load5:.1f} (1 / 5 min) at the end"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument(
+        "--population",
+        action="store_true",
+        help="instead: K candidates at once, round after round (the healing loop's pattern)",
+    )
+    ap.add_argument("--k", type=int, default=4, help="candidates per round (--population)")
+    ap.add_argument("--rounds", type=int, default=10, help="rounds (--population)")
+    ap.add_argument("--size", type=int, default=2, help="pool size (--population)")
     ap.add_argument(
         "--humaneval",
         action="store_true",
@@ -81,6 +266,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.humaneval:
         humaneval()
+        return
+    if args.population:
+        population(args.k, args.rounds, args.size)
         return
     n = args.runs
     rows: list[tuple[str, str, str, str]] = []

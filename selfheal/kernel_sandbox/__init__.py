@@ -21,6 +21,8 @@ from selfheal.kernel_sandbox.types import (
     SandboxTest,
     SnippetResult,
     TestResult,
+    arun_many,
+    run_many,
 )
 
 __all__ = [
@@ -36,5 +38,7 @@ __all__ = [
     "SandboxTest",
     "SnippetResult",
     "TestResult",
+    "arun_many",
     "get_default_pool",
+    "run_many",
 ]

@@ -33,6 +33,7 @@ __all__ = [
     "apply_rlimits",
     "die_with_parent",
     "nproc_budget",
+    "process_limits",
     "rlimit_pairs",
 ]
 
@@ -86,6 +87,18 @@ def nproc_budget(limits: Limits) -> int | None:
             if p.info["uids"].real == uid:
                 tasks += int(p.info["num_threads"] or 1)
     return tasks + limits.max_processes + 64
+
+
+def process_limits(limits: Limits) -> tuple[int, ...]:
+    """The limits a kernel process carries itself (rlimits, cgroup); the others (timeouts,
+    output, network and subprocess switches) travel with each request."""
+    return (
+        limits.memory_mb,
+        limits.cpu_seconds,
+        limits.max_processes,
+        limits.max_file_size_mb,
+        limits.max_open_files,
+    )
 
 
 def rlimit_pairs(limits: Limits, nproc: int | None = None) -> list[tuple[int, int]]:

@@ -1,20 +1,19 @@
 """One sandbox kernel: an ipykernel in its own process (group, cgroup, network namespace),
-spoken to over jupyter_client, carrying the harness, used for exactly one request.
+spoken to over jupyter_client only at warm-up. After that it serves runs: each run is one
+request written into a FIFO, served by a process the harness forks for it (see
+``_harness/server.py``), and its results come back as signed lines on a second FIFO.
 """
 
 from __future__ import annotations
 
-import ast
 import atexit
+import collections
 import contextlib
-import hmac
-import json
 import os
 import secrets
 import select
 import shutil
-import subprocess
-import sys
+import signal
 import tempfile
 import threading
 import time
@@ -27,18 +26,19 @@ from typing import Any
 from jupyter_client.blocking.client import BlockingKernelClient
 
 from selfheal.errors import SandboxError
+from selfheal.kernel_sandbox._frames import frame_request, read_line
+from selfheal.kernel_sandbox._harness import install_code
+from selfheal.kernel_sandbox._launch import cleanup, connection, launch
 from selfheal.kernel_sandbox.containment import (
     CgroupSet,
     apply_rlimits,
     kernel_env,
-    kill_tree,
-    make_preexec,
-    netns_prefix,
     nproc_budget,
+    process_limits,
     rlimit_pairs,
 )
 from selfheal.kernel_sandbox.types import Limits
-from selfheal.kernel_sandbox.zygote import ForkedProcess, Zygote
+from selfheal.kernel_sandbox.zygote import Zygote
 
 __all__ = [
     "KernelEvent",
@@ -48,18 +48,17 @@ __all__ = [
     "shutdown_all_kernels",
 ]
 
-_MIME = "application/x-selfheal"
-_HARNESS_SRC = (Path(__file__).parent / "_kernel_harness.py").read_text()
-_CANON_SRC = (Path(__file__).parent / "_canon.py").read_text()
+MAX_USES = 1000
+"""Runs one kernel serves before it is replaced (each run has a fresh forked process)."""
 
 _live: weakref.WeakSet[SandboxKernel] = weakref.WeakSet()
 _live_lock = threading.Lock()
-_killed_roots: list[str] = []
+_killed_roots: collections.deque[str] = collections.deque(maxlen=10_000)
 
 
 def killed_roots() -> list[str]:
-    """Directories of the kernels this process has killed (tests use them to check that
-    no process of a killed kernel is left)."""
+    """Directories of the kernels this process has killed and of the runs that ended (tests
+    use them to check that no process of a killed kernel or a finished run is left)."""
     with _live_lock:
         return list(_killed_roots)
 
@@ -86,37 +85,16 @@ class KernelEvent:
     """What ``SandboxKernel.next_event`` saw."""
 
     kind: str
-    """``message`` (a verified harness message), ``idle`` (nothing yet), ``dead`` (the
-    process died), ``replied`` (the request finished)."""
+    """``message`` (a verified harness message of the run), ``idle`` (nothing yet), ``dead``
+    (the kernel process died), ``replied`` (the harness's loop ended)."""
     data: tuple[Any, ...] = ()
-    """The harness message for ``message``; the reply status for ``replied``."""
-
-
-def _cleanup(
-    proc: subprocess.Popen[bytes] | ForkedProcess,
-    cgroups: CgroupSet,
-    kc: BlockingKernelClient,
-    root: str,
-    rfd: int,
-) -> None:
-    with contextlib.suppress(OSError):
-        os.close(rfd)
-    with contextlib.suppress(Exception):
-        kc.stop_channels()
-    with contextlib.suppress(Exception):
-        kill_tree(proc.pid, proc.pid, cgroups)
-    with contextlib.suppress(Exception):
-        proc.kill()
-    with contextlib.suppress(Exception):
-        proc.wait(timeout=2)
-    with contextlib.suppress(Exception):
-        cgroups.remove()
-    shutil.rmtree(root, ignore_errors=True)
+    """The harness message, without its run number, for ``message``."""
 
 
 class SandboxKernel:
-    """A started, warm kernel with the harness installed. Single use: after its one
-    request, ``kill()`` it (the pool does)."""
+    """A started, warm kernel with the harness installed and serving. Serves one run at a
+    time; each run gets a fresh process forked from the warm kernel, so nothing one run
+    defines, imports or patches is visible to the next."""
 
     def __init__(
         self,
@@ -133,92 +111,53 @@ class SandboxKernel:
         os.chmod(self.root, 0o700)
         root = Path(self.root)
         self.work = root / "work"
-        home = root / "home"
         tmp = self.work / ".tmp"
-        for d in (self.work, home, tmp):
+        for d in (self.work, root / "home", tmp):
             d.mkdir(parents=True, exist_ok=True)
         self._key = secrets.token_bytes(32)
         key_file = root / "key"
         self.fifo = root / "req"
         os.mkfifo(self.fifo, 0o600)
-        self._used = False
-        self._msg_id = ""
-        # the result pipe (a named FIFO: ipykernel does not keep inherited descriptors):
-        # the harness writes signed lines, the host reads them
+        # the result pipe (a named FIFO: ipykernel does not keep inherited descriptors)
         self.out_fifo = root / "out"
         os.mkfifo(self.out_fifo, 0o600)
         self._rfd = os.open(self.out_fifo, os.O_RDONLY | os.O_NONBLOCK)
         self._buf = bytearray()
         key_file.write_bytes(self._key)
-        session_key = secrets.token_hex(16)
-        conn: dict[str, Any] = {
-            "shell_port": 1,
-            "iopub_port": 2,
-            "stdin_port": 3,
-            "control_port": 4,
-            "hb_port": 5,
-            "ip": str(root / "k"),
-            "key": session_key,
-            "transport": "ipc",
-            "signature_scheme": "hmac-sha256",
-            "kernel_name": "python3",
-        }
-        conn_file = root / "conn.json"
-        conn_file.write_text(json.dumps(conn))
-        argv = [
-            "-f",
-            str(conn_file),
-            "--IPKernelApp.capture_fd_output=False",
-            "--HistoryManager.enabled=False",
-            "--quiet",
-        ]
-        self.cgroups = CgroupSet.create(limits)
+        self._seq = 0
+        self.uses = 0
+        self._retired = False
+        self._serving = False
+        self._run_dirs: dict[int, str] = {}
+        self._nproc: int | None = None  # RLIMIT_NPROC of a run with other limits (non-root)
         self._killed = False
-        self._reply_status: str | None = None
         self._lock = threading.Lock()
-        env = kernel_env(home, tmp)
-        self.proc: subprocess.Popen[bytes] | ForkedProcess
+        self.cgroups = CgroupSet.create(limits)
+        conn = connection(root)
         try:
-            if zygote is not None:
-                spec = {
-                    "cgroup_procs": [str(d / "cgroup.procs") for d in self.cgroups.dirs.values()],
-                    "netns": network_namespace,
-                    "rlimits": rlimit_pairs(limits, nproc_budget(limits)),
-                    "cwd": str(self.work),
-                    "env": env,
-                    "argv": argv,
-                }
-                self.proc = ForkedProcess(zygote.spawn(spec), zygote)
-            else:
-                cmd = [python or sys.executable, "-m", "ipykernel_launcher", *argv]
-                if network_namespace:
-                    cmd = netns_prefix() + cmd
-                self.proc = subprocess.Popen(
-                    cmd,
-                    cwd=self.work,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    start_new_session=True,
-                    preexec_fn=make_preexec(limits),
-                    close_fds=True,
-                )
-        except (OSError, SandboxError) as e:
+            self.proc = launch(
+                root,
+                self.work,
+                kernel_env(root / "home", tmp),
+                conn,
+                self.cgroups,
+                limits,
+                network_namespace=network_namespace,
+                python=python,
+                zygote=zygote,
+            )
+        except SandboxError:
             os.close(self._rfd)
             self.cgroups.remove()
             shutil.rmtree(self.root, ignore_errors=True)
-            raise SandboxError(
-                f"could not start a sandbox kernel ({e}); check that ipykernel is installed "
-                f"for {python or sys.executable!r}"
-            ) from e
+            raise
         self.pid = self.proc.pid
         self.cgroups.add(self.pid)
         self.kc = BlockingKernelClient()
         self.kc.load_connection_info(conn)  # type: ignore[arg-type]
         self.kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
         self._finalizer = weakref.finalize(
-            self, _cleanup, self.proc, self.cgroups, self.kc, self.root, self._rfd
+            self, cleanup, self.proc, self.cgroups, self.kc, self.root, self._rfd, self._run_dirs
         )
         with _live_lock:
             _live.add(self)
@@ -233,13 +172,19 @@ class SandboxKernel:
     def alive_process(self) -> bool:
         return not self._killed and self.proc.poll() is None
 
+    @property
+    def reusable(self) -> bool:
+        """True if the kernel can serve another run (serving, alive, not retired)."""
+        return self._serving and not self._retired and self.uses < MAX_USES and self.alive_process
+
+    def retire(self) -> None:
+        """Serve no more runs after the current one (the pool then kills it)."""
+        self._retired = True
+
     def _warm_up(self, key_file: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        code = (
-            _HARNESS_SRC
-            + f"\n_selfheal_install({key_file!r}, {str(self.work)!r}, {str(self.fifo)!r}, "
-            + f"{str(self.out_fifo)!r}, {str(Path.home())!r}, {_CANON_SRC!r})"
-            + "\ndel _selfheal_install\n"
+        code = install_code(
+            key_file, str(self.work), str(self.fifo), str(self.out_fifo), str(Path.home())
         )
         # the first request is queued until the kernel is up; poll for its reply
         msg_id = self.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
@@ -267,16 +212,17 @@ class SandboxKernel:
                     f"installing the sandbox harness failed: {c.get('ename')}: {c.get('evalue')}"
                 )
             break
-        # arm the one request this kernel will serve: the harness waits on the FIFO, so a
-        # run only writes its payload (no execute-request round trip on the hot path)
+        # start serving: this request never ends; runs only write into the FIFO (no
+        # execute-request round trip on the hot path)
         self._msg_id = str(
             self.kc.execute(
-                "__selfheal__('armed')", silent=False, store_history=False, allow_stdin=False
+                "__selfheal__('serve')", silent=False, store_history=False, allow_stdin=False
             )
         )
         while True:
-            ev = self.next_event(self._msg_id, max(0.0, deadline - time.monotonic()))
+            ev = self.next_event(0, max(0.0, deadline - time.monotonic()))
             if ev.kind == "message" and ev.data[0] == "armed":
+                self._serving = True
                 return
             if ev.kind != "idle" or time.monotonic() >= deadline:
                 raise SandboxError(
@@ -285,10 +231,13 @@ class SandboxKernel:
                 )
 
     def adopt_limits(self, limits: Limits) -> None:
-        """Apply another run's rlimits and cgroup limits to this (still unused) kernel."""
-        if limits == self.limits:
+        """Apply another run's rlimits and cgroup limits to this kernel (forked processes
+        inherit them). The kernel then serves only that run."""
+        if process_limits(limits) == process_limits(self.limits):
             return
-        apply_rlimits(limits, self.pid)
+        self.retire()
+        self._nproc = nproc_budget(limits)
+        apply_rlimits(limits, self.pid, self._nproc)
         mem = (limits.memory_mb + 256) * 1024 * 1024
         for ctrl, d in self.cgroups.dirs.items():
             with contextlib.suppress(OSError):
@@ -306,34 +255,68 @@ class SandboxKernel:
             if self._killed:
                 return
             self._killed = True
+            runs = list(self._run_dirs.values())
         self._finalizer()
         with _live_lock:
             _killed_roots.append(self.root)
+            _killed_roots.extend(runs)
 
     # ---------------------------------------------------------------- requests
-    def send_request(self, req: dict[str, Any]) -> str:
-        """Hand ``req`` to the armed harness; returns the message id its events carry."""
-        if self._used:
-            raise SandboxError("a sandbox kernel serves one request; take a fresh one")
-        self._used = True
-        body = repr(req).encode("utf-8", "surrogatepass")
-        data = len(body).to_bytes(8, "big") + body
+    def send_request(self, req: dict[str, Any]) -> int:
+        """Hand ``req`` to the serving harness (signed, numbered, with a fresh working
+        directory); returns the run number its messages carry."""
+        if not self._serving:
+            raise SandboxError("this sandbox kernel is not serving")
+        self._seq += 1
+        self.uses += 1
+        run_root = tempfile.mkdtemp(prefix="selfheal-k-")
+        os.makedirs(os.path.join(run_root, "work", ".tmp"))
+        with self._lock:
+            self._run_dirs[self._seq] = run_root
+        # the process serving the run was forked before the run: it sets its own rlimits
+        rlimits = rlimit_pairs(self.limits, self._nproc)
+        work = os.path.join(run_root, "work")
+        data = frame_request(self._key, {**req, "seq": self._seq, "work": work, "rlimits": rlimits})
         try:
             fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)
         except OSError:
-            # nobody reads: the kernel is gone; next_event reports it as dead
-            return self._msg_id
+            # nobody reads: the kernel is gone or not serving; next_event says so
+            self.retire()
+            return self._seq
         try:
             os.set_blocking(fd, True)
             view = memoryview(data)
             while view:
-                n = os.write(fd, view)
-                view = view[n:]
+                view = view[os.write(fd, view) :]
         except OSError:
             pass  # the kernel died while reading; next_event reports it
         finally:
             os.close(fd)
-        return self._msg_id
+        return self._seq
+
+    def _run_ended(self, seq: int) -> None:
+        """The serving harness removed run ``seq``'s directory and every process of it."""
+        with self._lock:
+            root = self._run_dirs.pop(seq, None)
+        if root is not None:
+            with _live_lock:
+                _killed_roots.append(root)
+
+    def kill_child(self, pid: int) -> None:
+        """SIGKILL the process serving the current run (the harness then reaps it and
+        whatever it left, and says ``exit``)."""
+        if pid <= 0:
+            return
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            return  # already gone
+        try:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
     def process_count(self) -> int:
         """Processes in the kernel's tree (the kernel included)."""
@@ -346,39 +329,37 @@ class SandboxKernel:
         except psutil.Error:
             return 0
 
-    def next_event(self, msg_id: str, timeout: float) -> KernelEvent:
-        """Wait up to ``timeout`` s for the next verified harness message of ``msg_id``."""
+    def next_event(self, seq: int, timeout: float) -> KernelEvent:
+        """Wait up to ``timeout`` s for the next verified message of run ``seq``."""
         end = time.monotonic() + timeout
         while True:
-            ev = self._read_results(0.0)
+            ev = self._read_results(0.0, seq)
             if ev is not None:
                 return ev
-            if self._reply_status is not None:
-                ev = self._read_results(0.05)
-                return ev if ev is not None else KernelEvent("replied", (self._reply_status,))
             if self.proc.poll() is not None:
-                ev = self._read_results(0.0)
+                ev = self._read_results(0.0, seq)
                 return ev if ev is not None else KernelEvent("dead")
-            with contextlib.suppress(Empty):
-                reply = self.kc.shell_channel.get_msg(timeout=0)
-                if reply["parent_header"].get("msg_id") == msg_id:
-                    self._reply_status = str(reply["content"].get("status"))
-                    continue
             left = end - time.monotonic()
             if left <= 0:
+                with contextlib.suppress(Empty):
+                    reply = self.kc.shell_channel.get_msg(timeout=0)
+                    if reply["parent_header"].get("msg_id") == getattr(self, "_msg_id", None):
+                        self._serving = False
+                        return KernelEvent("replied")
                 return KernelEvent("idle")
-            ev = self._read_results(min(left, 0.05))
+            ev = self._read_results(min(left, 0.05), seq)
             if ev is not None:
                 return ev
 
-    def _read_results(self, timeout: float) -> KernelEvent | None:
-        """The next verified line from the result pipe, waiting up to ``timeout`` s."""
+    def _read_results(self, timeout: float, seq: int) -> KernelEvent | None:
+        """The next verified line of run ``seq`` from the result pipe, waiting up to
+        ``timeout`` s."""
         while True:
             nl = self._buf.find(b"\n")
             if nl >= 0:
                 line = bytes(self._buf[:nl])
                 del self._buf[: nl + 1]
-                ev = self._verify(line)
+                ev = self._verify(line, seq) if line else None
                 if ev is not None:
                     return ev
                 continue
@@ -387,8 +368,6 @@ class SandboxKernel:
                 return None
             try:
                 chunk = os.read(self._rfd, 1 << 20)
-            except BlockingIOError:
-                return None
             except OSError:
                 return None
             if not chunk:
@@ -396,15 +375,16 @@ class SandboxKernel:
             self._buf += chunk
             timeout = 0.0
 
-    def _verify(self, line: bytes) -> KernelEvent | None:
-        mac, _, payload = line.partition(b" ")
-        good = hmac.new(self._key, payload, "sha256").hexdigest().encode()
-        if not hmac.compare_digest(good, mac):
+    def _verify(self, line: bytes, seq: int) -> KernelEvent | None:
+        value = read_line(self._key, line)
+        if value is None:
             return None  # forged or torn: ignored
-        try:
-            value = ast.literal_eval(payload.decode("utf-8", "surrogatepass"))
-        except (ValueError, SyntaxError, MemoryError, RecursionError, UnicodeDecodeError):
-            return None
-        if isinstance(value, tuple) and value:
+        if value[0] == "armed":
             return KernelEvent("message", value)
-        return None
+        if len(value) < 2:
+            return None
+        if value[0] == "exit":
+            self._run_ended(value[1])
+        if value[1] != seq and not (value[0] == "internal" and value[1] == 0):
+            return None  # another run's message (or a stale one): not ours
+        return KernelEvent("message", (value[0], *value[2:]))

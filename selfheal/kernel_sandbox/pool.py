@@ -1,16 +1,19 @@
-"""``KernelPool``: warm, single-use sandbox kernels, replaced in the background."""
+"""``KernelPool``: warm sandbox kernels, each serving runs in fresh forked processes."""
 
 from __future__ import annotations
 
 import asyncio
 import atexit
 import collections
+import functools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
+from typing import Any, TypeVar
 
+from selfheal._sync import sync_twin
 from selfheal.errors import ConfigError, SandboxError
 from selfheal.kernel_sandbox.containment import netns_available
 from selfheal.kernel_sandbox.kernel import SandboxKernel
@@ -20,14 +23,18 @@ from selfheal.kernel_sandbox.zygote import Zygote
 
 __all__ = ["KernelPool", "get_default_pool"]
 
+T = TypeVar("T")
+
 
 class KernelPool:
     """A pool of warm sandbox kernels. Implements the ``Executor`` protocol.
 
-    Every run takes a fresh kernel (nothing one candidate defines is visible to the next);
-    the used kernel is killed and a new one started in the background, so isolation costs
-    no latency while a warm kernel is ready. ``run`` is thread-safe: concurrent runs each
-    get their own kernel (at most ``size`` warm ones; more callers wait for a start).
+    Every run gets a fresh process forked from a warm kernel (nothing one candidate
+    defines, imports or patches is visible to the next), so a kernel serves run after run
+    and a run costs no kernel start. Runs are thread-safe and async-friendly: at most
+    ``size`` run at once (one per kernel); more callers wait for a kernel to be free. A
+    kernel that served a run with other containment limits, with subprocesses or network
+    allowed, or whose harness stopped answering, is killed and replaced in the background.
 
     ``network_namespace``: ``None`` (default) uses a fresh network namespace with no route
     out where the host allows it (root or user namespaces), ``True`` requires it, ``False``
@@ -60,13 +67,14 @@ class KernelPool:
         self.startup_timeout = startup_timeout
         self._cond = threading.Condition()
         self._ready: collections.deque[SandboxKernel] = collections.deque()
+        self._leased: set[SandboxKernel] = set()
         self._dying: set[SandboxKernel] = set()
         self._starting = 0
         self._closed = False
-        self._started = False
         self._error: BaseException | None = None
         self._failures = 0
         self._workers = ThreadPoolExecutor(max_workers=size + 1, thread_name_prefix="sandbox")
+        self._runs = ThreadPoolExecutor(max_workers=max(8, 4 * size), thread_name_prefix="run")
         self.kernels_started = 0
         self.fast_start = fast_start
         self._zygote: Zygote | None = None
@@ -79,12 +87,11 @@ class KernelPool:
         with self._cond:
             if self._closed:
                 raise SandboxError("this KernelPool is closed; create a new one")
-            self._started = True
             self._refill()
         return self
 
     def wait_ready(self, timeout: float = 60.0) -> bool:
-        """Block until ``size`` warm kernels are ready (for benchmarks and tests)."""
+        """Block until ``size`` warm kernels are ready and idle (for benchmarks and tests)."""
         end = time.monotonic() + timeout
         with self._cond:
             self._refill()
@@ -99,11 +106,12 @@ class KernelPool:
         """Kill every kernel of the pool. Idempotent; also runs at interpreter exit."""
         with self._cond:
             self._closed = True
-            ready = list(self._ready)
+            ready = list(self._ready) + list(self._leased)
             self._ready.clear()
             self._cond.notify_all()
         for k in ready:
             k.kill()
+        self._runs.shutdown(wait=False, cancel_futures=True)
         self._workers.shutdown(wait=True, cancel_futures=True)
         with self._cond:
             dying = list(self._dying)
@@ -154,14 +162,13 @@ class KernelPool:
         # kernels die with the thread that started them (PR_SET_PDEATHSIG): the fork server
         # is only ever started from the pool's long-lived worker threads
         zygote = self._get_zygote() if forked else None
+        kw: dict[str, Any] = {
+            "network_namespace": network_namespace,
+            "python": self.python,
+            "startup_timeout": self.startup_timeout,
+        }
         try:
-            k = SandboxKernel(
-                limits,
-                network_namespace=network_namespace,
-                python=self.python,
-                startup_timeout=self.startup_timeout,
-                zygote=zygote,
-            )
+            k = SandboxKernel(limits, zygote=zygote, **kw)
         except SandboxError:
             if zygote is None:
                 raise
@@ -169,20 +176,17 @@ class KernelPool:
                 self._zygote_failures += 1
                 if self._zygote_failures >= 2:
                     self.fast_start = False  # forked kernels do not work here: stop trying
-            k = SandboxKernel(
-                limits,
-                network_namespace=network_namespace,
-                python=self.python,
-                startup_timeout=self.startup_timeout,
-            )
+            k = SandboxKernel(limits, **kw)
         self.kernels_started += 1
         return k
 
     def _refill(self) -> None:
-        """(Caller holds the lock.) Start kernels until ``size`` are ready or starting."""
-        while not self._closed and len(self._ready) + self._starting < self.size:
-            if self._failures >= 3:
-                return
+        """(Caller holds the lock.) Start kernels until ``size`` are ready, busy or starting."""
+        while (
+            not self._closed
+            and len(self._ready) + len(self._leased) + self._starting < self.size
+            and self._failures < 3
+        ):
             self._starting += 1
             self._workers.submit(self._spawn)
 
@@ -199,24 +203,23 @@ class KernelPool:
         with self._cond:
             self._starting -= 1
             self._failures = 0
-            if self._closed:
-                closed = True
-            else:
-                closed = False
+            closed = self._closed
+            if not closed:
                 self._ready.append(k)
                 self._cond.notify_all()
         if closed:
             k.kill()
 
     def acquire(self, limits: Limits, deadline: float) -> SandboxKernel:
-        """Take a warm kernel (waiting for one if needed) set up for ``limits``."""
+        """Take an idle warm kernel (waiting for one if needed) set up for ``limits``."""
         if limits.allow_network and self.network_namespace:
-            # pool kernels have no network: this run needs its own kernel
-            return self._new_kernel(limits, network_namespace=False, forked=False)
+            # pool kernels have no network: this run needs its own kernel (used once)
+            k = self._new_kernel(limits, network_namespace=False, forked=False)
+            k.retire()
+            return k
         with self._cond:
             if self._closed:
                 raise SandboxError("this KernelPool is closed; create a new one")
-            self._started = True
             self._refill()
             while not self._ready:
                 if self._closed:
@@ -233,11 +236,10 @@ class KernelPool:
                 # waiting for a kernel does not eat the run budget below a start-up time
                 self._cond.wait(max(0.05, min(left, 0.5)) if left > 0 else 0.5)
             k = self._ready.popleft()
-            if not self._ready:
-                self._refill()
-            # otherwise the replacement starts when this kernel is released, so it does
-            # not compete for the CPU with the run itself
+            self._leased.add(k)
         try:
+            if limits.allow_subprocess:
+                k.retire()  # processes it may have started are not worth chasing: replace it
             k.adopt_limits(limits)
         except Exception:
             self.release(k)
@@ -245,8 +247,14 @@ class KernelPool:
         return k
 
     def release(self, kernel: SandboxKernel) -> None:
-        """Give back a used kernel: it is killed in the background, never reused."""
+        """Give back a kernel: idle again if it can serve more runs, else killed in the
+        background and replaced."""
         with self._cond:
+            self._leased.discard(kernel)
+            if kernel.reusable and not self._closed:
+                self._ready.append(kernel)
+                self._cond.notify_all()
+                return
             self._dying.add(kernel)
             self._refill()
         try:
@@ -268,27 +276,10 @@ class KernelPool:
             lim = lim.model_copy(update={"test_timeout": float(timeout)})
         return lim
 
-    def run(
-        self,
-        code: str,
-        tests: Sequence[str | SandboxTest],
-        *,
-        timeout: float | None = None,
-        limits: Limits | None = None,
-    ) -> ExecutionReport:
-        """Load ``code`` in a fresh kernel and run each test; ``timeout`` is per test."""
-        return execute(self, code, tests, self._limits(timeout, limits))
-
-    def run_snippet(
-        self,
-        code: str,
-        *,
-        setup: str = "",
-        timeout: float | None = None,
-        limits: Limits | None = None,
-    ) -> SnippetResult:
-        """Run ``setup`` (usually the candidate), then ``code``; report the last value."""
-        return execute_snippet(self, code, setup, self._limits(timeout, limits))
+    async def _offload(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run the blocking ``fn`` in one of the pool's run threads."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._runs, functools.partial(fn, *args))
 
     async def arun(
         self,
@@ -298,8 +289,8 @@ class KernelPool:
         timeout: float | None = None,
         limits: Limits | None = None,
     ) -> ExecutionReport:
-        """Async twin of ``run`` (runs in a worker thread; the event loop stays free)."""
-        return await asyncio.to_thread(self.run, code, tests, timeout=timeout, limits=limits)
+        """Load ``code`` in a fresh process and run each test; ``timeout`` is per test."""
+        return await self._offload(execute, self, code, tests, self._limits(timeout, limits))
 
     async def arun_snippet(
         self,
@@ -309,10 +300,31 @@ class KernelPool:
         timeout: float | None = None,
         limits: Limits | None = None,
     ) -> SnippetResult:
-        """Async twin of ``run_snippet``."""
-        return await asyncio.to_thread(
-            self.run_snippet, code, setup=setup, timeout=timeout, limits=limits
-        )
+        """Run ``setup`` (usually the candidate), then ``code``; report the last value."""
+        lim = self._limits(timeout, limits)
+        return await self._offload(execute_snippet, self, code, setup, lim)
+
+    async def arun_many(
+        self,
+        items: Sequence[tuple[str, Sequence[str | SandboxTest]]],
+        *,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> list[ExecutionReport]:
+        """Run many ``(code, tests)`` pairs, at most ``size`` at once (one per kernel);
+        reports in the order given. A population's round: K candidates, same tests."""
+        lim = self._limits(timeout, limits)
+        gate = asyncio.Semaphore(self.size)
+
+        async def one(code: str, tests: Sequence[str | SandboxTest]) -> ExecutionReport:
+            async with gate:
+                return await self._offload(execute, self, code, tests, lim)
+
+        return list(await asyncio.gather(*(one(c, t) for c, t in items)))
+
+    run = sync_twin(arun)
+    run_snippet = sync_twin(arun_snippet)
+    run_many = sync_twin(arun_many)
 
 
 _default: KernelPool | None = None

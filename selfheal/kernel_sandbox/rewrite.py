@@ -13,7 +13,9 @@ import ast
 import functools
 from typing import Any
 
-__all__ = ["encode_value", "decode_value", "rewrite_test", "split_snippet"]
+from selfheal.kernel_sandbox._wire import decode_value, encode_value
+
+__all__ = ["decode_value", "encode_value", "rewrite_test", "split_snippet"]
 
 _OPS: dict[type[ast.cmpop], str] = {
     ast.Eq: "Eq",
@@ -127,61 +129,3 @@ def split_snippet(code: str) -> tuple[str, str | None]:
         last = tree.body.pop()
         return ast.unparse(tree), ast.unparse(last)
     return code, None
-
-
-def encode_value(v: Any) -> Any:
-    """Encode a plain Python value as tagged tuples (what the harness ``dec`` reads).
-
-    Raises ``TypeError`` for values that are not plain builtin data.
-    """
-    t = type(v)
-    if t is float:
-        return ("f", v.hex())
-    if t is complex:
-        return ("c", v.real.hex(), v.imag.hex())
-    if t in (int, str, bytes, bool, type(None)):
-        return ("p", v)
-    if t is bytearray:
-        return ("ba", bytes(v))
-    if t is range:
-        return ("r", v.start, v.stop, v.step)
-    if t is list:
-        return ("l", [encode_value(x) for x in v])
-    if t is tuple:
-        return ("t", [encode_value(x) for x in v])
-    if t is set:
-        return ("s", [encode_value(x) for x in v])
-    if t is frozenset:
-        return ("z", [encode_value(x) for x in v])
-    if t is dict:
-        return ("d", [(encode_value(k), encode_value(x)) for k, x in v.items()])
-    raise TypeError(
-        f"CallTest values must be plain builtin data (numbers, strings, lists, dicts, ...), "
-        f"not {t.__qualname__}; use an AssertTest for other values"
-    )
-
-
-def decode_value(e: Any) -> Any:
-    """Inverse of ``encode_value`` (input comes from ``ast.literal_eval``, never ``eval``)."""
-    tag = e[0]
-    if tag == "p":
-        return e[1]
-    if tag == "f":
-        return float.fromhex(e[1])
-    if tag == "c":
-        return complex(float.fromhex(e[1]), float.fromhex(e[2]))
-    if tag == "ba":
-        return bytearray(e[1])
-    if tag == "r":
-        return range(e[1], e[2], e[3])
-    if tag == "l":
-        return [decode_value(x) for x in e[1]]
-    if tag == "t":
-        return tuple(decode_value(x) for x in e[1])
-    if tag == "s":
-        return {decode_value(x) for x in e[1]}
-    if tag == "z":
-        return frozenset(decode_value(x) for x in e[1])
-    if tag == "d":
-        return {decode_value(k): decode_value(x) for k, x in e[1]}
-    raise ValueError(f"unknown value tag {tag!r}")

@@ -212,3 +212,35 @@ class Executor(Protocol):
     ) -> SnippetResult:
         """Run ``setup`` (usually the candidate), then ``code``; report the last value."""
         ...
+
+
+def run_many(
+    executor: Executor,
+    items: Sequence[tuple[str, Sequence[str | SandboxTest]]],
+    *,
+    timeout: float | None = None,
+    limits: Limits | None = None,
+) -> list[ExecutionReport]:
+    """Run many ``(code, tests)`` pairs on any ``Executor``: in parallel through its own
+    ``run_many`` when it has one (``KernelPool``), else one after the other."""
+    batch = getattr(executor, "run_many", None)
+    if callable(batch):
+        return list(batch(items, timeout=timeout, limits=limits))
+    return [executor.run(code, tests, timeout=timeout, limits=limits) for code, tests in items]
+
+
+async def arun_many(
+    executor: Executor,
+    items: Sequence[tuple[str, Sequence[str | SandboxTest]]],
+    *,
+    timeout: float | None = None,
+    limits: Limits | None = None,
+) -> list[ExecutionReport]:
+    """Async ``run_many``: the executor's own ``arun_many`` when it has one, else
+    ``run_many`` in a worker thread (the event loop stays free)."""
+    batch = getattr(executor, "arun_many", None)
+    if callable(batch):
+        return list(await batch(items, timeout=timeout, limits=limits))
+    import asyncio
+
+    return await asyncio.to_thread(run_many, executor, items, timeout=timeout, limits=limits)

@@ -1,0 +1,63 @@
+"""The harness that runs inside every sandbox kernel, as small modules of plain top-level
+functions that the host never imports to run them: their *source* is sent to the kernel at
+warm-up and executed there, in order, in one private namespace whose builtins are a copy
+taken before any candidate exists. On the host they are ordinary modules, unit-tested
+without a kernel (``tests/sandbox/test_harness_parts.py``).
+
+- ``_wire.py``: the value codec, shared with the host;
+- ``compare.py``: the comparison helpers rewritten tests call;
+- ``capture.py``: output capture and trimmed tracebacks;
+- ``guard.py``: the audit-hook policy, the alarm, the builtins swap;
+- ``session.py``: one candidate run (load, tests, one signed message per step);
+- ``channel.py``: signed result lines, signed requests, the state the parts share;
+- ``loop.py``: the serving loop, one forked process per request;
+- ``server.py``: install at warm-up, then serve.
+
+``_canon.py`` (probe values) is executed separately, in a namespace of its own.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+__all__ = ["PARTS", "install_code"]
+
+_HERE = Path(__file__).parent
+PARTS = (
+    _HERE.parent / "_wire.py",
+    _HERE / "compare.py",
+    _HERE / "capture.py",
+    _HERE / "guard.py",
+    _HERE / "session.py",
+    _HERE / "channel.py",
+    _HERE / "loop.py",
+    _HERE / "server.py",
+)
+"""The harness's modules, in the order the kernel executes them."""
+
+_BOOT = """
+def __sh_boot__(parts, args):
+    import builtins
+    ns = {"__name__": "__sh_harness__", "__builtins__": dict(builtins.__dict__)}
+    for name, src in parts:
+        exec(compile(src, name, "exec", dont_inherit=True), ns)
+    ns["install"](ns, *args)
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def _sources() -> tuple[tuple[str, str], ...]:
+    return tuple((f"<selfheal {p.stem}>", p.read_text()) for p in PARTS)
+
+
+@functools.lru_cache(maxsize=1)
+def _canon_source() -> str:
+    return (_HERE.parent / "_canon.py").read_text()
+
+
+def install_code(key_file: str, work: str, fifo: str, out_fifo: str, host_home: str) -> str:
+    """The warm-up execute request: install the harness in the kernel's IPython namespace
+    (only the entry point ``__selfheal__`` is left there)."""
+    args = (key_file, work, fifo, out_fifo, host_home, _canon_source())
+    return f"{_BOOT}\n__sh_boot__({_sources()!r}, {args!r})\ndel __sh_boot__\n"

@@ -1,0 +1,91 @@
+"""Kernel side: capped output capture and exception descriptions trimmed to the candidate's
+and the test's frames. Shipped to the kernel as source (see ``_harness/__init__.py``)."""
+
+from __future__ import annotations
+
+from traceback import extract_tb as _extract_tb
+from traceback import format_list as _format_list
+from typing import Any
+
+__all__ = ["Cap", "NullOut", "describe"]
+
+
+class Cap:
+    """A stand-in for ``sys.stdout``/``sys.stderr`` keeping at most ``limit`` characters."""
+
+    encoding = "utf-8"
+    errors = "replace"
+
+    def __init__(self, limit: int) -> None:
+        self.parts: list[str] = []
+        self.n = 0
+        self.limit = limit
+        self.truncated = False
+
+    def write(self, s: Any) -> int:
+        if type(s) is not str:
+            try:
+                s = str(s)
+            except BaseException:
+                return 0
+        n = len(s)
+        if self.n < self.limit:
+            take = s[: self.limit - self.n]
+            self.parts.append(take)
+            self.n += len(take)
+            if len(take) < n:
+                self.truncated = True
+        elif n:
+            self.truncated = True
+        return n
+
+    def writelines(self, lines: Any) -> None:
+        for x in lines:
+            self.write(x)
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return False
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class NullOut(Cap):
+    """Where stray output goes outside a test in a forked candidate process (the kernel's
+    own streams talk to ZeroMQ sockets the candidate process must not touch)."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+
+def describe(e: BaseException) -> tuple[str, str, str, int | None]:
+    """(type name, message, trimmed traceback, candidate line)."""
+    tn = getattr(type(e), "__name__", "?")
+    try:
+        msg = str(e)
+    except BaseException:
+        msg = "<str() of the exception failed>"
+    if len(msg) > 4000:
+        msg = msg[:4000] + "..."
+    line = None
+    lines: list[str] = []
+    try:
+        frames = [
+            f
+            for f in _extract_tb(e.__traceback__)
+            if f.filename == "<candidate>" or f.filename.startswith("<test ")
+        ]
+        for f in frames:
+            if f.filename == "<candidate>":
+                line = f.lineno
+        lines = _format_list(frames[-30:])
+    except BaseException:
+        pass
+    if isinstance(e, SyntaxError):
+        line = getattr(e, "lineno", line)
+    tb = "Traceback (most recent call last):\n" + "".join(lines) if lines else ""
+    tb += f"{tn}: {msg}"
+    return tn, msg, tb, line

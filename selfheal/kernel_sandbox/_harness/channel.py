@@ -1,0 +1,92 @@
+"""Kernel side: the two channels to the host, and the state a kernel's harness keeps.
+
+- results: one line per message on the result FIFO, ``\\n<hmac> <repr of a tuple>\\n``,
+  written with a plain ``write(2)`` (a line survives the process dying right after); the
+  leading newline ends any torn line a dying process left behind;
+- requests: from the request FIFO, an 8-byte length, then ``<hmac> <marshal of a dict>``;
+  only a request signed with the kernel's key, numbered above the last one, is taken.
+
+Shipped to the kernel as source (see ``_harness/__init__.py``).
+"""
+
+from __future__ import annotations
+
+import _hashlib
+import marshal as _marshal
+import os as _os
+from hmac import compare_digest as _compare_digest
+from typing import Any
+
+if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
+    from selfheal.kernel_sandbox._harness.guard import Guard
+    from selfheal.kernel_sandbox._harness.session import Checks
+
+__all__ = ["Harness", "read_exact", "read_request", "sign"]
+
+_hmac = _hashlib.hmac_digest
+_loads = _marshal.loads
+_os_write = _os.write
+_os_read = _os.read
+
+
+def sign(key: bytes, obj: Any) -> bytes:
+    """One message as a line (see the module docstring)."""
+    payload = repr(obj).encode("utf-8", "surrogatepass")
+    return b"\n" + _hmac(key, payload, "sha256").hex().encode() + b" " + payload + b"\n"
+
+
+class Harness:
+    """Everything the serving loop and the forked runs share."""
+
+    def __init__(
+        self,
+        key: bytes,
+        out_fd: int,
+        guard: Guard,
+        checks: Checks,
+        ip: Any = None,
+        libc: Any = None,
+        display_publisher: Any = None,
+    ) -> None:
+        self.key = key
+        self.out_fd = out_fd
+        self.guard = guard
+        self.checks = checks
+        self.ip = ip
+        self.libc = libc
+        self.display_publisher = display_publisher
+        self.last_seq = 0
+        self.cache: dict[Any, Any] = {}  # compiled tests, inherited by every forked process
+
+    def send(self, obj: Any) -> None:
+        view = memoryview(sign(self.key, obj))
+        while view:
+            view = view[_os_write(self.out_fd, view) :]
+
+
+def read_request(h: Harness, fd: int) -> dict[str, Any] | None:
+    """The next request (see the module docstring); None if it is not signed with the key
+    or not newer than the last one."""
+    n = int.from_bytes(read_exact(fd, 8), "big")
+    if n > 1 << 30:
+        return None
+    body = read_exact(fd, n)
+    mac, _, payload = body.partition(b" ")
+    if not _compare_digest(_hmac(h.key, payload, "sha256").hex().encode(), mac):
+        return None
+    value = _loads(payload)  # signed by the host: plain data it marshalled itself
+    if type(value) is not dict or type(value.get("seq")) is not int or value["seq"] <= h.last_seq:
+        return None
+    h.last_seq = value["seq"]
+    return value
+
+
+def read_exact(fd: int, n: int) -> bytes:
+    chunks: list[bytes] = []
+    while n > 0:
+        b = _os_read(fd, n if n < 1 << 20 else 1 << 20)
+        if not b:
+            raise ValueError("the pipe closed early")
+        chunks.append(b)
+        n -= len(b)
+    return b"".join(chunks)

@@ -1,0 +1,245 @@
+"""Kernel side: what guards candidate code while it runs.
+
+- ``Guard`` holds the per-process policy: the run's working directory, what may be read,
+  whether network and processes are allowed, and whether candidate code has started (from
+  then on the audit hook enforces, in every thread, for good);
+- ``audit(guard, event, args)`` is the audit hook's policy (defence in depth: the network
+  namespace, rlimits and cgroups are the hard boundaries);
+- ``guarded(guard, fn, limit, out, err)`` runs candidate code with its output captured, the
+  candidate's view of the builtins swapped in, and a per-test alarm.
+
+Shipped to the kernel as source (see ``_harness/__init__.py``).
+"""
+
+from __future__ import annotations
+
+import builtins as _builtins
+import os as _os
+import signal as _signalmod
+import sys as _sysmod
+from typing import Any
+
+__all__ = ["Guard", "Timeout", "audit", "guarded"]
+
+_realpath = _os.path.realpath
+_getpid = _os.getpid
+_setitimer = _signalmod.setitimer
+_signal = _signalmod.signal
+_ITIMER_REAL = _signalmod.ITIMER_REAL
+_SIGALRM = _signalmod.SIGALRM
+_O_WRITE = _os.O_WRONLY | _os.O_RDWR | _os.O_CREAT | _os.O_TRUNC | _os.O_APPEND
+_SECRET_NAMES = frozenset({".env", ".netrc", ".git-credentials", ".pypirc", ".pgpass"})
+_NET = frozenset(
+    {
+        "socket.connect",
+        "socket.sendto",
+        "socket.sendmsg",
+        "socket.bind",
+        "socket.getaddrinfo",
+        "socket.gethostbyname",
+        "socket.gethostbyaddr",
+        "socket.getnameinfo",
+    }
+)
+_PROC = frozenset(
+    {
+        "os.fork",
+        "os.forkpty",
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "subprocess.Popen",
+        "pty.spawn",
+    }
+)
+_FS = frozenset(
+    {
+        "os.remove",
+        "os.rename",
+        "os.rmdir",
+        "os.mkdir",
+        "shutil.rmtree",
+        "os.chmod",
+        "os.chown",
+        "os.symlink",
+        "os.link",
+        "os.truncate",
+        "os.utime",
+        "os.setxattr",
+        "os.removexattr",
+    }
+)
+_GC = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents"})
+_KILL = frozenset({"os.kill", "os.killpg", "signal.pthread_kill"})
+
+
+class Timeout(BaseException):
+    """Raised by the harness alarm inside a test that went over its limit."""
+
+
+class Guard:
+    """The policy of one candidate process (see the module docstring)."""
+
+    def __init__(
+        self, work: str, host_home: str, clean_builtins: dict[str, Any], prefixes: Any = ()
+    ) -> None:
+        self.started = False  # candidate code has started: the hook enforces for good
+        self.alarm = False  # a test's alarm is armed
+        self.allow_network = False
+        self.allow_subprocess = False
+        self.pid = _getpid()
+        # the host user's dot-directories (~/.ssh, ~/.aws, ~/.config, ~/.netrc, ...) hold
+        # credentials; the Python installation may live there too (pyenv): it stays readable
+        self.home_dots = _realpath(host_home) + "/." if host_home else ""
+        self.py_prefixes = tuple({_realpath(p) + "/" for p in prefixes})
+        self.clean_builtins = clean_builtins
+        self.candidate_builtins: dict[str, Any] | None = None
+        self.stdout: Any = _sysmod.stdout
+        self.stderr: Any = _sysmod.stderr
+        self.set_work(work)
+
+    def set_work(self, work: str) -> None:
+        """The run's working directory: the only place the candidate may write."""
+        self.work = _realpath(work)
+        # kernel and run directories are <tmp>/selfheal-k-*/ ; work is <that>/work
+        self.kprefix = _os.path.join(_os.path.dirname(_os.path.dirname(self.work)), "selfheal-k-")
+
+
+def _text(path: Any) -> str | None:
+    try:
+        p = path.decode() if type(path) is bytes else str(path)
+        return _realpath(p)
+    except BaseException:
+        return None
+
+
+def inside_work(g: Guard, path: Any) -> bool:
+    if type(path) is int:
+        return True
+    rp = _text(path)
+    if rp is None:
+        return False
+    return rp == g.work or rp.startswith(g.work + "/") or rp == "/dev/null"
+
+
+def forbidden_read(g: Guard, path: Any) -> bool:
+    """Other processes' /proc entries, other sandbox directories, this kernel's control
+    files (everything but the run's ``work``), the host user's dot-directories, and
+    credential files (``.env``, ``.netrc``, ...)."""
+    rp = _text(path)
+    if rp is None:
+        return False
+    if rp.startswith("/proc/"):
+        head = rp[6:].split("/", 1)[0]
+        return head.isdigit() and int(head) != g.pid
+    if rp.startswith(g.kprefix):
+        return not (rp == g.work or rp.startswith(g.work + "/"))
+    if g.home_dots and rp.startswith(g.home_dots) and not rp.startswith(g.py_prefixes):
+        return True
+    return rp.rsplit("/", 1)[-1] in _SECRET_NAMES
+
+
+def audit(g: Guard, event: str, args: tuple[Any, ...]) -> None:
+    """The audit hook's policy once candidate code has started."""
+    if event == "open":
+        path, mode, flags = args[0], args[1], args[2]
+        if type(path) is int:
+            return
+        writing = (mode is not None and any(c in mode for c in "wax+")) or (
+            mode is None and type(flags) is int and flags & _O_WRITE
+        )
+        if writing and not inside_work(g, path):
+            raise PermissionError(
+                f"sandbox: writing outside the run's working directory is blocked: {path!r}"
+            )
+        if forbidden_read(g, path):
+            raise PermissionError(
+                f"sandbox: reading other processes or sandbox control files is blocked: {path!r}"
+            )
+    elif event in _NET:
+        if not g.allow_network:
+            raise PermissionError(f"sandbox: network access is blocked ({event})")
+    elif event in _PROC:
+        if not g.allow_subprocess:
+            raise PermissionError(f"sandbox: starting processes is blocked ({event})")
+    elif event in _FS:
+        for a in args:
+            if type(a) in (str, bytes) and not inside_work(g, a):
+                raise PermissionError(
+                    f"sandbox: changing files outside the working directory is blocked "
+                    f"({event} {a!r})"
+                )
+    elif event in _GC:
+        raise PermissionError(f"sandbox: {event} is blocked while candidate code runs")
+    elif event in _KILL:
+        if event == "signal.pthread_kill" or (
+            event == "os.kill" and args and args[0] in (0, g.pid)
+        ):
+            return
+        raise PermissionError(f"sandbox: signalling other processes is blocked ({event})")
+
+
+def make_hook(g: Guard) -> Any:
+    """The function to pass to ``sys.addaudithook``: free until candidate code starts."""
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if g.started:
+            audit(g, event, args)
+
+    return hook
+
+
+def _enter_candidate_world(g: Guard) -> None:
+    """The candidate's view of the builtins module is swapped in only while its code runs,
+    so patching ``len`` or ``isinstance`` cannot break the harness or the kernel."""
+    cb = g.candidate_builtins
+    if cb is not None:
+        bd = _builtins.__dict__
+        bd.clear()
+        bd.update(cb)
+
+
+def _leave_candidate_world(g: Guard) -> None:
+    bd = _builtins.__dict__
+    clean = g.clean_builtins
+    cb = dict(bd)
+    if len(cb) != len(clean) or any(cb.get(k, cb) is not v for k, v in clean.items()):
+        g.candidate_builtins = cb
+        bd.clear()
+        bd.update(clean)
+
+
+def guarded(g: Guard, fn: Any, limit: float, out: Any, err: Any) -> BaseException | None:
+    """Run ``fn`` as candidate code: streams captured, audit hook on, alarm armed.
+    Returns the exception it raised (a ``Timeout`` when the alarm stopped it), or None."""
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        if g.alarm:
+            raise Timeout()
+
+    res: BaseException | None = None
+    try:
+        try:
+            _enter_candidate_world(g)
+            _signal(_SIGALRM, on_alarm)
+            _sysmod.stdout = out
+            _sysmod.stderr = err
+            g.alarm = True
+            g.started = True
+            _setitimer(_ITIMER_REAL, limit, 0.05)
+            fn()
+        finally:
+            g.alarm = False
+            _setitimer(_ITIMER_REAL, 0, 0)
+            _sysmod.stdout = g.stdout
+            _sysmod.stderr = g.stderr
+            _leave_candidate_world(g)
+    except BaseException as e:
+        g.alarm = False
+        _setitimer(_ITIMER_REAL, 0, 0)
+        _sysmod.stdout = g.stdout
+        _sysmod.stderr = g.stderr
+        _leave_candidate_world(g)
+        res = e
+    return res

@@ -1,0 +1,324 @@
+"""Kernel side: the serving loop, one forked process per request.
+
+A *standby* process, forked from the warm kernel before any request exists, waits on the
+request FIFO. When it takes a request it tells the kernel (a private pipe: the request's
+number, its working directory and its tests) and waits for the *go*, which comes only once
+every process of the previous run is gone; then it runs the candidate and exits. The kernel
+meanwhile compiles those tests into its cache and forks the next standby, which inherits
+the cache. Neither a fork nor a process's exit is on a run's critical path, and every
+candidate starts from the same pristine process.
+
+When a process is gone the kernel kills whatever it left behind (its process group, and
+every orphan, which comes back to the kernel as the child subreaper), says ``exit`` with
+the request's number and exit status, and removes the run's directory.
+
+Shipped to the kernel as source (see ``_harness/__init__.py``).
+"""
+
+from __future__ import annotations
+
+import marshal as _marshal
+import os as _os
+import resource as _resource
+import select as _selectmod
+import shutil as _shutil
+import signal as _signalmod
+import sys as _sysmod
+from typing import Any
+
+if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
+    from selfheal.kernel_sandbox._harness.channel import Harness, read_exact, read_request
+    from selfheal.kernel_sandbox._harness.session import compile_tests, run_candidate
+
+__all__ = ["Loop"]
+
+_dumps = _marshal.dumps
+_loads = _marshal.loads
+_os_read = _os.read
+_os_write = _os.write
+_os_close = _os.close
+_fork = _os.fork
+_waitpid = _os.waitpid
+_WNOHANG = _os.WNOHANG
+_to_exitcode = _os.waitstatus_to_exitcode
+_kill = _os.kill
+_killpg = _os.killpg
+_rmdir = _os.rmdir
+_SIGKILL = _signalmod.SIGKILL
+_exit = _os._exit
+_setrlimit = _resource.setrlimit
+_select = _selectmod.select
+_PR_SET_PDEATHSIG = 1
+
+
+class _Child:
+    """A forked process: standby (waiting for a request), then waiting, then active."""
+
+    def __init__(self, pid: int, notify_r: int, go_w: int) -> None:
+        self.pid = pid
+        self.notify_r = notify_r  # it tells us here which request it took
+        self.go_w = go_w  # we write one byte here when it may run
+        try:
+            self.pidfd = _os.pidfd_open(pid)
+        except (OSError, AttributeError):
+            self.pidfd = -1
+        self.seq = 0
+        self.work = ""
+
+    def close(self) -> None:
+        for fd in (self.notify_r, self.go_w, self.pidfd):
+            if fd >= 0:
+                try:
+                    _os_close(fd)
+                except OSError:
+                    pass
+        self.notify_r = self.go_w = self.pidfd = -1
+
+
+class Loop:
+    """At most one standby, one active and one waiting process (a standby that took a
+    request while the active one still ran)."""
+
+    def __init__(self, h: Harness, fifo_fd: int) -> None:
+        self.h = h
+        self.fifo_fd = fifo_fd
+        self.standby: _Child | None = None
+        self.active: _Child | None = None
+        self.waiting: _Child | None = None
+        self.lost = 0  # standby processes that died without a request, in a row
+        self.later: list[tuple[_Child, int]] = []  # ended while another one was active
+        self.reaped: dict[int, int] = {}
+
+    def run(self) -> None:
+        """Serve until the kernel is killed (or standby processes keep dying)."""
+        while self.lost <= 5:
+            if self.standby is None and self.waiting is None:
+                self.standby = _spawn(self.h, self.fifo_fd)
+            kids = [c for c in (self.standby, self.active, self.waiting) if c is not None]
+            fds = [c.pidfd for c in kids if c.pidfd >= 0]
+            sb = self.standby
+            if sb is not None and sb.notify_r >= 0:
+                fds.append(sb.notify_r)
+            polling = any(c.pidfd < 0 for c in kids)
+            ready, _, _ = _select(fds, [], [], 0.005 if polling else None)
+            if sb is not None and sb.notify_r in ready:
+                tests = self._took(sb)
+                if sb.seq:
+                    self.lost = 0
+                    self.standby = None
+                    if self.active is None:
+                        self._start(sb)
+                    else:
+                        self.waiting = sb
+                    # warm the cache the next standby inherits (K candidates share tests)
+                    compile_tests(tests, 0, self.h.cache)
+            for c in kids:
+                if self._exited(c, ready):
+                    self._gone(c)
+            if self.active is None and self.later:
+                for c, status in self.later:
+                    self._end(c, status)
+                    _remove_run(c.work)
+                self.later.clear()
+        self.h.send(("internal", 0, "the standby process keeps dying"))
+
+    def _took(self, c: _Child) -> list[Any]:
+        """Read which request the standby ``c`` took (``c.seq`` stays 0 if none)."""
+        if c.notify_r < 0:
+            return []
+        chunks = []
+        while True:
+            try:
+                b = _os_read(c.notify_r, 1 << 20)
+            except OSError:
+                b = b""
+            if not b:
+                break
+            chunks.append(b)
+        _os_close(c.notify_r)
+        c.notify_r = -1
+        try:
+            seq, work, tests = _loads(b"".join(chunks))
+            c.seq, c.work = int(seq), str(work)
+        except (ValueError, EOFError, TypeError):
+            return []
+        self.h.last_seq = max(self.h.last_seq, c.seq)
+        return list(tests)
+
+    def _start(self, c: _Child) -> None:
+        """Let ``c`` run its request (every process of the previous run is gone)."""
+        self.active = c
+        try:
+            _os_write(c.go_w, b"g")
+        except OSError:
+            pass  # it is gone: its exit is handled like any other
+
+    def _exited(self, c: _Child, ready: list[int]) -> bool:
+        if c.pidfd >= 0:
+            return c.pidfd in ready
+        try:  # no pidfd here: poll
+            pid, st = _waitpid(c.pid, _WNOHANG)
+        except ChildProcessError:
+            return True
+        if pid == 0:
+            return False
+        self.reaped[c.pid] = _to_exitcode(st)
+        return True
+
+    def _gone(self, c: _Child) -> None:
+        status = self.reaped.pop(c.pid, None)
+        if status is None:
+            try:
+                status = _to_exitcode(_waitpid(c.pid, 0)[1])
+            except ChildProcessError:
+                status = -1
+        if c is self.active:
+            self.active = None
+            self._end(c, status)
+            if self.waiting is not None:
+                w, self.waiting = self.waiting, None
+                self._start(w)
+            _remove_run(c.work)  # after the go: off the next run's critical path
+            return
+        if c is self.standby:
+            self.standby = None
+            if not c.seq:
+                self._took(c)  # it may have taken a request just before it died
+            if not c.seq:
+                self.lost += 1
+                self._end(c, status)
+                return
+        elif c is self.waiting:  # died before it could run (out of memory?)
+            self.waiting = None
+        if self.active is None:
+            self._end(c, status)
+            _remove_run(c.work)
+        else:  # reported once the active one is gone, so no two processes write at once
+            self.later.append((c, status))
+
+    def _end(self, c: _Child, status: int) -> None:
+        """A process is gone: kill everything it left behind and say so."""
+        try:
+            _killpg(c.pid, _SIGKILL)
+        except OSError:
+            pass
+        _kill_leftovers({x.pid for x in (self.standby, self.active, self.waiting) if x})
+        c.close()
+        if c.seq:
+            self.h.send(("exit", c.seq, status))
+
+
+def _remove_run(work: str) -> None:
+    if not work:
+        return
+    try:  # the usual case: the candidate left nothing
+        _rmdir(work + "/.tmp")
+        _rmdir(work)
+        _rmdir(_os.path.dirname(work))
+    except OSError:
+        _shutil.rmtree(_os.path.dirname(work), ignore_errors=True)
+
+
+def _kill_leftovers(keep: set[int]) -> None:
+    """Kill and reap every child of ours but ``keep`` (orphans come back to us)."""
+    for _ in range(500):
+        kids = [k for k in _children() if k not in keep]
+        if not kids:
+            return
+        for kid in kids:
+            try:
+                _kill(kid, _SIGKILL)
+            except OSError:
+                pass
+        for kid in kids:
+            try:
+                _waitpid(kid, 0)
+            except ChildProcessError:
+                continue
+
+
+def _children() -> list[int]:
+    """Our children: forked by the main thread, and orphans handed to the subreaper (the
+    thread-group leader)."""
+    pid = _os.getpid()
+    try:
+        fd = _os.open(f"/proc/self/task/{pid}/children", _os.O_RDONLY)
+    except OSError:
+        return []
+    try:
+        data = _os_read(fd, 1 << 16)
+    finally:
+        _os_close(fd)
+    return [int(x) for x in data.split()]
+
+
+def _spawn(h: Harness, fifo_fd: int) -> _Child:
+    notify_r, notify_w = _os.pipe()
+    go_r, go_w = _os.pipe()
+    pid = _fork()
+    if pid == 0:
+        _os_close(notify_r)
+        _os_close(go_w)
+        _child(h, fifo_fd, notify_w, go_r)  # never returns
+    _os_close(notify_w)
+    _os_close(go_r)
+    return _Child(pid, notify_r, go_w)
+
+
+def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int) -> None:
+    """A standby process: set up, take one request, wait for the go, run it, exit."""
+    code = 0
+    seq = 0
+    try:
+        parent = _os.getppid()
+        if h.libc is not None:
+            h.libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)  # die with the kernel
+        if _os.getppid() != parent:
+            _exit(1)
+        _os.setsid()
+        g = h.guard
+        g.pid = _os.getpid()
+        # nothing but the pipes this process needs: not the kernel's ZeroMQ sockets
+        low = 3
+        for fd in sorted({fifo_fd, notify_w, go_r, h.out_fd}):
+            _os.closerange(low, fd)
+            low = fd + 1
+        _os.closerange(low, 1 << 16)
+        req = read_request(h, fifo_fd)
+        if req is None:
+            h.send(("internal", 0, "a request was not signed by the host"))
+            _exit(71)
+        seq = req["seq"]
+        work = str(req["work"])
+        tests = list(req.get("tests", ()))
+        _os_write(notify_w, _dumps((seq, work, tests)))
+        _os_close(notify_w)
+        _os_close(fifo_fd)  # the candidate's process must not hold the request pipe
+        read_exact(go_r, 1)  # every process of the previous run is gone
+        _os_close(go_r)
+        g.set_work(work)
+        _os.chdir(work)
+        _os.environ["TMPDIR"] = work + "/.tmp"
+        for res, value in req.get("rlimits", ()):
+            try:
+                _setrlimit(res, (value, value))
+            except (ValueError, OSError):
+                pass
+        tempfile: Any = _sysmod.modules.get("tempfile")
+        if tempfile is not None:
+            tempfile.tempdir = None
+        h.send(("start", seq, g.pid))
+        compiled = compile_tests(tests, int(req.get("start", 0)), h.cache)
+
+        def send(m: tuple[Any, ...]) -> None:
+            h.send((m[0], seq, *m[1:]))
+
+        run_candidate(g, h.checks, req, compiled, send)
+    except BaseException as e:
+        code = 70
+        try:
+            h.send(("internal", seq, f"{type(e).__name__}: {e}"))
+        except BaseException:
+            pass
+    finally:
+        _exit(code)

@@ -1,0 +1,94 @@
+"""Kernel side: installing the harness at warm-up, and serving.
+
+``install`` runs before any candidate exists: it reads (and deletes) the per-kernel HMAC
+key, opens the result pipe, sets up the canonicaliser's private namespace, installs the
+audit hook and puts one entry point, ``__selfheal__``, into the IPython namespace. The host
+then sends one execute request, ``__selfheal__('serve')``, which never returns: ``serve``
+removes the entry point, says ``armed`` and runs the serving loop (``loop.py``).
+
+Shipped to the kernel as source (see ``_harness/__init__.py``).
+"""
+
+from __future__ import annotations
+
+import gc as _gc
+import os as _os
+import sys as _sysmod
+from typing import Any
+
+if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
+    from selfheal.kernel_sandbox._harness.capture import NullOut
+    from selfheal.kernel_sandbox._harness.channel import Harness
+    from selfheal.kernel_sandbox._harness.guard import Guard, make_hook
+    from selfheal.kernel_sandbox._harness.loop import Loop
+    from selfheal.kernel_sandbox._harness.session import Checks
+
+__all__ = ["install", "serve"]
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def install(
+    ns: dict[str, Any],
+    key_file: str,
+    work: str,
+    fifo: str,
+    out_fifo: str,
+    host_home: str,
+    canon_src: str,
+) -> None:
+    """Set the harness up in the kernel (see the module docstring); ``ns`` is the harness's
+    own namespace, complete at this point (every run checks it was not changed)."""
+    import builtins
+    import ctypes
+
+    with open(key_file, "rb") as fh:
+        key = fh.read()
+    _os.unlink(key_file)
+    clean = dict(builtins.__dict__)
+    # the canonicaliser for probe values, in a private namespace with its own builtins
+    canon_ns: dict[str, Any] = {"__builtins__": dict(clean), "__name__": "_sh_canon"}
+    if canon_src:
+        exec(compile(canon_src, "<selfheal canon>", "exec", dont_inherit=True), canon_ns)
+    prefixes = (_sysmod.prefix, _sysmod.base_prefix, _sysmod.exec_prefix)
+    guard = Guard(work, host_home, clean, prefixes)
+    ip = get_ipython()  # type: ignore[name-defined]  # noqa: F821
+    try:
+        libc: Any = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        libc = None
+    publisher: Any = None
+    try:
+        from IPython.core.displaypub import DisplayPublisher
+
+        publisher = DisplayPublisher
+    except ImportError:
+        pass
+    out_fd = _os.open(out_fifo, _os.O_WRONLY)
+    h = Harness(key, out_fd, guard, Checks(ns, canon_ns), ip, libc, publisher)
+    _sysmod.addaudithook(make_hook(guard))
+
+    def entry(mode: str) -> None:
+        serve(h, fifo)
+
+    ip.user_ns["__selfheal__"] = entry
+
+
+def serve(h: Harness, fifo: str) -> None:
+    """Serve runs until the kernel is killed (see ``loop.py``)."""
+    h.ip.user_ns.pop("__selfheal__", None)
+    if h.libc is not None:
+        h.libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come back to us
+    if h.display_publisher is not None:
+        # IPython's publisher talks to ZeroMQ; in a candidate's process the text form goes
+        # to the captured output instead
+        h.ip.display_pub = h.display_publisher(shell=h.ip)
+    g = h.guard
+    g.stdout = g.stderr = _sysmod.stdout = _sysmod.stderr = NullOut()
+    _gc.collect()
+    _gc.freeze()  # forked processes share these pages instead of copying them in a collection
+    # opened read-write and kept open: never blocks, and the host's non-blocking open for
+    # writing always finds a reader; only a standby process ever reads from it
+    loop = Loop(h, _os.open(fifo, _os.O_RDWR))
+    h.send(("armed",))
+    loop.run()

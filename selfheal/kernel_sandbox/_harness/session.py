@@ -1,0 +1,291 @@
+"""Kernel side: one candidate run. Load the candidate as a module named ``candidate``, then
+run every test from ``start`` in order, each in a copy of the candidate's namespace with
+pristine builtins, and send one signed message per step.
+
+Runs in the forked process that serves one request (see ``server.py``). Shipped to the
+kernel as source (see ``_harness/__init__.py``).
+"""
+
+from __future__ import annotations
+
+import linecache as _linecachemod
+import sys as _sysmod
+import time as _time
+import types as _types
+from collections.abc import Callable
+from typing import Any
+
+if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
+    from selfheal.kernel_sandbox._harness.capture import Cap, describe
+    from selfheal.kernel_sandbox._harness.compare import (
+        assert_,
+        assert_cmp,
+        cmp,
+        pure,
+        srepr,
+        truth,
+    )
+    from selfheal.kernel_sandbox._harness.guard import Guard, Timeout, guarded
+    from selfheal.kernel_sandbox._wire import decode_value, encode_value
+
+__all__ = ["Checks", "compile_tests", "restore_namespace", "run_candidate"]
+
+_perf = _time.perf_counter
+_ModuleType = _types.ModuleType
+_modules = _sysmod.modules
+_linecache = _linecachemod.cache
+_CACHE_MAX = 4096
+
+
+def compile_tests(tests: list[Any], start: int, cache: dict[Any, Any]) -> list[Any]:
+    """Compile (and decode) every test from ``start`` before the candidate exists.
+
+    ``cache`` keeps compiled code across runs (K candidates share their tests); code
+    objects are immutable, so a candidate cannot change what the next one runs."""
+    out: list[Any] = []
+    if len(cache) > _CACHE_MAX:
+        cache.clear()
+    for i, t in enumerate(tests):
+        if i < start:
+            out.append(None)
+            continue
+        try:
+            kind = t[0]
+            if kind == "call":  # (kind, id, function, args, kwargs): decoded fresh per run
+                out.append(("call", t[2], decode_value(t[3]), decode_value(t[4])))
+                continue
+            key = tuple(t)
+            c = cache.get(key)
+            if c is None:
+                if kind == "assert":  # (kind, id, code, wrapped)
+                    c = ("assert", compile(t[2], f"<test {t[1]}>", "exec"), t[3])
+                elif kind == "probe":  # (kind, id, expr)
+                    c = ("probe", compile(t[2], f"<test {t[1]}>", "eval"))
+                else:  # snippet: (kind, id, body, last expression or None)
+                    body = compile(t[2], "<test snippet>", "exec")
+                    last = compile(t[3], "<test snippet>", "eval") if t[3] else None
+                    c = ("snippet", body, last)
+                cache[key] = c
+            out.append(c)
+        except BaseException as e:
+            out.append(("bad", e))
+    return out
+
+
+def restore_namespace(ns: dict[str, Any], saved: dict[str, Any], builtins: dict[str, Any]) -> bool:
+    """Put back ``ns`` (and its private ``__builtins__``) as ``saved``; True if something
+    had been changed."""
+    changed = False
+    if len(ns) != len(saved) or any(ns.get(k, ns) is not v for k, v in saved.items()):
+        ns.clear()
+        ns.update(saved)
+        changed = True
+    b = ns["__builtins__"]
+    if len(b) != len(builtins) or any(b.get(k, b) is not v for k, v in builtins.items()):
+        b.clear()
+        b.update(builtins)
+        changed = True
+    return changed
+
+
+class Checks:
+    """The namespaces a candidate must not change: the harness's own (checked after every
+    test: a change fails that test) and the canonicaliser's (restored after every probe)."""
+
+    def __init__(self, harness_ns: dict[str, Any], canon_ns: dict[str, Any]) -> None:
+        self.harness_ns = harness_ns
+        self.harness_saved = dict(harness_ns)
+        self.harness_builtins = dict(harness_ns.get("__builtins__", {}))
+        self.canon_ns = canon_ns
+        self.canon_saved = dict(canon_ns)
+        self.canon_builtins = dict(canon_ns.get("__builtins__", {}))
+        self.canonical: Callable[[Any], str] | None = canon_ns.get("canonical")
+
+    def harness_changed(self) -> bool:
+        if not self.harness_saved:
+            return False
+        return restore_namespace(self.harness_ns, self.harness_saved, self.harness_builtins)
+
+    def restore_canon(self) -> None:
+        if self.canon_saved:
+            restore_namespace(self.canon_ns, self.canon_saved, self.canon_builtins)
+
+
+def _run_test(co: Any, tns: dict[str, Any]) -> None:
+    """Run a test compiled as ``def __sh_test__(helpers...)``: the helpers are the test
+    function's locals, out of reach of a candidate that edits its caller's globals."""
+    exec(co, tns)
+    fn = tns.pop("__sh_test__", None)
+    if fn is None:
+        return  # compiled without the wrapper (``from x import *``): ran at top level
+    fn(cmp, assert_, assert_cmp, truth)
+
+
+def tampered(
+    tns: dict[str, Any], base: dict[str, Any], tb_clean: dict[str, Any], clean: dict[str, Any]
+) -> BaseException | None:
+    """Evidence that the candidate edited the test's globals or builtins."""
+    if tns.get("__builtins__") is not tb_clean:
+        return AssertionError("the candidate replaced the test's builtins")
+    for k, v in clean.items():
+        if tb_clean.get(k, tb_clean) is not v:
+            return AssertionError(f"the candidate edited the test's builtin {k!r}")
+    if len(tb_clean) != len(clean):
+        return AssertionError("the candidate added names to the test's builtins")
+    for k, v in tns.items():
+        if k in ("__builtins__", "__name__"):
+            continue
+        if k not in base or base[k] is not v:
+            return AssertionError(f"the candidate edited the test's global {k!r}")
+    for k in base:
+        if k not in tns:
+            return AssertionError(f"the candidate deleted the test's global {k!r}")
+    return None
+
+
+_HELPERS = {
+    "__sh_cmp__": cmp,
+    "__sh_assert__": assert_,
+    "__sh_assert_cmp__": assert_cmp,
+    "__sh_truth__": truth,
+}
+
+
+def run_candidate(
+    g: Guard, checks: Checks, req: dict[str, Any], compiled: list[Any], send: Any
+) -> None:
+    """Load ``req["code"]`` and run the tests from ``req["start"]``; ``send`` each step."""
+    g.allow_network = bool(req.get("allow_network", False))
+    g.allow_subprocess = bool(req.get("allow_subprocess", False))
+    limit_out = int(req.get("output_limit", 65536))
+    code: str = req["code"]
+    load_timeout = float(req["load_timeout"])
+    test_timeout = float(req["test_timeout"])
+    start = int(req.get("start", 0))
+    tests = list(req.get("tests", ()))
+    mod = _ModuleType("candidate")
+    mod.__dict__["__file__"] = "<candidate>"
+    _modules["candidate"] = mod
+    _linecache["<candidate>"] = (len(code), None, code.splitlines(True), "<candidate>")
+    out, err = Cap(limit_out), Cap(limit_out)
+    t0 = _perf()
+    try:
+        co = compile(code, "<candidate>", "exec", dont_inherit=True)
+    except BaseException as e:
+        tn0, msg, tb, line = describe(e)
+        send(("load", False, "error", tn0, msg, line, tb, "", False, _perf() - t0))
+        send(("done",))
+        return
+    ns = mod.__dict__
+    exc = guarded(g, lambda: exec(co, ns), load_timeout, out, err)
+    dur = _perf() - t0
+    if exc is not None:
+        outcome = "timeout" if type(exc) is Timeout else "error"
+        tn, msg, tb, line = describe(exc)
+        if outcome == "timeout":
+            tn, tb = "TimeoutError", ""
+            msg = f"loading the candidate took over {load_timeout}s"
+        send(("load", False, outcome, tn, msg, line, tb, out.text(), out.truncated, dur))
+        send(("done",))
+        return
+    send(("load", True, "passed", None, "", None, "", out.text(), out.truncated, dur))
+    base = dict(ns)
+    for i in range(start, len(tests)):
+        send(_one(g, checks, compiled[i], tests[i][0], i, base, limit_out, test_timeout))
+    send(("done",))
+
+
+def _one(
+    g: Guard,
+    checks: Checks,
+    c: Any,
+    kind: str,
+    i: int,
+    base: dict[str, Any],
+    limit_out: int,
+    test_timeout: float,
+) -> tuple[Any, ...]:
+    """Run test ``i`` (compiled as ``c``); return its result message."""
+    tns = dict(base)
+    tb_clean = dict(g.clean_builtins)
+    tns["__builtins__"] = tb_clean
+    tns["__name__"] = "__test__"
+    if c[0] != "assert" or not c[2]:
+        tns.update(_HELPERS)
+    out, err = Cap(limit_out), Cap(limit_out)
+    box: list[Any] = [None]
+    exc: BaseException | None
+    t1 = _perf()
+    if c[0] == "bad":
+        exc = c[1]
+    elif c[0] == "assert":
+        exc = guarded(g, lambda: _run_test(c[1], tns), test_timeout, out, err)
+        if exc is None and c[2]:
+            exc = tampered(tns, base, tb_clean, g.clean_builtins)
+    elif c[0] == "call":
+        fn = base.get(c[1])
+        if fn is None:
+            exc = NameError(f"the candidate defines no {c[1]!r}")
+        else:
+
+            def call() -> None:
+                box[0] = fn(*c[2], **c[3])
+
+            exc = guarded(g, call, test_timeout, out, err)
+    elif c[0] == "probe":
+        canonical = checks.canonical
+
+        def probe() -> None:
+            # evaluated and made canonical inside the guard: a candidate's __repr__ or
+            # generator runs under the same limits and audit hook
+            box[0] = canonical(eval(c[1], tns)) if canonical is not None else None
+
+        exc = guarded(g, probe, test_timeout, out, err)
+        checks.restore_canon()
+        if exc is None and type(box[0]) is not str:
+            exc = TypeError("the probe's value could not be made canonical")
+    else:  # snippet
+
+        def snip() -> None:
+            exec(c[1], tns)
+            if c[2] is not None:
+                box[0] = eval(c[2], tns)
+
+        exc = guarded(g, snip, test_timeout, out, err)
+    if checks.harness_changed() and (exc is None or type(exc) is not Timeout):
+        exc = AssertionError("the candidate edited the sandbox harness")
+    dur = _perf() - t1
+    value: Any = None
+    tname: str | None
+    if exc is None:
+        outcome, tname, msg, tb = "passed", None, "", ""
+        if c[0] == "call":
+            value = _call_value(box[0])
+        elif c[0] == "snippet" and c[2] is not None:
+            value = ("repr", srepr(box[0], 4000))
+        elif c[0] == "probe":
+            value = ("canon", box[0])
+    else:
+        tname, msg, tb, _line = describe(exc)
+        if type(exc) is Timeout:
+            outcome, tname, tb = "timeout", "TimeoutError", ""
+            msg = f"the test took over {test_timeout}s and was stopped"
+        elif isinstance(exc, AssertionError) and kind != "probe":
+            outcome = "failed"
+        else:
+            outcome = "error"
+        if outcome == "error" and kind == "probe":
+            value = ("canon", f"raise {tname}")
+    texts = (out.text(), err.text(), out.truncated or err.truncated)
+    return ("result", i, outcome, tname, msg, tb, *texts, dur, value)
+
+
+def _call_value(v: Any) -> tuple[Any, ...]:
+    """A CallTest's return value for the host: encoded if plain, else its type and repr."""
+    type_name = getattr(type(v), "__qualname__", "?")
+    if pure(v):
+        try:
+            return ("ok", encode_value(v))
+        except BaseException:
+            return ("opaque", type_name, "")
+    return ("opaque", type_name, srepr(v))

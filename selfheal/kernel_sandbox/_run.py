@@ -1,0 +1,377 @@
+"""The state of one run across one or more candidate processes: it turns the harness's
+signed messages into results and enforces the limits from the host.
+
+The fast path is one request: the harness forks a process that loads the candidate and runs
+every test. After a crash, or a test the harness could not stop (the host kills that
+process), the run continues from the next test in a fresh process with the candidate
+re-loaded (on the same kernel when it is still serving), until the run budget is spent.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from selfheal.kernel_sandbox._wire import decode_value
+from selfheal.kernel_sandbox.kernel import SandboxKernel
+from selfheal.kernel_sandbox.types import (
+    CallTest,
+    ExecutionReport,
+    Limits,
+    LoadResult,
+    Outcome,
+    ProbeCall,
+    SandboxTest,
+    TestResult,
+)
+
+__all__ = ["KILL_GRACE", "KernelSource", "Run"]
+
+KILL_GRACE = 0.5
+"""Seconds past a limit after which the host kills the process of a run whose harness did
+not stop the code itself (code that swallows the harness's interrupt, or blocks signals)."""
+EXIT_GRACE = 2.0
+"""Seconds the host waits for the harness to report a run's process gone after the host
+killed it, before it gives up on the kernel."""
+
+
+class KernelSource(Protocol):
+    """Where a run gets its kernels (``KernelPool``)."""
+
+    def acquire(self, limits: Limits, deadline: float) -> SandboxKernel: ...
+
+    def release(self, kernel: SandboxKernel) -> None: ...
+
+
+def _check_call(t: CallTest, r: TestResult, value: Any) -> TestResult:
+    """Compare a CallTest's returned value with ``expected`` on the host."""
+    call = (
+        f"{t.function}("
+        + ", ".join([repr(a) for a in t.args] + [f"{k}={v!r}" for k, v in t.kwargs.items()])
+        + ")"
+    )
+    if not isinstance(value, tuple) or not value:
+        return r.model_copy(update={"outcome": "error", "message": "no value came back"})
+    if value[0] == "opaque":
+        return r.model_copy(
+            update={
+                "outcome": "failed",
+                "exc_type": "AssertionError",
+                "message": f"{call} returned a {value[1]}, not a plain builtin value "
+                f"({value[2]}); expected {t.expected!r}",
+            }
+        )
+    actual = decode_value(value[1])
+    if _plain_equal(actual, t.expected):
+        return r
+    return r.model_copy(
+        update={
+            "outcome": "failed",
+            "exc_type": "AssertionError",
+            "message": f"{call} returned {_short(actual)}, expected {_short(t.expected)}",
+        }
+    )
+
+
+def _plain_equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def _short(v: Any, n: int = 300) -> str:
+    r = repr(v)
+    return r if len(r) <= n else r[:n] + "..."
+
+
+def _result_from(m: tuple[Any, ...], test: SandboxTest) -> tuple[TestResult, Any]:
+    _, _i, outcome, tn, msg, tb, out, err, trunc, dur, value = m
+    canon = None
+    if isinstance(test, ProbeCall) and isinstance(value, tuple) and value and value[0] == "canon":
+        canon = str(value[1])
+    r = TestResult(
+        test_id=test.id,
+        outcome=outcome,
+        exc_type=tn,
+        message=msg,
+        traceback=tb,
+        stdout=out,
+        stderr=err,
+        truncated=bool(trunc),
+        duration=float(dur),
+        value=canon,
+    )
+    return r, value
+
+
+def _load_from(m: tuple[Any, ...]) -> LoadResult:
+    _, ok, outcome, tn, msg, line, tb, out, _trunc, _dur = m
+    return LoadResult(
+        ok=bool(ok), outcome=outcome, exc_type=tn, message=msg, line=line, traceback=tb, stdout=out
+    )
+
+
+class Run:
+    """State of one run across one or more candidate processes."""
+
+    def __init__(
+        self,
+        source: KernelSource,
+        code: str,
+        tests: list[SandboxTest],
+        wire: list[tuple[Any, ...]],
+        limits: Limits,
+    ) -> None:
+        self.source = source
+        self.code = code
+        self.tests = tests
+        self.wire = wire
+        self.limits = limits
+        self.results: list[TestResult | None] = [None] * len(tests)
+        self.values: list[Any] = [None] * len(tests)
+        self.load: LoadResult | None = None
+        self.restarts = 0
+        self.budget_exhausted = False
+        self.t0 = time.monotonic()
+        self.run_deadline = self.t0 + limits.run_timeout
+
+    def _set(self, i: int, outcome: Outcome, exc_type: str | None, message: str) -> None:
+        if self.results[i] is None:
+            self.results[i] = TestResult(
+                test_id=self.tests[i].id, outcome=outcome, exc_type=exc_type, message=message
+            )
+
+    def _fill_rest(self, outcome: Outcome, exc_type: str | None, message: str) -> None:
+        for i in range(len(self.tests)):
+            self._set(i, outcome, exc_type, message)
+
+    def go(self) -> None:
+        start = 0
+        while True:
+            if start >= len(self.tests) and self.load is not None:
+                return
+            if time.monotonic() >= self.run_deadline:
+                self._budget_spent(None)
+                return
+            first = self.load is None and start == 0 and self.restarts == 0
+            kernel = self.source.acquire(self.limits, self.run_deadline)
+            if first:
+                # the budget covers the candidate's time, not waiting for a free kernel
+                self.run_deadline = time.monotonic() + self.limits.run_timeout
+            try:
+                nxt = self._drive(kernel, start)
+            finally:
+                self.source.release(kernel)
+            if nxt is None:
+                return
+            self.restarts += 1
+            start = nxt
+
+    def _budget_spent(self, current: int | None) -> None:
+        self.budget_exhausted = True
+        budget = self.limits.run_timeout
+        if self.load is None:
+            self.load = LoadResult(
+                ok=False,
+                outcome="timeout",
+                exc_type="TimeoutError",
+                message=f"the run's time budget ({budget}s) was spent while loading the candidate",
+            )
+        if current is not None:
+            self._set(
+                current,
+                "timeout",
+                "TimeoutError",
+                f"stopped when the run's time budget ({budget}s) ran out",
+            )
+        self._fill_rest(
+            "timeout",
+            "TimeoutError",
+            f"the run's time budget ({budget}s) was spent before this test",
+        )
+
+    def _not_loaded(self) -> None:
+        assert self.load is not None
+        where = f" at line {self.load.line}" if self.load.line else ""
+        self._fill_rest(
+            "error",
+            "CandidateNotLoaded",
+            f"not run: the candidate did not load ({self.load.exc_type}{where}: "
+            f"{self.load.message})",
+        )
+
+    def _drive(self, kernel: SandboxKernel, start: int) -> int | None:
+        """Run from test ``start`` on ``kernel``. Returns the next test index if the run
+        must continue in a fresh process, or None when it is finished."""
+        lim = self.limits
+        req = {
+            "code": self.code,
+            "tests": self.wire,
+            "start": start,
+            "load_timeout": lim.load_timeout,
+            "test_timeout": lim.test_timeout,
+            "output_limit": lim.output_limit,
+            "allow_network": lim.allow_network,
+            "allow_subprocess": lim.allow_subprocess,
+        }
+        seq = kernel.send_request(req)
+        loading = True
+        current: int | None = None
+        child = 0
+        # after the host killed the run's process: (outcome, exc_type, why), or "budget"
+        pending: tuple[Outcome, str, str] | str | None = None
+        mark = time.monotonic()
+        watch_procs = not kernel.cgroups.limits_processes
+        while True:
+            now = time.monotonic()
+            if pending is not None:
+                limit_at = mark + EXIT_GRACE
+            elif loading:
+                limit_at = mark + lim.load_timeout + KILL_GRACE
+            else:
+                limit_at = mark + lim.test_timeout + KILL_GRACE
+            deadline = limit_at if pending is not None else min(limit_at, self.run_deadline)
+            ev = kernel.next_event(seq, max(0.0, min(0.25, deadline - now)))
+            if ev.kind == "message":
+                m = ev.data
+                kind = m[0]
+                if kind == "start":
+                    child = int(m[1])
+                elif kind == "load":
+                    loading = False
+                    mark = time.monotonic()
+                    current = start if start < len(self.tests) else None
+                    if self.load is None:
+                        self.load = _load_from(m)
+                        if not self.load.ok:
+                            self._not_loaded()
+                    elif not m[1]:
+                        self._fill_rest(
+                            "error",
+                            "CandidateNotLoaded",
+                            "not run: the candidate did not load again in a fresh process "
+                            f"({m[3]}: {m[4]})",
+                        )
+                elif kind == "result":
+                    i = int(m[1])
+                    r, value = _result_from(m, self.tests[i])
+                    t = self.tests[i]
+                    if isinstance(t, CallTest) and r.outcome == "passed":
+                        r = _check_call(t, r, value)
+                    self.results[i] = r
+                    self.values[i] = value
+                    # tests run in order and each result is sent as it ends: the next
+                    # one is running now
+                    current = i + 1 if i + 1 < len(self.tests) else None
+                    mark = time.monotonic()
+                elif kind == "done":
+                    # every result is in; the harness reaps the process in the background
+                    # and runs the next request only once everything of this one is gone
+                    self._fill_rest(
+                        "error", "SandboxError", "no verifiable result came back for this test"
+                    )
+                    return None
+                elif kind == "exit":
+                    if pending is None:
+                        why = f"the candidate's process died (exit status {m[1]})"
+                        pending = ("crashed", "KernelDied", why)
+                    return self._resolve(pending, current, loading)
+                elif kind == "internal":
+                    kernel.retire()
+                    self._harness_failed(f"harness failure: {m[1]}")
+                    return None
+                continue
+            if ev.kind == "replied":
+                kernel.retire()
+                self._harness_failed("no verifiable result came back for this test")
+                return None
+            if ev.kind == "dead":
+                if pending is None:
+                    why = f"the kernel died (exit status {kernel.proc.returncode})"
+                    pending = ("crashed", "KernelDied", why)
+                return self._resolve(pending, current, loading)
+            # idle: check limits
+            now = time.monotonic()
+            if pending is not None:
+                if now >= limit_at:  # the harness did not report the process gone
+                    kernel.retire()
+                    kernel.kill()
+                    return self._resolve(pending, current, loading)
+                continue
+            if watch_procs and kernel.process_count() > lim.max_processes:
+                why = f"the candidate exceeded {lim.max_processes} processes and was killed"
+                pending = ("crashed", "ProcessLimit", why)
+            elif now >= self.run_deadline:
+                pending = "budget"
+            elif now >= limit_at:
+                if loading:
+                    why = f"loading the candidate took over {lim.load_timeout}s and was killed"
+                else:
+                    why = f"the test took over {lim.test_timeout}s and was killed"
+                pending = ("timeout", "TimeoutError", why)
+            else:
+                continue
+            mark = time.monotonic()
+            if child:
+                kernel.kill_child(child)
+            else:  # it never said which process it is: take the whole kernel down
+                kernel.retire()
+                kernel.kill()
+
+    def _harness_failed(self, why: str) -> None:
+        if self.load is None:
+            self.load = LoadResult(
+                ok=False,
+                outcome="error",
+                exc_type="SandboxError",
+                message="the kernel finished without a verifiable load result",
+            )
+        self._fill_rest("error", "SandboxError", why)
+
+    def _resolve(
+        self, pending: tuple[Outcome, str, str] | str | None, current: int | None, loading: bool
+    ) -> int | None:
+        """The run's process is gone: record why and say where to resume."""
+        if pending == "budget":
+            self._budget_spent(current)
+            return None
+        assert isinstance(pending, tuple)
+        outcome, exc_type, why = pending
+        if loading:
+            if self.load is None:
+                self.load = LoadResult(ok=False, outcome=outcome, exc_type=exc_type, message=why)
+                self._not_loaded()
+            else:
+                self._fill_rest("error", exc_type, f"not run: {why} while re-loading")
+            return None
+        if current is None:
+            # between tests: blame the next test that has no result
+            pending_tests = [i for i, r in enumerate(self.results) if r is None]
+            if not pending_tests:
+                return None
+            current = pending_tests[0]
+        self._set(current, outcome, exc_type, why)
+        nxt = current + 1
+        return nxt if nxt < len(self.tests) else None
+
+    def report(self) -> ExecutionReport:
+        assert self.load is not None
+        results = tuple(
+            r
+            if r is not None
+            else TestResult(
+                test_id=self.tests[i].id,
+                outcome="error",
+                exc_type="SandboxError",
+                message="no verifiable result came back for this test",
+            )
+            for i, r in enumerate(self.results)
+        )
+        return ExecutionReport(
+            load=self.load,
+            results=results,
+            kernel_restarts=self.restarts,
+            duration=time.monotonic() - self.t0,
+            budget_exhausted=self.budget_exhausted,
+        )
