@@ -26,6 +26,12 @@ def _single_shot_switches() -> dict[str, object]:
 MODES: Mapping[str, Mapping[str, object]] = {
     "single_shot": _single_shot_switches(),
     "heal": {},
+    "heal-k1": {"candidates": 1, "first_sample": 1},
+    "heal-all-at-once": {"first_sample": 4},
+    "heal-no-probes": {"probes": False, "spec_blind_tests": False},
+    "heal-no-repair": {"repair": False},
+    "heal-critic": {"critic": True},
+    "heal-adversarial": {"adversarial_tests": True},
     "heal-no-critic": {"critic": False},
     "heal-no-adversarial": {"adversarial_tests": False},
     "heal-no-spec-tests": {"spec_blind_tests": False},
@@ -34,7 +40,12 @@ MODES: Mapping[str, Mapping[str, object]] = {
     "heal-react-debugger": {"debugger_steps": 3},
 }
 """Mode name -> the ``HealConfig`` fields it sets on top of the shared settings.
-``heal`` is the full loop with selfheal's defaults; each ``heal-no-*`` ablation turns one
+``heal`` is the loop with selfheal's defaults (a population of 4, the first 2 asked first);
+``heal-k1`` one candidate per round (the old chain); ``heal-all-at-once`` all 4 candidates in
+the first request; ``heal-no-probes`` no probe inputs and no spec-blind tests (candidates are
+then chosen by the trusted tests alone, greedy first: sampling plus a filter by the spec's
+examples, plus repair); ``heal-no-repair`` the first round only; ``heal-critic`` /
+``heal-adversarial`` turn on roles that are off by default; each ``heal-no-*`` turns one
 component off; ``heal-react-debugger`` lets the debugger run up to three probes in the sandbox
 before it diagnoses."""
 
@@ -45,7 +56,7 @@ DEFAULT_MODES: tuple[str, ...] = ("single_shot", "heal")
 def config_for(
     mode: str,
     *,
-    max_iterations: int = 4,
+    max_iterations: int | None = None,
     temperature: float = 0.0,
     extra: Mapping[str, object] | None = None,
 ) -> HealConfig:
@@ -58,7 +69,7 @@ def config_for(
         raise SuiteError(f"Unknown mode {mode!r}. Choose from: {', '.join(MODES)}.") from None
     fields: dict[str, object] = {
         "temperature": temperature,
-        "max_iterations": max_iterations,
+        "max_iterations": max_iterations or HealConfig().max_iterations,
         "autonomy": "full_auto",
         "on_headless": "approve",
     }

@@ -49,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--task-ids", nargs="+", default=None, help="only these task ids (space or comma separated)"
     )
-    parser.add_argument("--max-iterations", type=int, default=4, help="heal iteration budget")
+    parser.add_argument(
+        "--max-iterations", type=int, default=3, help="heal rounds (the first population counts)"
+    )
     parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
     parser.add_argument("--workers", type=int, default=1, help="tasks run in parallel")
     parser.add_argument(

@@ -62,13 +62,22 @@ def _model_string(provider: str | None, model: str | None) -> str | None:
 
 def _config(args: argparse.Namespace) -> HealConfig:
     cfg: dict[str, object] = {
-        "max_iterations": args.max_iterations,
         "autonomy": args.autonomy,
-        "critic": not args.no_critic,
-        "adversarial_tests": not args.no_adversarial,
         "spec_blind_tests": not args.no_spec_tests,
         "debugger_steps": args.debugger_steps,
     }
+    # options left out keep HealConfig's defaults (defined once, there)
+    for option, field in (
+        ("max_iterations", "max_iterations"),
+        ("candidates", "candidates"),
+        ("critic", "critic"),
+        ("adversarial", "adversarial_tests"),
+    ):
+        value = getattr(args, option)
+        if value is not None:
+            cfg[field] = value
+    if args.candidates is not None:
+        cfg["first_sample"] = min(args.candidates, HealConfig().first_sample)
     if args.token_budget:
         cfg["token_budget"] = args.token_budget
     if args.time_budget:
@@ -160,7 +169,8 @@ def evidence_line(result: HealResult) -> str:
     u_ok = sum(1 for t in active if outcomes.get(t.id) == "passed")
     line = f"evidence: trusted tests {t_ok}/{len(trusted)} passed; model-written {u_ok}/{len(active)} passed"
     if quarantined:
-        line += f", {len(quarantined)} quarantined as wrong"
+        line += f", {len(quarantined)} quarantined as wrong or disputed"
+    line += f"\n  {result.evidence.summary}"
     if not result.verified and trusted and t_ok == len(trusted) and u_ok < len(active):
         line += (
             "\n  the code passes every trusted test; the failing model-written tests may themselves "
@@ -228,6 +238,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(f"status {result.status}, {result.iterations} iteration(s)\n")
         print(result.timeline_text())
         print("\ntests:\n" + result.tests_text())
+        if result.candidates:
+            print("\ncandidates:\n" + result.candidates_text())
+        print("\n" + evidence_line(result))
         if result.code:
             print("\n" + result.code.rstrip())
         return 0
@@ -324,7 +337,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--provider", help="local | mock | ollama[:MODEL] | anthropic[:MODEL] | hf:MODEL | auto"
     )
     h.add_argument("--model", help="model name (combined with --provider) or a full model string")
-    h.add_argument("--max-iterations", type=int, default=4)
+    h.add_argument(
+        "--max-iterations", type=int, help="most rounds, the first population included (3)"
+    )
+    h.add_argument(
+        "--candidates",
+        type=int,
+        help="independent candidates in the first round: the greedy one plus samples (4)",
+    )
     h.add_argument(
         "--autonomy", choices=["full_auto", "review_repairs", "review_all"], default="full_auto"
     )
@@ -333,8 +353,16 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--out", help="write the final code to this file")
     h.add_argument("--json", action="store_true", help="print the result as one JSON object")
     h.add_argument("--quiet", action="store_true", help="no progress lines")
-    h.add_argument("--no-critic", action="store_true")
-    h.add_argument("--no-adversarial", action="store_true")
+    h.add_argument(
+        "--critic",
+        action=argparse.BooleanOptionalAction,
+        help="review the chosen code and ask for a counterexample (off by default)",
+    )
+    h.add_argument(
+        "--adversarial",
+        action=argparse.BooleanOptionalAction,
+        help="ask for edge-case tests against the first candidate (off by default)",
+    )
     h.add_argument("--no-spec-tests", action="store_true")
     h.add_argument(
         "--debugger-steps",

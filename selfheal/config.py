@@ -34,8 +34,28 @@ HeadlessPolicy = Literal["error", "approve", "reject"]
 class HealConfig(Record):
     """How a heal run behaves. Every result records the config it ran with."""
 
-    max_iterations: int = Field(default=4, ge=1, le=50)
-    """Most code versions to try (the first generation counts as one)."""
+    max_iterations: int = Field(default=3, ge=1, le=50)
+    """Most rounds: the first population counts as one, each repair round as one more."""
+    candidates: int = Field(default=4, ge=1, le=16)
+    """Independent candidates in the first round: the greedy answer plus ``candidates - 1``
+    sampled at ``sample_temperature``, requested concurrently."""
+    first_sample: int = Field(default=2, ge=1, le=16)
+    """Spend where it pays: the first round asks for this many candidates first; when the greedy
+    one passes every trusted test and they all agree on every probe, the round stops there,
+    otherwise it tops up to ``candidates``. Set it to ``candidates`` to always ask for all."""
+    sample_temperature: float = Field(default=0.8, ge=0.0, le=2.0)
+    """Temperature of the sampled candidates and of fresh samples in repair rounds."""
+    repair_width: int = Field(default=3, ge=1, le=16)
+    """Candidates each repair round asks for at once: a targeted patch of the best failing
+    candidate, then (when wider) a patch of the next distinct one and fresh rewrites."""
+    probes: bool = True
+    """Run every candidate on probe inputs (mutations of the examples, values from the
+    signature, the calls in model-written tests) and compare their outputs."""
+    max_probes: int = Field(default=12, ge=0, le=100)
+    """Most probe inputs."""
+    oracle_calls: int = Field(default=3, ge=0, le=20)
+    """Most spec-oracle questions per run, asked for inputs where passing clusters disagree
+    (and for failing model-written equality tests of a lone candidate)."""
     token_budget: int | None = Field(default=None, ge=1)
     """Stop (status ``exhausted``) once prompt + completion tokens exceed this."""
     time_budget: float | None = Field(default=None, gt=0)
@@ -49,10 +69,12 @@ class HealConfig(Record):
     """Turn the examples written in the spec into trusted tests."""
     spec_blind_tests: bool = True
     """Ask the test writer for tests from the spec alone, before any code exists."""
-    adversarial_tests: bool = True
+    adversarial_tests: bool = False
     """Ask the adversarial QA role for edge cases against the first candidate."""
-    critic: bool = True
-    """Ask the critic to review a candidate that passes every test."""
+    critic: bool = False
+    """Ask the critic to review the chosen candidate; it must name a counterexample input,
+    which counts only if it separates the candidates and the spec oracle sides against the
+    chosen one (an opinion alone is kept as advice)."""
     lessons: bool = True
     """Keep a rolling list of at most five lessons and show them to the repairer."""
     repair: bool = True
@@ -73,7 +95,7 @@ class HealConfig(Record):
     critic_rounds: int = Field(default=1, ge=0, le=5)
     """How many times the critic may send a passing candidate back."""
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    """Sampling temperature for every role."""
+    """Sampling temperature of the greedy candidate and of every other role."""
     max_tokens: int = Field(default=1024, ge=16)
     """Most tokens one model reply may have."""
     model: str | None = None
@@ -98,6 +120,9 @@ class HealConfig(Record):
         """One generation, no tests, no repair: the baseline the harness compares against."""
         base: dict[str, object] = {
             "max_iterations": 1,
+            "candidates": 1,
+            "first_sample": 1,
+            "probes": False,
             "example_tests": False,
             "spec_blind_tests": False,
             "adversarial_tests": False,

@@ -9,7 +9,17 @@ from typing import Any
 from selfheal._record import Record
 from selfheal.config import HealConfig
 from selfheal.kernel_sandbox.types import Outcome
-from selfheal.state import Attempt, Diagnosis, Event, HealState, Status, TestCase, Usage
+from selfheal.state import (
+    Attempt,
+    Candidate,
+    Diagnosis,
+    Event,
+    Evidence,
+    HealState,
+    Status,
+    TestCase,
+    Usage,
+)
 
 _ICON = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "crashed": "☠"}
 
@@ -81,6 +91,34 @@ class HealResult(Record):
 
     # -- views ------------------------------------------------------------------------------
 
+    @property
+    def evidence(self) -> Evidence:
+        """What the status rests on: trusted tests passed/total, candidates and clusters, probe
+        inputs, disputed tests, and a one-line ``summary``."""
+        if self.state.evidence is not None:
+            return self.state.evidence
+        trusted = [t for t in self.tests if t.trusted]
+        outcomes = self.test_outcomes()
+        passed = sum(1 for t in trusted if outcomes.get(t.id) == "passed")
+        head = (
+            f"{passed}/{len(trusted)} trusted tests pass"
+            if trusted
+            else "no trusted test (add an example to the spec to verify)"
+        )
+        ran = "not run" if not outcomes else "one candidate"
+        return Evidence(
+            trusted_passed=passed,
+            trusted_total=len(trusted),
+            candidates=len(self.state.candidates),
+            summary=f"{head}; {ran}",
+        )
+
+    @property
+    def candidates(self) -> tuple[Candidate, ...]:
+        """Every candidate of the population: code, origin, cluster, its run on every test
+        and probe input."""
+        return self.state.candidates
+
     def test_outcomes(self) -> dict[str, Outcome]:
         """Test id -> outcome on the final code's last execution."""
         for a in reversed(self.attempts):
@@ -103,6 +141,19 @@ class HealResult(Record):
         """JSON-able dict of everything (the CLI's ``--json``)."""
         d = self.model_dump(mode="json", exclude={"state"})
         d["final_outcomes"] = self.test_outcomes()
+        d["evidence"] = self.evidence.model_dump(mode="json")
+        d["candidates"] = [
+            {
+                "id": c.id,
+                "origin": c.origin,
+                "round": c.round,
+                "parent": c.parent,
+                "cluster": c.cluster,
+                "loaded": bool(c.report and c.report.load.ok),
+                "behaviour": c.behaviour,
+            }
+            for c in self.candidates
+        ]
         return d
 
     def to_json(self, **kw: Any) -> str:
@@ -137,6 +188,29 @@ class HealResult(Record):
             out += ["--- reply", e.reply.rstrip()]
         return "\n".join(out) if out else "(no model calls)"
 
+    def candidates_text(self) -> str:
+        """One line per candidate: id, origin, round, cluster, trusted tests passed, and what it
+        returned on the first probes."""
+        trusted = [t for t in self.tests if t.trusted]
+        chosen = next((a.candidate for a in reversed(self.attempts) if a.candidate), None)
+        probes = self.state.probes[:3]
+        rows = []
+        for c in self.candidates:
+            rep = c.report
+            if rep is None:
+                what = "not run"
+            elif not rep.load.ok:
+                what = f"does not load ({rep.load.exc_type})"
+            else:
+                out = {r.test_id: r.outcome for r in rep.results}
+                ok = sum(1 for t in trusted if out.get(t.id) == "passed")
+                cluster = "-" if c.cluster is None else str(c.cluster)
+                seen = "; ".join(f"{p.call} -> {c.behaviour.get(p.id, '?')}"[:60] for p in probes)
+                what = f"trusted {ok}/{len(trusted)}  cluster {cluster}  {seen}"
+            mark = "▶" if c.id == chosen else " "
+            rows.append(f" {mark} {c.id:<4} {c.origin:<10} round {c.round}  {what}")
+        return "\n".join(rows)
+
     def tests_text(self) -> str:
         outcomes = self.test_outcomes()
         rows = []
@@ -157,6 +231,8 @@ class HealResult(Record):
         parts = [head]
         if self.code:
             parts.append("--- code ---\n" + self.code.rstrip())
+        if self.state.evidence is not None:
+            parts.append(f"--- evidence ---\n{self.evidence.summary}")
         if self.error:
             parts.append(f"--- error ---\n{self.error}")
         return "\n".join(parts)
@@ -168,6 +244,8 @@ class HealResult(Record):
         lines = [
             f"**selfheal** `{self.entry_point or '?'}`: {badge} after {self.iterations} iteration(s), "
             f"{self.usage.calls} model call(s), {self.usage.total_tokens} tokens",
+            "",
+            f"Evidence: {self.evidence.summary}",
             "",
             "```python",
             (self.code or "").rstrip(),

@@ -56,7 +56,7 @@ def parse_spec(text: str, *, entry_point: str | None = None) -> Spec:
         found = defs[-1] if entry_point is None else entry_point
         name = name or found
         signature = _signature_line(text, name)
-        prelude = _prelude(text)
+        prelude = _prelude(text, name)
     if name is None:
         for m in [*_NAMED_RE.finditer(text), *_BACKTICK_CALL_RE.finditer(text)]:
             if m.group(1).lower() not in _STOPWORDS:
@@ -86,8 +86,36 @@ def _signature_line(text: str, name: str) -> str | None:
     return None
 
 
-def _prelude(text: str) -> str:
-    """Top-level imports written before the first ``def``."""
+def _is_stub(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> bool:
+    """A body of only a docstring, ``pass`` or ``...``: a signature to implement."""
+    return all(
+        isinstance(b, ast.Pass) or (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))
+        for b in node.body
+    )
+
+
+def _prelude(text: str, name: str | None = None) -> str:
+    """What the candidate's module needs besides the function itself: the spec's top-level
+    imports and, when the spec is Python, the helpers it implements in full (HumanEval/32's
+    ``poly``), in the spec's order."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        tree = None
+    if tree is not None:
+        parts = []
+        for node in tree.body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                parts.append(ast.get_source_segment(text, node) or "")
+            elif (
+                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and node.name != name
+                and not _is_stub(node)
+            ):
+                start = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+                lines = text.splitlines()[start - 1 : node.end_lineno]
+                parts.append("\n".join(lines))
+        return "\n".join(p for p in parts if p)
     out = []
     for line in text.splitlines():
         if line.startswith(("def ", "async def ", "class ")):

@@ -37,6 +37,8 @@ NodeName = Literal[
     "gate",
     "adversarial",
     "execute",
+    "select",
+    "consult",
     "critic",
     "diagnose",
     "lessons",
@@ -157,8 +159,85 @@ class Diagnosis(Record):
     """The investigation behind it (``HealConfig.debugger_steps`` > 0), oldest first."""
 
 
+CandidateOrigin = Literal[
+    "greedy", "sample", "patch", "rewrite", "regenerate", "human_edit", "memory"
+]
+"""How a candidate was made: the greedy first answer, an independent ``sample``, a targeted
+``patch`` of a failing candidate from its diagnosis, a ``rewrite`` from the spec with the lessons,
+a ``regenerate`` (fresh sample after a low-confidence diagnosis or a repeated repair), a human's
+edit, or a remembered solution."""
+
+
+class ProbeInput(Record):
+    """An input every candidate is run on; outputs are compared, never judged alone."""
+
+    id: str
+    """Stable id: ``p1``, ``p2``, ..."""
+    call: str
+    """The call expression, e.g. ``f([3, 1], 2)``."""
+    origin: Literal["example", "mutation", "signature", "model_test", "critic", "user"]
+    """Where the input came from: a spec example's call, a mutation of one, a value drawn
+    from the signature's type hints, the call inside a model-written test, or a critic's
+    counterexample."""
+    added_at: int = 0
+    """Round at which it was added."""
+
+
+class Candidate(Record):
+    """One member of the population: a version of the code, how it behaves, where it stands."""
+
+    id: str
+    """Stable id: ``c1``, ``c2``, ..."""
+    code: str
+    """The source."""
+    origin: CandidateOrigin
+    """How it was made."""
+    round: int
+    """The round (iteration) that produced it."""
+    parent: str | None = None
+    """The candidate it was repaired from (``patch``), if any."""
+    temperature: float = 0.0
+    """Sampling temperature of the request that produced it."""
+    rationale: str = ""
+    """The model's explanation, if it gave one."""
+    report: ExecutionReport | None = None
+    """Its run on every test and probe (the latest one)."""
+    behaviour: dict[str, str] = Field(default_factory=dict)
+    """Probe id -> the canonical text of what it returned (or ``raise Type``)."""
+    cluster: int | None = None
+    """Its cluster (0 = the largest) among candidates that pass every trusted test; None when it
+    fails one or did not load."""
+
+
+class Evidence(Record):
+    """What a result's status rests on, in one record."""
+
+    trusted_passed: int = 0
+    """Trusted tests (spec examples, the user's) the chosen code passes."""
+    trusted_total: int = 0
+    """Trusted tests in all."""
+    candidates: int = 0
+    """Candidates produced and run."""
+    passing: int = 0
+    """Candidates that pass every trusted test."""
+    clusters: tuple[int, ...] = ()
+    """Sizes of the behaviour clusters among those, largest first."""
+    chosen_cluster: int = 0
+    """Size of the chosen code's cluster."""
+    probes: int = 0
+    """Probe inputs the candidates were compared on."""
+    disputed: tuple[str, ...] = ()
+    """Model-written tests the agreeing candidates fail (kept, shown, not blocking)."""
+    failing: tuple[str, ...] = ()
+    """Active tests the chosen code still fails (undisputed)."""
+    oracle: int = 0
+    """Spec-oracle answers used to choose between clusters."""
+    summary: str = ""
+    """One sentence for the CLI, the notebook and the benchmark records."""
+
+
 class Attempt(Record):
-    """One version of the code and what happened when it ran."""
+    """One version of the code and what happened when it ran: the candidate a round chose."""
 
     iteration: int
     """1 for the first generation, then one more per repair."""
@@ -170,6 +249,8 @@ class Attempt(Record):
     """The model's explanation, if it gave one."""
     report: ExecutionReport | None = None
     """The sandbox's verdict, once executed."""
+    candidate: str | None = None
+    """The id of the candidate this attempt is (population runs)."""
 
 
 class Lesson(Record):
@@ -198,6 +279,8 @@ class Proposal(Record):
     """How the code was produced."""
     rationale: str = ""
     """The model's explanation."""
+    candidates: tuple[Candidate, ...] = ()
+    """The whole round, ``code`` first: approving runs all of them; an edit replaces the first."""
 
 
 class Decision(Record):
@@ -323,6 +406,15 @@ class HealState(Record):
     """Every test, in order; never silently dropped."""
     attempts: tuple[Attempt, ...] = ()
     """Every code version, in order."""
+    candidates: tuple[Candidate, ...] = ()
+    """The population: every candidate of every round, in order."""
+    probes: tuple[ProbeInput, ...] = ()
+    """Inputs every candidate runs on, to compare behaviour."""
+    oracle: dict[str, str] = Field(default_factory=dict)
+    """Spec-oracle answers: call -> the value (Python source) it says the call returns; asked
+    once per input."""
+    evidence: Evidence | None = None
+    """What the latest selection rests on."""
     diagnoses: tuple[Diagnosis, ...] = ()
     """Every diagnosis, in order."""
     lessons: tuple[Lesson, ...] = ()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from selfheal.graph.context import Context
 from selfheal.roles.testcode import all_active_pass, attempt_score
-from selfheal.state import Attempt, Decision, Event, HealState, Proposal
+from selfheal.state import Attempt, Candidate, Decision, Event, HealState, Proposal
 
 
 def needs_review(state: HealState, proposal: Proposal) -> bool:
@@ -14,18 +14,29 @@ def needs_review(state: HealState, proposal: Proposal) -> bool:
     return autonomy == "review_repairs" and proposal.kind == "repair"
 
 
-def accept(state: HealState, code: str, strategy: str, rationale: str = "") -> HealState:
-    """Make ``code`` the next attempt."""
-    attempt = Attempt(
-        iteration=state.iteration + 1,
-        code=code,
-        strategy=strategy,  # type: ignore[arg-type]
-        rationale=rationale,
-    )
+def accept(
+    state: HealState, proposal: Proposal, *, code: str | None = None, reason: str = ""
+) -> HealState:
+    """Add the proposal's candidates to the population (``code``: a human's edit replaces the
+    first). A first-round top-up stays in round 1; anything else opens the next round."""
+    top_up = proposal.kind == "initial" and state.iteration >= 1
+    round_no = state.iteration if top_up else state.iteration + 1
+    fresh = list(proposal.candidates) or [
+        Candidate(id="c0", code=proposal.code, origin="greedy", round=round_no)
+    ]
+    if code is not None:
+        fresh[0] = fresh[0].model_copy(
+            update={"code": code, "origin": "human_edit", "rationale": reason, "parent": None}
+        )
+    n = len(state.candidates)
+    fresh = [
+        c.model_copy(update={"id": f"c{n + i}", "round": round_no, "report": None})
+        for i, c in enumerate(fresh, 1)
+    ]
     return state.model_copy(
         update={
-            "attempts": state.attempts + (attempt,),
-            "iteration": state.iteration + 1,
+            "candidates": state.candidates + tuple(fresh),
+            "iteration": round_no,
             "pending": None,
             "status": "running",
         }
@@ -48,7 +59,7 @@ def gate(state: HealState, ctx: Context) -> HealState:
         return state.model_copy(
             update={"status": "awaiting_approval", "events": state.events + (ev,)}
         )
-    return accept(state, proposal.code, proposal.strategy, proposal.rationale)
+    return accept(state, proposal)
 
 
 def apply_decision(state: HealState, decision: Decision, *, clock: float) -> HealState:
@@ -73,13 +84,13 @@ def apply_decision(state: HealState, decision: Decision, *, clock: float) -> Hea
         update={"decisions": state.decisions + (decision,), "events": state.events + (ev,)}
     )
     if decision.kind == "approve":
-        return accept(state, proposal.code, proposal.strategy, proposal.rationale)
+        return accept(state, proposal)
     if decision.kind == "edit":
         if not decision.code or not decision.code.strip():
             from selfheal.errors import ConfigError
 
             raise ConfigError("Edit(code) needs the code to run; it was empty.")
-        return accept(state, decision.code, "human_edit", decision.reason)
+        return accept(state, proposal, code=decision.code, reason=decision.reason)
     # reject: the reason becomes feedback for the next proposal
     return state.model_copy(
         update={
@@ -113,29 +124,35 @@ def best_attempt(state: HealState) -> Attempt | None:
     return best
 
 
+def _unrun(state: HealState) -> Attempt | None:
+    """Code that never ran (single shot: ``run_tests`` off): the round's first candidate."""
+    if not state.candidates:
+        return None
+    c = state.candidates[0]
+    return Attempt(iteration=c.round, code=c.code, candidate=c.id)
+
+
 def finish(state: HealState, ctx: Context) -> HealState:
-    """Settle on the best attempt and the final status."""
+    """Settle on the chosen attempt and the final status.
+
+    ``verified`` needs at least one trusted test, the chosen code passing every trusted test,
+    no undisputed failure, and (with several candidates) the chosen code's cluster leading the
+    population. With no trusted test the status is ``unverified`` whatever agreement there was.
+    """
+    best = (state.current if state.candidates else best_attempt(state)) or _unrun(state)
     if state.status == "failed":
-        best = best_attempt(state)
         return state.model_copy(update={"final_code": best.code if best else None})
-    best = best_attempt(state)
     code = best.code if best else None
-    cfg = state.config
     executed = best is not None and best.report is not None
+    has_trusted = any(t.trusted for t in state.tests)
     if best is None:
         status = "exhausted" if state.stop_reason else "failed"
-    elif not executed or not state.active_tests:
+    elif not executed or not has_trusted:
         status = "unverified"
     elif all_active_pass(state, best.report):
-        last = state.reviews[-1] if state.reviews else None
-        # a rejection backed by tests is settled by running them; one without tests stands
-        rejected = (
-            last is not None
-            and last.verdict == "reject"
-            and last.iteration == best.iteration
-            and not last.added_tests
-        )
-        status = "exhausted" if (cfg.critic and rejected) else "verified"
+        # a critic's rejection counts through the tests it added (run like any other);
+        # an opinion without one is advice and never changes the status
+        status = "verified"
     else:
         status = "exhausted"
     error = state.error

@@ -27,7 +27,16 @@ from selfheal.kernel_sandbox.types import Executor
 from selfheal.llm.base import Provider
 from selfheal.result import HealResult
 from selfheal.spec import parse_spec
-from selfheal.state import Decision, Event, ForkInfo, HealState, Lesson, TestCase, new_run_id
+from selfheal.state import (
+    Candidate,
+    Decision,
+    Event,
+    ForkInfo,
+    HealState,
+    Lesson,
+    TestCase,
+    new_run_id,
+)
 
 ProviderArg = str | Provider | None
 
@@ -343,11 +352,15 @@ class Run:
         if code is not None:
             if at_iteration < 1:
                 raise ConfigError("fork(code=...) needs at_iteration >= 1 (there is no code at 0).")
-            attempts = list(base.attempts)
-            attempts[-1] = attempts[-1].model_copy(
-                update={"code": code, "report": None, "strategy": "human_edit"}
+            kept = tuple(c for c in base.candidates if c.round < at_iteration)
+            edit = Candidate(
+                id=f"c{len(base.candidates) + 1}",
+                code=code,
+                origin="human_edit",
+                round=at_iteration,
             )
-            update["attempts"] = tuple(attempts)
+            update["candidates"] = (*kept, edit)
+            update["attempts"] = tuple(a for a in base.attempts if a.iteration < at_iteration)
             update["next"] = "execute"
             changes.append("code")
         update["run_id"] = new_run_id()
@@ -383,8 +396,7 @@ def _state_at(history: Sequence[HealState], k: int) -> HealState:
         if (
             k >= 1
             and s.iteration == k
-            and s.current is not None
-            and s.current.report is None
+            and s.next in ("adversarial", "execute")
             and s.pending is None
             and s.status == "running"
         ):
@@ -405,11 +417,10 @@ def _end_detail(state: HealState, node: str, first_new_event: int) -> str:
         lines = state.pending.code.count("\n") + 1
         return f"proposed {lines} line(s)" + (f"; {infos[-1]}" if infos else "")
     if node == "gate":
-        return (
-            "awaiting approval"
-            if state.status == "awaiting_approval"
-            else f"accepted attempt {state.iteration}"
-        )
+        if state.status == "awaiting_approval":
+            return "awaiting approval"
+        fresh = sum(1 for c in state.candidates if c.report is None)
+        return f"accepted {fresh} candidate(s) for round {state.iteration}"
     return infos[-1] if infos else ""
 
 

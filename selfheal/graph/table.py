@@ -1,13 +1,16 @@
 """The pipeline as one table: each node, the pure function it runs, and where it goes next.
 
-    plan_tests ─▶ generate ─▶ gate ─▶ adversarial ─▶ execute ─┬─ pass ─▶ critic ─┬─ accept ─▶ finish
-                     ▲          ▲                     ▲        │                  ├─ tests ──▶ execute
-                     │ reject   │                     │        │                  └─ concerns ▶ lessons
-                     │          └──── repair ◀── lessons ◀── diagnose ◀─ fail ────┘
-                     └─ (review_all: a human answers at the gate)
+    plan_tests ─▶ generate ─▶ gate ─▶ [adversarial] ─▶ execute ─▶ select ─┬─ settled ─▶ [critic] ─▶ finish
+                     ▲  ▲       ▲                        ▲                 ├─ top up ──▶ generate
+                     │  │       │                        │                 ├─ split ───▶ consult ─▶ select
+                     │  │       └── repair ◀── [lessons] ◀── diagnose ◀────┴─ failing
+                     │  └── (review_all / review_repairs: a human answers at the gate)
 
-A node is ``(state, ctx) -> state``; a route is ``state -> next node name``. Routing reads
-only the state, so every path can be tested by scripting the provider.
+``generate`` asks for a population (the greedy answer plus samples, with the spec-blind test
+writer at the same time); ``execute`` runs every candidate on every test and probe input;
+``select`` ranks them (trusted tests, then agreement) and keeps the winner as the round's
+attempt. A node is ``(state, ctx) -> state``; a route is ``state -> next node name``. Routing
+reads only the state, so every path can be tested by scripting the provider.
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ from dataclasses import dataclass
 
 from selfheal.graph.context import Context
 from selfheal.graph.gate import finish, gate
+from selfheal.graph.select import select
 from selfheal.roles.adversary import adversarial
 from selfheal.roles.critic import critic
 from selfheal.roles.debugger import diagnose
 from selfheal.roles.executor import execute
 from selfheal.roles.generator import generate, repair
 from selfheal.roles.lessons import summarize
+from selfheal.roles.oracle import consult, open_questions
 from selfheal.roles.test_writer import plan_tests
 from selfheal.roles.testcode import all_active_pass
 from selfheal.state import HealState, NodeName
@@ -59,38 +64,62 @@ def after_gate(s: HealState) -> NodeName:
         return "gate"  # the runner stops here until a decision is applied
     if not s.config.run_tests:
         return "finish"
-    first = s.iteration == 1
+    first = s.iteration == 1 and not any(t.origin == "adversarial" for t in s.tests)
     if first and s.config.adversarial_tests and s.config.max_adversarial_tests > 0:
         return "adversarial"
     return "execute"
 
 
+def _can_top_up(s: HealState) -> bool:
+    """The first round has asked for fewer than ``candidates`` independent answers."""
+    first = sum(1 for c in s.candidates if c.round == 1 and c.origin in ("greedy", "sample"))
+    return s.iteration == 1 and 0 < first < s.config.candidates
+
+
+def _settled_early(s: HealState) -> bool:
+    """The first small sample is enough: the greedy answer passes every trusted test, every
+    candidate so far does too, and they all agree on every probe."""
+    ev = s.evidence
+    if ev is None or ev.failing or not ev.trusted_total:
+        return False
+    greedy_ok = any(c.origin == "greedy" and c.cluster == 0 for c in s.candidates)
+    return greedy_ok and ev.passing == ev.candidates and len(ev.clusters) == 1
+
+
 def after_execute(s: HealState) -> NodeName:
-    report = s.current.report if s.current else None
-    if all_active_pass(s, report):
-        return _when_passing(s)
-    return "diagnose" if can_repair(s) else "finish"
+    return "select"
+
+
+def after_select(s: HealState) -> NodeName:
+    ev = s.evidence
+    if s.stop_reason or ev is None:
+        return "finish"
+    if ev.failing:  # no candidate passes every trusted test, or the winner fails a credible test
+        if _can_top_up(s):
+            return "generate"  # fresh samples before repairs: cheaper and more diverse
+        return "diagnose" if can_repair(s) else "finish"
+    if _can_top_up(s) and not _settled_early(s):
+        return "generate"
+    if 2 * ev.chosen_cluster <= ev.passing and open_questions(s):  # a tie: ask the oracle
+        return "consult"
+    return _when_passing(s)
 
 
 def after_diagnose(s: HealState) -> NodeName:
     report = s.current.report if s.current else None
     if all_active_pass(s, report):  # the failing tests were quarantined
-        return _when_passing(s)
+        return "select"
     return _to_repair(s) if can_repair(s) else "finish"
 
 
 def after_critic(s: HealState) -> NodeName:
+    """A rejection backed by tests runs them on every candidate (they count only through the
+    tournament: a cluster that agrees against them disputes them, the oracle judges a lone
+    candidate's failure); an opinion without a test is advice and ends the run."""
     last = s.reviews[-1]
-    if last.verdict == "accept":
-        return "finish"
-    if last.added_tests:
+    if last.verdict == "reject" and last.added_tests:
         return "execute"
-    has_concerns = (
-        bool(s.diagnoses)
-        and s.diagnoses[-1].source == "critic"
-        and s.diagnoses[-1].iteration == s.iteration
-    )
-    return _to_repair(s) if has_concerns and can_repair(s) else "finish"
+    return "finish"
 
 
 def after_repair(s: HealState) -> NodeName:
@@ -134,6 +163,8 @@ GRAPH: dict[str, Step] = {
         Step("gate", gate, after_gate),
         Step("adversarial", adversarial, lambda s: "execute", role="adversary"),
         Step("execute", execute, after_execute),
+        Step("select", select, after_select),
+        Step("consult", consult, lambda s: "select", role="oracle"),
         Step("critic", critic, after_critic, role="critic"),
         Step("diagnose", diagnose, after_diagnose, role="debugger"),
         Step("lessons", summarize, lambda s: "repair", role="lessons"),

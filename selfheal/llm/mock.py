@@ -6,7 +6,8 @@ pipeline binds the provider to a role with ``bind_role`` before each call, so on
 serve every role. Every call is recorded in ``calls``.
 
 ``MockProvider.demo()`` replays a scripted session for :data:`DEMO_SPEC` (a median function):
-a buggy first attempt, a diagnosis, a repair and a verified result, without any model.
+a first population that fails the spec's even example, a diagnosis, a repair round whose three
+candidates agree, and a verified result, without any model.
 """
 
 from __future__ import annotations
@@ -83,6 +84,10 @@ class _Script:
 
 class MockProvider:
     """Scripted replies per role. Implements the ``Provider`` protocol."""
+
+    max_concurrency = 1
+    """Requests the pipeline may have in flight at once: one, so scripted replies are consumed
+    in a fixed order and a scripted run is reproducible."""
 
     def __init__(
         self,
@@ -285,7 +290,6 @@ class _RoleBound:
             max_tokens=max_tokens,
         )
 
-
     def complete_many(
         self,
         messages: Sequence[Message],
@@ -340,7 +344,8 @@ def _many(
 DEMO_SPEC = (
     "Write a function median(values) that returns the median of a list of numbers. "
     "For an even number of values it is the mean of the two middle values. "
-    "Raise ValueError if the list is empty. Example: median([3, 1, 2]) -> 2"
+    "Raise ValueError if the list is empty. Examples: median([3, 1, 2]) -> 2, "
+    "median([4, 1, 3, 2]) -> 2.5"
 )
 
 _DEMO_TESTS = """```python
@@ -365,6 +370,21 @@ _DEMO_FIRST = """```python
 def median(values):
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
+```"""
+
+_DEMO_LOWER = """```python
+def median(values):
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]
+```"""
+
+_DEMO_FLOOR = """```python
+def median(values):
+    ordered = sorted(values)
+    n = len(ordered)
+    if n % 2:
+        return ordered[n // 2]
+    return (ordered[n // 2 - 1] + ordered[n // 2]) // 2
 ```"""
 
 _DEMO_ADVERSARIAL = """```python
@@ -399,16 +419,61 @@ def median(values):
     return (ordered[mid - 1] + ordered[mid]) / 2
 ```"""
 
-_DEMO_ORACLE_EVEN = '{"reasoning": "sorted: 1 2 3 4; the two middle values are 2 and 3; their mean is 2.5", "value": "2.5"}'
-_DEMO_ORACLE_PAIR = '{"reasoning": "two values 1 and 2; their mean is 1.5", "value": "1.5"}'
+_DEMO_REPAIR_B = """```python
+def median(values):
+    if len(values) == 0:
+        raise ValueError("no values")
+    s = sorted(values)
+    half = len(s) // 2
+    return s[half] if len(s) % 2 == 1 else (s[half - 1] + s[half]) / 2
+```"""
+
+_DEMO_REPAIR_C = """```python
+def median(values):
+    \"\"\"The median; the mean of the two middle values for an even count.\"\"\"
+    if not values:
+        raise ValueError("median() of an empty list")
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    if len(ordered) % 2 == 0:
+        return (ordered[mid - 1] + ordered[mid]) / 2
+    return ordered[mid]
+```"""
+
+
+def _demo_oracle(messages: Sequence[Message]) -> str:
+    """The demo's spec oracle: the true median of the list in the question."""
+    import ast
+    import json
+    import re
+    import statistics
+
+    m = re.search(r"`median\((\[.*?\])\)`", messages[-1].content)
+    try:
+        values = ast.literal_eval(m.group(1)) if m else None
+        answer = repr(statistics.median(values)) if values else "ValueError"
+    except (ValueError, SyntaxError, TypeError):
+        answer = "None"
+    return json.dumps({"reasoning": "sort the values and take the middle", "value": answer})
+
 
 _DEMO_CRITIC = '{"verdict": "accept", "concerns": [], "tests": []}'
 
 DEMO_SCRIPT: dict[str, list[Reply]] = {
     "test_writer": [_DEMO_TESTS],
-    "generator": [_DEMO_FIRST, _DEMO_REPAIR],
+    # round 1: the greedy answer and a sample, both wrong on the even example; two more samples,
+    # still wrong; round 2: a patch of the greedy one, a patch of the next, a rewrite: all right
+    "generator": [
+        _DEMO_FIRST,
+        _DEMO_LOWER,
+        _DEMO_FLOOR,
+        _DEMO_FIRST,
+        _DEMO_REPAIR,
+        _DEMO_REPAIR_B,
+        _DEMO_REPAIR_C,
+    ],
     "adversary": [_DEMO_ADVERSARIAL],
-    "oracle": [_DEMO_ORACLE_EVEN, _DEMO_ORACLE_PAIR],
+    "oracle": [_demo_oracle] * 8,
     "debugger": [_DEMO_DIAGNOSIS],
     "lessons": [_DEMO_LESSONS],
     "critic": [_DEMO_CRITIC],

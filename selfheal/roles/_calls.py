@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -316,10 +317,45 @@ def ask_for_json(
     return reply.value
 
 
+R = TypeVar("R")
+
+
+def concurrently(
+    ctx: Context, role: str, jobs: Sequence[Callable[[], R]]
+) -> list[R | BaseException]:
+    """Run ``jobs`` (each makes model calls) at once, as many in flight as the role's provider
+    allows (its ``max_concurrency``, e.g. the local server's slots; 1 for the scripted mock,
+    which keeps scripted runs reproducible). Results (or the exception a job raised) come back
+    in the order of ``jobs``."""
+    if not jobs:
+        return []
+    limit = getattr(ctx.llm.for_role(role), "max_concurrency", None)
+    width = len(jobs) if not isinstance(limit, int) or limit < 1 else min(limit, len(jobs))
+
+    def guarded(job: Callable[[], R]) -> R | BaseException:
+        try:
+            return job()
+        except Exception as exc:  # reported to the caller, which decides
+            return exc
+
+    if width <= 1:
+        return [guarded(j) for j in jobs]
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="selfheal-ask") as pool:
+        return list(pool.map(guarded, jobs))
+
+
 def info(log: CallLog, ctx: Context, state: HealState, node: str, detail: str) -> None:
     ev = Event(time=ctx.clock(), node=node, kind="info", iteration=state.iteration, detail=detail)
     log.events.append(ev)
     ctx.emit(ev)
 
 
-__all__ = ["CallLog", "MalformedReply", "ask_for_code", "ask_for_json", "info", "record_failure"]
+__all__ = [
+    "CallLog",
+    "MalformedReply",
+    "ask_for_code",
+    "ask_for_json",
+    "concurrently",
+    "info",
+    "record_failure",
+]

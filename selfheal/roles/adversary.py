@@ -14,7 +14,7 @@ def adversarial(state: HealState, ctx: Context) -> HealState:
     """Ask for edge cases against the current candidate and add them as untrusted tests."""
     cfg = state.config
     log = CallLog()
-    current = state.current
+    current = state.current or (state.candidates[0] if state.candidates else None)
     assert current is not None, "adversarial needs a candidate"
     code = ask_for_tests(
         ctx,

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from selfheal.errors import MalformedReply
 from selfheal.graph.context import Context
+from selfheal.roles import oracle
 from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
 from selfheal.roles.investigate import investigate
 from selfheal.roles.testcode import all_active_pass, failure_lines
@@ -30,13 +31,6 @@ CATEGORIES = (
     "performance",
     "other",
 )
-
-
-class OracleReply(BaseModel):
-    """The spec oracle's answer (``prompts/oracle.yaml``)."""
-
-    reasoning: str = ""
-    value: str
 
 
 def _equality(source: str) -> tuple[str, str] | None:
@@ -81,18 +75,23 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def adjudicate(state: HealState, ctx: Context, log: CallLog, limit: int = 3) -> dict[str, str]:
+def adjudicate(
+    state: HealState, ctx: Context, log: CallLog, limit: int = 3
+) -> tuple[dict[str, str], dict[str, str]]:
     """Judge failing model-written tests against a second reading of the spec.
 
     For ``assert <call> == <value>`` tests: run the call on the candidate (the debugger's
     sandbox tool) and ask the spec oracle, from the spec alone, what the call returns. The test
     stands only if the oracle confirms its expected value; otherwise (the oracle agrees with the
     code, or with neither) it is quarantined: an untrusted test alone never overturns code. A
-    failure only by float rounding is quarantined without asking. Returns ``{test_id: reason}``.
+    failure only by float rounding is quarantined without asking. Oracle answers are cached in
+    the state (asked once per call, within ``oracle_calls``). Returns
+    ``({test_id: reason}, {call: oracle answer asked now})``.
     """
     current = state.current
     assert current is not None and current.report is not None
     verdicts: dict[str, str] = {}
+    asked: dict[str, str] = {}
     failing = [r.test_id for r in current.report.results if r.outcome == "failed"]
     checked = 0
     for tid in failing:
@@ -120,36 +119,28 @@ def adjudicate(state: HealState, ctx: Context, log: CallLog, limit: int = 3) -> 
                     "equal within 1e-9, so the exact comparison is the test's mistake"
                 )
             continue
-        try:
-            reply = ask_for_json(
-                ctx,
-                state,
-                log,
-                OracleReply,
-                node=NODE,
-                role="oracle",
-                prompt="oracle",
-                max_tokens=160,
-                variables={"spec": state.spec.text, "call": call},
-            )
-        except MalformedReply as exc:
-            record_failure(log, ctx, state, NODE, "oracle", exc)
+        if call not in state.oracle and len(state.oracle) < state.config.oracle_calls:
+            answers = oracle.ask(state, ctx, log, [call], node=NODE)
+            state = state.model_copy(update={"oracle": {**state.oracle, **answers}})
+            asked.update(answers)
+        answer = state.oracle.get(call, "")
+        if not answer:
             continue
-        ok_oracle, oracle = _literal(reply.value)
-        if not ok_oracle or _same(oracle, expected):
+        ok_oracle, said = _literal(answer)
+        if not ok_oracle or _same(said, expected):
             continue  # confirmed by a second reading (or no usable answer): the test stands
-        if _same(oracle, actual):
+        if _same(said, actual):
             verdicts[tid] = (
-                f"the spec oracle says {call} == {oracle!r}, as the code returns; "
+                f"the spec oracle says {call} == {said!r}, as the code returns; "
                 f"the test expected {expected!r}"
             )
         else:
             verdicts[tid] = (
                 f"unconfirmed: the test expects {call} == {expected!r}, the spec oracle says "
-                f"{oracle!r}, the code returns {actual!r}; a model-written test that a second "
+                f"{said!r}, the code returns {actual!r}; a model-written test that a second "
                 "reading of the spec does not confirm does not overturn code"
             )
-    return verdicts
+    return verdicts, asked
 
 
 class DiagnosisReply(BaseModel):
@@ -227,7 +218,8 @@ def diagnose(state: HealState, ctx: Context) -> HealState:
     assert current is not None and current.report is not None
     rep = current.report
     if rep.load.ok:
-        verdicts = adjudicate(state, ctx, log)
+        verdicts, asked = adjudicate(state, ctx, log)
+        state = state.model_copy(update={"oracle": {**state.oracle, **asked}})
         if verdicts:
             state = _quarantine(state, verdicts)
             info(

@@ -1,13 +1,17 @@
-"""Executor: run the current candidate against every test in the kernel sandbox."""
+"""Executor: run every candidate that has not yet run on every test and probe input, in the
+kernel sandbox, and record how each behaves."""
 
 from __future__ import annotations
 
 import time
 
+from selfheal.agreement import behaviour_of
 from selfheal.graph.context import Context
-from selfheal.kernel_sandbox.types import Limits
-from selfheal.roles.testcode import summarize_report
-from selfheal.state import Event, HealState
+from selfheal.kernel_sandbox.types import ExecutionReport, Limits, ProbeCall, SandboxTest
+from selfheal.roles._calls import CallLog
+from selfheal.roles.generator import normalized
+from selfheal.roles.test_writer import with_probes
+from selfheal.state import Candidate, Event, HealState
 
 NODE = "execute"
 
@@ -19,31 +23,67 @@ def limits_for(state: HealState) -> Limits:
     )
 
 
+def _workload(state: HealState) -> list[SandboxTest]:
+    """Every test (old ones too: a test is never silently dropped), then every probe."""
+    items: list[SandboxTest] = [t.to_sandbox() for t in state.tests]
+    items += [ProbeCall(id=p.id, expr=p.call) for p in state.probes]
+    return items
+
+
+def _needs_run(c: Candidate, ids: set[str]) -> bool:
+    if c.report is None:
+        return True
+    if not c.report.load.ok:
+        return False  # it will not load on new tests either
+    return not ids <= {r.test_id for r in c.report.results}
+
+
 def execute(state: HealState, ctx: Context) -> HealState:
-    """Run all tests (old ones too: a test is never silently dropped) on the latest attempt."""
-    current = state.current
-    assert current is not None, "execute needs a candidate"
+    """Run the candidates that lack a result for some test or probe (identical code runs once)."""
+    log = CallLog()
+    state = with_probes(state, ctx, log, node=NODE)
     started = time.perf_counter()
-    report = ctx.executor.run(
-        current.code,
-        [t.to_sandbox() for t in state.tests],
-        timeout=state.config.test_timeout,
-        limits=limits_for(state),
+    workload = _workload(state)
+    ids = {w.id for w in workload}
+    todo = [c for c in state.candidates if _needs_run(c, ids)]
+    by_code: dict[str, ExecutionReport] = {}
+    reports: dict[str, ExecutionReport] = {}
+    runs = 0
+    limits = limits_for(state)
+    for c in todo:
+        key = normalized(c.code)
+        if key not in by_code:
+            by_code[key] = ctx.executor.run(
+                c.code, workload, timeout=state.config.test_timeout, limits=limits
+            )
+            runs += 1
+        reports[c.id] = by_code[key]
+    candidates = tuple(
+        c.model_copy(update={"report": reports[c.id]}) if c.id in reports else c
+        for c in state.candidates
     )
-    attempt = current.model_copy(update={"report": report})
+    candidates = tuple(
+        c.model_copy(update={"behaviour": behaviour_of(c, state.probes)}) if c.id in reports else c
+        for c in candidates
+    )
     state = state.model_copy(
         update={
-            "attempts": state.attempts[:-1] + (attempt,),
-            "usage": state.usage.model_copy(update={"executions": state.usage.executions + 1}),
+            "candidates": candidates,
+            "usage": state.usage.model_copy(update={"executions": state.usage.executions + runs}),
         }
     )
+    loaded = sum(1 for c in candidates if c.id in reports and c.report and c.report.load.ok)
     ev = Event(
         time=ctx.clock(),
         node=NODE,
         kind="info",
         iteration=state.iteration,
         duration=time.perf_counter() - started,
-        detail=summarize_report(state, report),
+        detail=(
+            f"ran {len(todo)} candidate(s) ({runs} distinct) on {len(state.tests)} test(s) and "
+            f"{len(state.probes)} probe(s); {loaded} loaded"
+        ),
     )
     ctx.emit(ev)
+    state = log.apply(state)
     return state.model_copy(update={"events": state.events + (ev,)})

@@ -1,17 +1,30 @@
-"""Generator: the first version from the spec, and repairs from a diagnosis."""
+"""Generator: the population. The first round's independent candidates (the greedy answer plus
+samples), and each repair round's strategies (targeted patches, rewrites, fresh samples).
+
+Every request of a round goes out at once (``_calls.concurrently``); the local server answers
+them in parallel slots. A candidate that repeats a known version is replaced by a fresh sample.
+"""
 
 from __future__ import annotations
 
 import ast
 import difflib
-from typing import Literal
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from selfheal.errors import MalformedReply
+from selfheal.errors import MalformedReply, ProviderError
 from selfheal.graph.context import Context
 from selfheal.llm.base import Message
-from selfheal.roles._calls import CallLog, ask_for_code, info, record_failure
+from selfheal.roles._calls import CallLog, ask_for_code, concurrently, info, record_failure
+from selfheal.roles.test_writer import spec_blind_tests, with_examples
 from selfheal.roles.testcode import failure_lines
-from selfheal.state import Diagnosis, HealState, Proposal
+from selfheal.spec import find_examples
+from selfheal.state import Candidate, CandidateOrigin, Diagnosis, HealState, Proposal
+
+LOW_CONFIDENCE = 0.4
+"""A diagnosis below this confidence routes to fresh samples instead of a targeted patch."""
 
 
 def diff(old: str, new: str) -> str:
@@ -27,10 +40,30 @@ def diff(old: str, new: str) -> str:
 
 
 def with_prelude(code: str, prelude: str) -> str:
-    """Prepend the spec's imports (``from typing import List``) that the code lacks."""
+    """Prepend what the spec's prelude defines and the code lacks: its imports
+    (``from typing import List``) and its helper functions (HumanEval/32's ``poly``)."""
     if not prelude:
         return code
-    missing = [line for line in prelude.splitlines() if line.strip() and line.strip() not in code]
+    try:
+        defined = {
+            n.name
+            for n in ast.parse(code).body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        }
+    except SyntaxError:
+        defined = set()
+    try:
+        blocks = ast.parse(prelude).body
+    except SyntaxError:
+        blocks = []
+    missing: list[str] = []
+    for node in blocks:
+        src = ast.get_source_segment(prelude, node) or ""
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if node.name not in defined:
+                missing.append(src)
+        elif src.strip() and src.strip() not in code:
+            missing.append(src)
     return "\n".join([*missing, code]) if missing else code
 
 
@@ -52,139 +85,316 @@ def entry_point_of(code: str) -> str | None:
     return names[-1] if names else None
 
 
-def generate(state: HealState, ctx: Context) -> HealState:
-    """Write the first version (or a new one after a reviewer rejected a proposal)."""
-    log = CallLog()
+@dataclass(frozen=True)
+class _Request:
+    """One candidate to ask for."""
+
+    origin: CandidateOrigin
+    prompt: str
+    variables: dict[str, Any]
+    temperature: float
+    parent: str | None = None
+
+
+def _base_variables(state: HealState) -> dict[str, Any]:
     spec = state.spec
-    lessons = [lesson.text for lesson in state.lessons] if state.config.lessons else []
-    try:
-        code, text = ask_for_code(
+    return {
+        "spec": spec.text,
+        "signature": spec.signature or "",
+        "entry_point": spec.entry_point or "",
+        "examples": [f"{e.call} == {e.expected}" for e in spec.examples],
+        "lessons": [lesson.text for lesson in state.lessons] if state.config.lessons else [],
+        "feedback": state.feedback,
+        "failures": [],
+    }
+
+
+def _ask_round(
+    state: HealState, ctx: Context, log: CallLog, node: str, requests: list[_Request], *, round: int
+) -> list[Candidate]:
+    """Ask for every request at once; returns the candidates that came back usable."""
+
+    def job(r: _Request) -> Callable[[], tuple[str, str]]:
+        return lambda: ask_for_code(
             ctx,
             state,
             log,
-            node="generate",
+            node=node,
             role="generator",
-            prompt="generator",
-            entry_point=spec.entry_point,
-            variables={
-                "spec": spec.text,
-                "signature": spec.signature or "",
-                "entry_point": spec.entry_point or "",
-                "examples": [f"{e.call} == {e.expected}" for e in spec.examples],
-                "lessons": lessons,
-                "feedback": state.feedback,
-            },
+            prompt=r.prompt,
+            entry_point=state.spec.entry_point,
+            variables=r.variables,
+            temperature=r.temperature,
         )
-    except MalformedReply as exc:
-        record_failure(log, ctx, state, "generate", "generator", exc)
-        return log.apply(state, status="failed", error=f"The generator gave no usable code: {exc}")
-    code = with_prelude(code, spec.prelude)
-    if spec.entry_point is None:
-        name = entry_point_of(code)
-        if name:
-            state = state.model_copy(update={"spec": spec.model_copy(update={"entry_point": name})})
+
+    results = concurrently(ctx, "generator", [job(r) for r in requests])
+    # a dead server or a bad key fails the node (the runner checkpoints and says how to go
+    # on); an unusable reply only loses its candidate
+    down = [
+        r for r in results if isinstance(r, ProviderError) and not isinstance(r, MalformedReply)
+    ]
+    if down and len(down) == len(results):
+        raise down[0]
+    n = len(state.candidates)
+    out: list[Candidate] = []
+    for req, res in zip(requests, results, strict=True):
+        if isinstance(res, BaseException):
+            if isinstance(res, MalformedReply | ProviderError):
+                record_failure(log, ctx, state, node, "generator", res)
+                continue
+            raise res
+        code, text = res
+        n += 1
+        out.append(
+            Candidate(
+                id=f"c{n}",
+                code=with_prelude(code, state.spec.prelude),
+                origin=req.origin,
+                round=round,
+                parent=req.parent,
+                temperature=req.temperature,
+                rationale=_prose(text),
+            )
+        )
+    return out
+
+
+def _name_the_function(state: HealState, code: str, ctx: Context, log: CallLog) -> HealState:
+    """When the spec named no function, take the name the first candidate chose and read the
+    spec's examples of it."""
+    spec = state.spec
+    if spec.entry_point is not None:
+        return state
+    name = entry_point_of(code)
+    if not name:
+        return state
+    spec = spec.model_copy(
+        update={
+            "entry_point": name,
+            "examples": spec.examples or find_examples(spec.text, name),
+        }
+    )
+    return with_examples(state.model_copy(update={"spec": spec}), ctx, log, node="generate")
+
+
+def generate(state: HealState, ctx: Context) -> HealState:
+    """The first round: the greedy answer plus samples (``first_sample`` of them first), with
+    the spec-blind test writer asked at the same time; or the top-up to ``candidates``."""
+    cfg = state.config
+    log = CallLog()
+    first_round = [c for c in state.candidates if c.round <= 1]
+    base = _base_variables(state)
+    if not first_round and state.pending is None:
+        want = min(cfg.first_sample, cfg.candidates)
+        requests = [_Request("greedy", "generator", base, cfg.temperature)]
+    else:
+        want = cfg.candidates - len(first_round)
+        requests = []
+    requests += [
+        _Request("sample", "generator", base, cfg.sample_temperature)
+        for _ in range(max(0, want - len(requests)))
+    ]
+    write_tests = (
+        cfg.spec_blind_tests
+        and cfg.max_spec_tests > 0
+        and not any(t.origin == "spec_blind" for t in state.tests)
+        and not first_round
+    )
+    jobs: list[Callable[[], Any]] = [
+        lambda: _ask_round(state, ctx, log, "generate", requests, round=1)
+    ]
+    if write_tests:
+        jobs.append(lambda: spec_blind_tests(state, ctx, log))
+    results = concurrently(ctx, "generator", jobs)
+    if isinstance(results[0], BaseException):
+        raise results[0]
+    candidates: list[Candidate] = results[0]
+    if not candidates:
+        return log.apply(state, status="failed", error="The generator gave no usable code.")
+    if write_tests:
+        tests = results[1]
+        if isinstance(tests, BaseException):
+            if not isinstance(tests, MalformedReply | ProviderError):
+                raise tests
+            record_failure(log, ctx, state, "generate", "test_writer", tests)
+        else:
+            state = state.model_copy(update={"tests": state.tests + tests})
+    state = _name_the_function(state, candidates[0].code, ctx, log)
+    lead = candidates[0]
     proposal = Proposal(
-        kind="initial", code=code, diff=diff("", code), strategy="initial", rationale=_prose(text)
+        kind="initial",
+        code=lead.code,
+        diff=diff("", lead.code),
+        strategy="initial",
+        rationale=lead.rationale,
+        candidates=tuple(candidates),
+    )
+    info(
+        log,
+        ctx,
+        state,
+        "generate",
+        f"{len(candidates)} candidate(s): " + ", ".join(f"{c.id} {c.origin}" for c in candidates),
     )
     return log.apply(state, pending=proposal, feedback="")
 
 
+def _failures_of(state: HealState, c: Candidate) -> list[str]:
+    if c.report is None:
+        return []
+    lines = failure_lines(state, c.report)
+    if not c.report.load.ok:
+        load = c.report.load
+        lines.insert(0, f"the code does not load: {load.exc_type} line {load.line}: {load.message}")
+    return lines
+
+
+def _failing_leaders(state: HealState, limit: int) -> list[Candidate]:
+    """The best failing candidates with distinct behaviour, best first (the chosen one first)."""
+    chosen_id = state.current.candidate if state.current else None
+    ranked = sorted(
+        (c for c in state.candidates if c.report is not None),
+        key=lambda c: (c.id != chosen_id, -_trusted_passed(state, c), c.round, c.id),
+    )
+    out: list[Candidate] = []
+    seen: set[str] = set()
+    for c in ranked:
+        key = normalized(c.code) + repr(sorted(c.behaviour.items()))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(c)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _trusted_passed(state: HealState, c: Candidate) -> int:
+    if c.report is None or not c.report.load.ok:
+        return -1
+    out = {r.test_id: r.outcome for r in c.report.results}
+    return sum(1 for t in state.tests if t.trusted and out.get(t.id) == "passed")
+
+
 def repair(state: HealState, ctx: Context) -> HealState:
-    """Propose a corrected version from the latest diagnosis, failures and lessons."""
+    """A repair round: a targeted patch of the best failing candidate from the diagnosis, a
+    patch of the next distinct one, fresh rewrites from the spec with the failures and
+    lessons; all at once. A low-confidence diagnosis routes to fresh samples only."""
+    cfg = state.config
     log = CallLog()
-    spec = state.spec
     current = state.current
     assert current is not None, "repair needs an attempt"
     diagnosis: Diagnosis | None = state.diagnoses[-1] if state.diagnoses else None
-    failures = failure_lines(state, current.report) if current.report is not None else []
-    if current.report is not None and not current.report.load.ok:
-        load = current.report.load
-        failures.insert(
-            0, f"the code does not load: {load.exc_type} line {load.line}: {load.message}"
-        )
-    variables = {
-        "spec": spec.text,
-        "signature": spec.signature or "",
-        "entry_point": spec.entry_point or "",
-        "code": current.code,
-        "failures": failures,
-        "diagnosis": (
-            f"{diagnosis.root_cause} Fix: {diagnosis.repair_strategy}" if diagnosis else ""
-        ),
-        "lessons": [lesson.text for lesson in state.lessons] if state.config.lessons else [],
-        "feedback": state.feedback,
-    }
-    try:
-        code, text = ask_for_code(
+    confident = (
+        diagnosis is not None
+        and diagnosis.source != "heuristic"
+        and diagnosis.confidence >= LOW_CONFIDENCE
+    )
+    leaders = _failing_leaders(state, 2)
+    base = _base_variables(state)
+    requests: list[_Request] = []
+    if confident or cfg.candidates == 1:
+        for i, c in enumerate(leaders[: 1 if cfg.repair_width < 3 else 2]):
+            d = diagnosis if c.id == current.candidate else None
+            requests.append(
+                _Request(
+                    "patch",
+                    "repair",
+                    {
+                        **base,
+                        "code": c.code,
+                        "failures": _failures_of(state, c),
+                        "diagnosis": (f"{d.root_cause} Fix: {d.repair_strategy}" if d else ""),
+                    },
+                    cfg.temperature if i == 0 else cfg.sample_temperature,
+                    parent=c.id,
+                )
+            )
+    else:
+        info(
+            log,
             ctx,
             state,
-            log,
-            node="repair",
-            role="generator",
-            prompt="repair",
-            entry_point=spec.entry_point,
-            variables=variables,
+            "repair",
+            "low-confidence diagnosis: fresh samples from the spec instead of a patch",
         )
-    except MalformedReply as exc:
-        record_failure(log, ctx, state, "repair", "generator", exc)
-        return log.apply(
-            state, status="failed", error=f"The generator gave no usable repair: {exc}"
-        )
-    code = with_prelude(code, spec.prelude)
-    seen = {normalized(a.code) for a in state.attempts}
-    if normalized(code) in seen:
-        # at temperature 0 the same prompt gives the same answer: ask once more, sampling, and
-        # say that this fix was already tried; if it repeats again the loop has converged
-        again = Message(
-            role="user",
-            content="That code is identical to a version that already failed these tests. "
-            "Write a different fix.",
-        )
-        try:
-            code2, text = ask_for_code(
-                ctx,
-                state,
-                log,
-                node="repair",
-                role="generator",
-                prompt="repair",
-                entry_point=spec.entry_point,
-                variables=variables,
-                temperature=max(0.7, state.config.temperature),
-                extra=[Message(role="assistant", content=text), again],
+    failures = _failures_of(state, leaders[0]) if leaders else []
+    origin: CandidateOrigin = "rewrite" if confident else "regenerate"
+    while len(requests) < cfg.repair_width:
+        requests.append(
+            _Request(
+                origin,
+                "generator",
+                {**base, "failures": failures},
+                max(cfg.sample_temperature, 0.2),
             )
-        except MalformedReply as exc:
-            record_failure(log, ctx, state, "repair", "generator", exc)
-            code2 = code
-        code2 = with_prelude(code2, spec.prelude)
-        if normalized(code2) in seen:
-            info(
-                log,
-                ctx,
-                state,
-                "repair",
-                "the repair repeats an earlier version twice: no new idea, stopping",
+        )
+    round_no = state.iteration + 1
+    fresh = _ask_round(state, ctx, log, "repair", requests, round=round_no)
+    seen = {normalized(c.code) for c in state.candidates}
+    kept: list[Candidate] = []
+    repeats = 0
+    for c in fresh:
+        key = normalized(c.code)
+        if key in seen:
+            repeats += 1
+            continue
+        seen.add(key)
+        kept.append(c)
+    if repeats:
+        # a repeated version brings nothing: replace it by a fresh sample, hotter
+        again = [
+            _Request(
+                "regenerate",
+                "generator",
+                {**base, "failures": failures},
+                max(1.0, cfg.sample_temperature),
             )
-            return log.apply(state, stop_reason="repairs repeat earlier versions")
-        code = code2
-    strategy: Literal["repair", "critic_repair"] = (
+            for _ in range(repeats)
+        ]
+        state_for_ids = state.model_copy(update={"candidates": state.candidates + tuple(kept)})
+        for c in _ask_round(state_for_ids, ctx, log, "repair", again, round=round_no):
+            key = normalized(c.code)
+            if key not in seen:
+                seen.add(key)
+                kept.append(c)
+        info(log, ctx, state, "repair", f"{repeats} repair(s) repeated a known version: resampled")
+    if not kept:
+        info(log, ctx, state, "repair", "every repair repeats an earlier version: no new idea")
+        return log.apply(state, stop_reason="repairs repeat earlier versions")
+    kept = [
+        c.model_copy(update={"id": f"c{len(state.candidates) + i}"}) for i, c in enumerate(kept, 1)
+    ]
+    lead = kept[0]
+    strategy = (
         "critic_repair" if diagnosis is not None and diagnosis.source == "critic" else "repair"
     )
     proposal = Proposal(
         kind="repair",
-        code=code,
+        code=lead.code,
         previous_code=current.code,
-        diff=diff(current.code, code),
+        diff=diff(current.code, lead.code),
         diagnosis=diagnosis,
-        strategy=strategy,
-        rationale=_prose(text),
+        strategy=strategy,  # type: ignore[arg-type]
+        rationale=lead.rationale,
+        candidates=tuple(kept),
+    )
+    info(
+        log,
+        ctx,
+        state,
+        "repair",
+        f"{len(kept)} candidate(s): " + ", ".join(f"{c.id} {c.origin}" for c in kept),
     )
     return log.apply(state, pending=proposal, feedback="")
 
 
 def _prose(text: str) -> str:
     """The explanation around the code block, if any (kept short)."""
-    import re
-
     prose = re.sub(r"```.*?(```|$)", "", text, flags=re.DOTALL).strip()
     return prose[:500]
+
+
+__all__ = ["diff", "entry_point_of", "generate", "normalized", "repair", "with_prelude"]
+
+_ = Message  # re-exported name kept for callers that build extra messages

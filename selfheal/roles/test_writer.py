@@ -1,19 +1,21 @@
-"""Test writer: trusted tests from the spec's examples, then spec-blind tests before any code."""
+"""Test writer: trusted tests from the spec's examples, the probe inputs made from the spec
+alone, and spec-blind model-written tests (untrusted claims whose calls become probes)."""
 
 from __future__ import annotations
 
 import re
 
 from selfheal.graph.context import Context
+from selfheal.probes import merge_probes, planned_probes
 from selfheal.roles._calls import CallLog, ask_for_tests, info
 from selfheal.roles.testcode import add_tests, parse_test_block
-from selfheal.spec import example_assert, find_examples
-from selfheal.state import HealState
+from selfheal.spec import example_assert
+from selfheal.state import HealState, TestCase
 
 NODE = "plan_tests"
 
 
-def _with_examples(state: HealState, ctx: Context, log: CallLog) -> HealState:
+def with_examples(state: HealState, ctx: Context, log: CallLog, *, node: str = NODE) -> HealState:
     """Add the spec's examples (once its entry point is known) as trusted tests."""
     spec = state.spec
     if not (state.config.example_tests and spec.entry_point and spec.examples):
@@ -21,50 +23,61 @@ def _with_examples(state: HealState, ctx: Context, log: CallLog) -> HealState:
     examples = [(example_assert(ex), "example written in the spec") for ex in spec.examples]
     new = add_tests(state, examples, origin="example", prefix="ex", trusted=True, limit=50)
     if new:
-        info(log, ctx, state, NODE, f"{len(new)} example test(s) from the spec (trusted)")
+        info(log, ctx, state, node, f"{len(new)} example test(s) from the spec (trusted)")
     return state.model_copy(update={"tests": state.tests + new})
 
 
-def plan_tests(state: HealState, ctx: Context) -> HealState:
-    """Add example tests (trusted) and spec-blind tests (untrusted) to the state."""
+def with_probes(state: HealState, ctx: Context, log: CallLog, *, node: str = NODE) -> HealState:
+    """Add the probe inputs the spec and the tests give (mutations of the examples, the calls
+    inside model-written tests, signature values), up to ``max_probes``."""
     cfg = state.config
+    if not (cfg.probes and cfg.run_tests and state.spec.entry_point):
+        return state
+    pairs = planned_probes(state.spec, state.tests, cfg.max_probes)
+    # the calls inside model-written tests come on top of the mechanical ones (the tests
+    # themselves are capped by their own limits)
+    extra = sum(1 for _, origin in pairs if origin == "model_test")
+    probes = merge_probes(state.probes, pairs, limit=cfg.max_probes + extra, round=state.iteration)
+    added = len(probes) - len(state.probes)
+    if added:
+        info(log, ctx, state, node, f"{added} probe input(s) (compared across candidates)")
+    return state.model_copy(update={"probes": probes})
+
+
+def plan_tests(state: HealState, ctx: Context) -> HealState:
+    """Before any code: the spec's examples as trusted tests and the mechanical probe inputs.
+    (The spec-blind test writer is asked in ``generate``, at the same time as the candidates.)"""
     log = CallLog()
-    state = _with_examples(state, ctx, log)
-    spec = state.spec
-    if cfg.spec_blind_tests and cfg.max_spec_tests > 0:
-        # one lenient call: a reply without usable tests adds none (provider errors propagate)
-        code = ask_for_tests(
-            ctx,
-            state,
-            log,
-            node=NODE,
-            role="test_writer",
-            prompt="test_writer",
-            variables={
-                "spec": spec.text,
-                "signature": spec.signature or "",
-                "entry_point": spec.entry_point or "",
-                "max_tests": cfg.max_spec_tests,
-            },
-        )
-        signature, found = parse_test_block(code, spec.entry_point)
-        if spec.entry_point is None and signature:
-            name = re.match(r"def\s+(\w+)", signature)
-            if name:
-                spec = spec.model_copy(
-                    update={
-                        "entry_point": name.group(1),
-                        "signature": signature,
-                        "examples": find_examples(spec.text, name.group(1)),
-                    }
-                )
-                state = _with_examples(state.model_copy(update={"spec": spec}), ctx, log)
-                found = parse_test_block(code, spec.entry_point)[1]
-        if spec.entry_point is None:
-            found = []
-        new = add_tests(
-            state, found, origin="spec_blind", prefix="sb", trusted=False, limit=cfg.max_spec_tests
-        )
-        info(log, ctx, state, NODE, f"{len(new)} spec-blind test(s) (untrusted)")
-        state = state.model_copy(update={"tests": state.tests + new})
+    state = with_examples(state, ctx, log)
+    state = with_probes(state, ctx, log)
     return log.apply(state)
+
+
+def spec_blind_tests(state: HealState, ctx: Context, log: CallLog) -> tuple[TestCase, ...]:
+    """Ask the test writer for tests from the spec alone (one lenient call: a reply without
+    usable tests adds none; provider errors propagate). Untrusted; their calls become probes."""
+    cfg = state.config
+    spec = state.spec
+    code = ask_for_tests(
+        ctx,
+        state,
+        log,
+        node="generate",
+        role="test_writer",
+        prompt="test_writer",
+        variables={
+            "spec": spec.text,
+            "signature": spec.signature or "",
+            "entry_point": spec.entry_point or "",
+            "max_tests": cfg.max_spec_tests,
+        },
+    )
+    signature, found = parse_test_block(code, spec.entry_point)
+    if spec.entry_point is None:
+        name = re.match(r"def\s+(\w+)", signature or "")
+        found = parse_test_block(code, name.group(1))[1] if name else []
+    new = add_tests(
+        state, found, origin="spec_blind", prefix="sb", trusted=False, limit=cfg.max_spec_tests
+    )
+    info(log, ctx, state, "generate", f"{len(new)} spec-blind test(s) (untrusted)")
+    return new

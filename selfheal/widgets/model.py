@@ -301,8 +301,8 @@ def row_detail(state: HealState, row: TimelineRow) -> RowDetail:
     elif row.node == "lessons":
         lines.extend(f"lesson: {x.text}" for x in state.lessons)
     elif row.node == "approval" and row.state == "waiting" and state.pending is not None:
-        p = state.pending
-        code = unified_diff(p.previous_code, p.code) if p.previous_code else p.code
+        prop = state.pending
+        code = unified_diff(prop.previous_code, prop.code) if prop.previous_code else prop.code
     calls = tuple(
         CallTranscript(label=f"{e.detail} · {e.model or '?'}", messages=e.messages, reply=e.reply)
         for e in (state.events[i] for i in row.events)

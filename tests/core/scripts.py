@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
+
+from selfheal import HealConfig
+from selfheal.llm.base import Message
 
 SPEC = (
     "Write a function clamp(x, lo, hi) that returns x limited to the range [lo, hi]. "
@@ -87,3 +92,28 @@ def repair_script(debugger: list[str] | None = None) -> dict[str, list[str]]:
         "lessons": [LESSONS],
         "critic": [ACCEPT],
     }
+
+
+CHAIN: dict[str, object] = {
+    "candidates": 1,
+    "first_sample": 1,
+    "adversarial_tests": True,
+    "critic": True,
+    "max_iterations": 4,
+    "repair_width": 1,
+}
+"""One candidate per round with every role on: the scripted chain these tests tell, step by
+step (the population has its own tests in test_population.py)."""
+
+
+def chain(**changes: object) -> HealConfig:
+    """A ``HealConfig`` of the scripted chain, with ``changes``."""
+    return HealConfig.model_validate({**CHAIN, **changes})
+
+
+def oracle_from_truth(messages: Sequence[Message]) -> str:
+    """A spec oracle that knows the right answer for any clamp call it is asked about."""
+    call = re.search(r"`(clamp\(.*?\))`", messages[-1].content)
+    assert call, messages[-1].content
+    x, lo, hi = eval(call.group(1).replace("clamp", ""))
+    return json.dumps({"reasoning": "by the spec", "value": repr(max(lo, min(x, hi)))})

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import scripts as s
-from selfheal import HealConfig, Run
+from selfheal import Run
 from selfheal.graph.checkpoint import list_runs, read_states
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider
@@ -75,7 +75,7 @@ def test_killed_run_resumes_to_the_same_result(
                 return ""
 
             script = dict(SCRIPT, debugger=[hang])
-            Run.start(s.SPEC, provider=MockProvider(script), config=HealConfig()).run()
+            Run.start(s.SPEC, provider=MockProvider(script), config=s.chain()).run()
             """
         )
     )
@@ -108,7 +108,7 @@ def test_killed_run_resumes_to_the_same_result(
     resumed = Run.load(logs[0], provider=MockProvider(rest), executor=pool).run()
 
     uninterrupted = Run.start(
-        s.SPEC, provider=MockProvider(SCRIPT), config=HealConfig(), executor=pool
+        s.SPEC, provider=MockProvider(SCRIPT), config=s.chain(), executor=pool
     ).run()
     assert resumed.status == "verified"
     assert comparable(resumed.state) == comparable(uninterrupted.state)
@@ -119,7 +119,7 @@ def test_killed_run_resumes_to_the_same_result(
 
 
 def test_torn_last_line_is_ignored(pool: KernelPool) -> None:
-    run = Run.start(s.SPEC, provider=MockProvider(SCRIPT), config=HealConfig(), executor=pool)
+    run = Run.start(s.SPEC, provider=MockProvider(SCRIPT), config=s.chain(), executor=pool)
     for _ in range(3):
         run.step()
     assert run.path is not None
@@ -130,7 +130,7 @@ def test_torn_last_line_is_ignored(pool: KernelPool) -> None:
 
 
 def test_fork_with_other_lessons_and_code_keeps_both_histories(pool: KernelPool) -> None:
-    parent = Run.start(s.SPEC, provider=MockProvider(SCRIPT), config=HealConfig(), executor=pool)
+    parent = Run.start(s.SPEC, provider=MockProvider(SCRIPT), config=s.chain(), executor=pool)
     done = parent.run()
     assert done.status == "verified" and done.iterations == 2
     parent_log = parent.history()
@@ -168,7 +168,7 @@ def test_fork_at_zero_with_another_model(pool: KernelPool) -> None:
 
 
 def test_run_log_is_json_lines(pool: KernelPool) -> None:
-    run = Run.start(s.SPEC, provider=MockProvider(SCRIPT), executor=pool)
+    run = Run.start(s.SPEC, provider=MockProvider(SCRIPT), config=s.chain(), executor=pool)
     run.run()
     assert run.path is not None
     lines = run.path.read_text().splitlines()

@@ -41,8 +41,18 @@ def test_no_node_mutates_its_input(pool: KernelPool, monkeypatch: pytest.MonkeyP
             "critic": [reject],
         }
     )
-    result = Run.start(s.SPEC, provider=mock, config=HealConfig(), executor=pool).run()
+    result = Run.start(s.SPEC, provider=mock, config=s.chain(), executor=pool).run()
     assert result.status == "verified"
+    # a population whose two clusters tie: the spec oracle is consulted
+    tie = MockProvider(
+        {
+            "generator": [s.BUGGY, s.GOOD],
+            "test_writer": [s.NO_TESTS],
+            "oracle": [s.oracle_from_truth] * 3,
+        }
+    )
+    config = HealConfig(candidates=2, lessons=False)
+    assert Run.start(s.SPEC, provider=tie, config=config, executor=pool).run().verified
     assert set(checked) == set(table.GRAPH), (
         f"not every node ran: {set(table.GRAPH) - set(checked)}"
     )

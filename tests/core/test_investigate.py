@@ -26,7 +26,7 @@ def test_probes_run_in_the_sandbox_and_reach_the_diagnosis(pool: KernelPool) -> 
             ]
         )
     )
-    result = heal(s.SPEC, provider=mock, config=HealConfig(debugger_steps=3), executor=pool)
+    result = heal(s.SPEC, provider=mock, config=s.chain(debugger_steps=3), executor=pool)
     assert result.status == "verified"
     probes = result.diagnoses[0].probes
     # the observations are what the candidate really did in the kernel
@@ -53,12 +53,12 @@ def test_probes_run_in_the_sandbox_and_reach_the_diagnosis(pool: KernelPool) -> 
 
 def test_the_debugger_may_stop_early_and_a_repeated_probe_ends_it(pool: KernelPool) -> None:
     mock = MockProvider(s.repair_script([step("diagnose"), s.DIAG_CODE]))
-    result = heal(s.SPEC, provider=mock, config=HealConfig(debugger_steps=3), executor=pool)
+    result = heal(s.SPEC, provider=mock, config=s.chain(debugger_steps=3), executor=pool)
     assert result.status == "verified" and result.diagnoses[0].probes == ()
     assert len(mock.calls_for("debugger")) == 2
 
     mock = MockProvider(s.repair_script([step("run", "clamp(-1, 0, 3)")] * 2 + [s.DIAG_CODE]))
-    result = heal(s.SPEC, provider=mock, config=HealConfig(debugger_steps=3), executor=pool)
+    result = heal(s.SPEC, provider=mock, config=s.chain(debugger_steps=3), executor=pool)
     assert len(result.diagnoses[0].probes) == 1
     assert any("repeated a probe" in e.detail for e in result.timeline if e.kind == "info")
 
@@ -75,7 +75,7 @@ def test_a_hostile_probe_is_contained_like_a_candidate(pool: KernelPool) -> None
         result = heal(
             s.SPEC,
             provider=mock,
-            config=HealConfig(debugger_steps=2, test_timeout=1.0),
+            config=s.chain(debugger_steps=2, test_timeout=1.0),
             executor=pool,
         )
     finally:
@@ -88,7 +88,7 @@ def test_a_hostile_probe_is_contained_like_a_candidate(pool: KernelPool) -> None
 
 def test_an_unusable_step_reply_goes_on_to_the_diagnosis(pool: KernelPool) -> None:
     mock = MockProvider(s.repair_script(["no json", "still none", "{broken", s.DIAG_CODE]))
-    result = heal(s.SPEC, provider=mock, config=HealConfig(debugger_steps=2), executor=pool)
+    result = heal(s.SPEC, provider=mock, config=s.chain(debugger_steps=2), executor=pool)
     assert result.status == "verified"
     assert result.diagnoses[0].source == "debugger" and result.diagnoses[0].probes == ()
     assert result.diagnoses[0].category == "edge_case"
@@ -96,6 +96,7 @@ def test_an_unusable_step_reply_goes_on_to_the_diagnosis(pool: KernelPool) -> No
 
 def test_default_config_diagnoses_without_probing(pool: KernelPool) -> None:
     mock = MockProvider(s.repair_script([s.DIAG_CODE]))
-    result = heal(s.SPEC, provider=mock, executor=pool)
+    result = heal(s.SPEC, provider=mock, config=s.chain(), executor=pool)
+    assert HealConfig().debugger_steps == 0
     assert result.status == "verified" and len(mock.calls_for("debugger")) == 1
     assert "snippet" not in mock.calls_for("debugger")[0].messages[0].content

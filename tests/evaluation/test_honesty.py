@@ -47,12 +47,15 @@ def test_agent_inputs_contain_no_reference_assertion(
     dedupe = tasks[0]
     assert dedupe.id == "collections/dedupe"
     # dedupe gets a wrong solution and a test that catches it, so it goes through
-    # diagnosis and repair: those prompts must not leak either.
+    # diagnosis and repair: those prompts must not leak either. (Its spec has no example: a
+    # population that agrees against the model's test would dispute it, so it runs with one
+    # candidate per round, where a failing model test drives a repair.)
     provider = oracle_provider(
         tasks, wrong=[dedupe.id], tests={dedupe.id: "assert dedupe([2, 2]) == [2]"}
     )
     for task in tasks:
-        recorder = _messages_of_a_real_heal(task, provider, mode)
+        task_mode = "heal-k1" if mode == "heal" and task is dedupe else mode
+        recorder = _messages_of_a_real_heal(task, provider, task_mode)
         if mode == "heal" and task is dedupe:
             assert "debugger" in {c.role for c in recorder.calls}, "no repair happened"
         messages = recorder.messages

@@ -14,11 +14,13 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from selfheal.kernel_sandbox._canon import canonical, raised
 from selfheal.kernel_sandbox.types import (
     AssertTest,
     ExecutionReport,
     Limits,
     LoadResult,
+    ProbeCall,
     SandboxTest,
     SnippetResult,
     TestResult,
@@ -55,6 +57,21 @@ class InProcessExecutor:
                 tid, src = f"t{i}", t
             elif isinstance(t, AssertTest):
                 tid, src = t.id, t.code
+            elif isinstance(t, ProbeCall):
+                s0 = time.perf_counter()
+                try:
+                    value = canonical(eval(compile(t.expr, f"<probe {t.id}>", "eval"), dict(ns)))
+                    results.append(TestResult(test_id=t.id, outcome="passed", value=value))
+                except Exception as exc:
+                    results.append(
+                        TestResult(
+                            test_id=t.id,
+                            outcome="error",
+                            exc_type=type(exc).__name__,
+                            value=raised(type(exc).__name__),
+                        )
+                    )
+                continue
             else:
                 call = f"{t.function}(*{t.args!r}, **{t.kwargs!r})"
                 tid, src = t.id, f"assert {call} == {t.expected!r}"

@@ -1,0 +1,272 @@
+"""Agreement as evidence: cluster candidates by behaviour, dispute model-written tests the
+agreeing candidates fail, and choose by standing (trusted tests, then cluster size).
+
+Pure functions over the state. The order of standing, strongest first:
+
+1. loads, and passes every trusted test (the spec's examples, the user's tests);
+2. the size of its behaviour cluster among those candidates (plus one vote per spec-oracle
+   answer it matches, the tie-breaker for inputs where clusters disagree);
+3. the credible (not disputed) model-written tests it passes;
+4. the greedy answer, then the earliest candidate.
+
+A model-written test is *disputed* when a cluster of at least two candidates that pass every
+trusted test all fail it: it is kept and shown, but no longer blocks. Any form of test counts
+(``==``, ``is``, tolerances, must-raise), because the test's outcome is what is compared.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from selfheal.state import Candidate, Evidence, HealState, ProbeInput, TestCase
+
+__all__ = ["Selection", "behaviour_of", "canonical_literal", "distinguishing_probes", "select"]
+
+
+def behaviour_of(candidate: Candidate, probes: Sequence[ProbeInput]) -> dict[str, str]:
+    """Probe id -> canonical output (``raise Type``, ``<timeout>``) from the candidate's report."""
+    rep = candidate.report
+    if rep is None or not rep.load.ok:
+        return {}
+    ids = {p.id for p in probes}
+    out: dict[str, str] = {}
+    for r in rep.results:
+        if r.test_id not in ids:
+            continue
+        value = getattr(r, "value", None)
+        if (r.outcome == "passed" and value is not None) or (
+            value is not None and r.outcome == "error"
+        ):
+            out[r.test_id] = value
+        elif r.outcome == "error":
+            out[r.test_id] = f"raise {r.exc_type or 'Exception'}"
+        else:
+            out[r.test_id] = f"<{r.outcome}>"
+    return out
+
+
+def canonical_literal(source: str) -> str | None:
+    """The canonical text of a Python literal (the spec oracle's answer), comparable with a
+    probe's output; None when it is not a literal."""
+    from selfheal.kernel_sandbox._canon import canonical
+
+    try:
+        value = ast.literal_eval(source.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return canonical(value)
+
+
+def _trusted(tests: Sequence[TestCase]) -> list[TestCase]:
+    return [t for t in tests if t.trusted]
+
+
+def _outcomes(c: Candidate) -> dict[str, str]:
+    return {r.test_id: r.outcome for r in c.report.results} if c.report is not None else {}
+
+
+def passes_trusted(c: Candidate, tests: Sequence[TestCase]) -> bool:
+    if c.report is None or not c.report.load.ok:
+        return False
+    out = _outcomes(c)
+    return all(out.get(t.id) == "passed" for t in _trusted(tests))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The outcome of one selection: who stands first, the clusters, what is disputed."""
+
+    chosen: Candidate | None
+    """The candidate to keep (None when no candidate has run)."""
+    clusters: list[list[Candidate]]
+    """Clusters of candidates passing every trusted test, in standing order."""
+    passing: list[Candidate]
+    """Candidates that load and pass every trusted test."""
+    disputed: dict[str, str] = field(default_factory=dict)
+    """Model-written test id -> why it is disputed."""
+    failing: tuple[str, ...] = ()
+    """Active tests the chosen candidate fails that are not disputed."""
+    valid_probes: tuple[str, ...] = ()
+    """Probe ids the clustering used (inputs most passing candidates reject are dropped)."""
+    oracle_votes: int = 0
+    """Oracle answers the chosen cluster matches."""
+    scores: tuple[tuple[int, int], ...] = ()
+    """Per cluster: (size + oracle votes, credible model-written tests passed)."""
+
+    @property
+    def tied(self) -> bool:
+        """The two leading clusters stand equal (the spec oracle's question)."""
+        return len(self.scores) > 1 and self.scores[0] == self.scores[1]
+
+    @property
+    def clear_majority(self) -> bool:
+        """The chosen cluster holds more than half of the passing candidates."""
+        if not self.clusters or self.chosen is None:
+            return False
+        return 2 * len(self.clusters[0]) > len(self.passing)
+
+
+def _valid_probes(passing: Sequence[Candidate], probes: Sequence[ProbeInput]) -> list[str]:
+    """Probes on which at most half of the passing candidates raise or time out: an input most
+    correct-looking candidates reject is probably outside the spec's domain."""
+    valid = []
+    for p in probes:
+        bad = 0
+        for c in passing:
+            v = c.behaviour.get(p.id)
+            if v is None or v.startswith(("raise ", "<")):
+                bad += 1
+        if passing and 2 * bad <= len(passing):
+            valid.append(p.id)
+    return valid
+
+
+def _key(c: Candidate, valid: Sequence[str]) -> tuple[str, ...]:
+    return tuple(c.behaviour.get(pid, "<not run>") for pid in valid)
+
+
+def distinguishing_probes(sel: Selection, probes: Sequence[ProbeInput]) -> list[ProbeInput]:
+    """Probes on which the leading clusters return different values (the oracle's questions),
+    most informative first (where the two largest clusters differ)."""
+    if len(sel.clusters) < 2:
+        return []
+    a, b = sel.clusters[0][0], sel.clusters[1][0]
+    by_id = {p.id: p for p in probes}
+    out = []
+    for pid in sel.valid_probes:
+        va, vb = a.behaviour.get(pid), b.behaviour.get(pid)
+        if va != vb and pid in by_id:
+            out.append(by_id[pid])
+    return out
+
+
+def select(state: HealState) -> Selection:
+    """Rank every run candidate of the state; see the module docstring for the order."""
+    ran = [c for c in state.candidates if c.report is not None]
+    if not ran:
+        return Selection(chosen=None, clusters=[], passing=[])
+    tests = state.tests
+    passing = [c for c in ran if passes_trusted(c, tests)]
+    valid = _valid_probes(passing, state.probes)
+    groups: dict[tuple[str, ...], list[Candidate]] = {}
+    for c in passing:
+        groups.setdefault(_key(c, valid), []).append(c)
+    probe_call = {p.id: p.call for p in state.probes}
+    oracle = {call: canonical_literal(v) for call, v in state.oracle.items()}
+
+    def votes(group: list[Candidate]) -> int:
+        c = group[0]
+        return sum(
+            1
+            for pid in valid
+            if (want := oracle.get(probe_call.get(pid, ""))) is not None
+            and c.behaviour.get(pid) == want
+        )
+
+    order = {c.id: i for i, c in enumerate(state.candidates)}
+
+    def standing(group: list[Candidate]) -> tuple[int, int, int, int]:
+        greedy = any(c.origin == "greedy" for c in group)
+        first = min(order[c.id] for c in group)
+        return (len(group) + votes(group), _credible_passed(group[0], tests), greedy, -first)
+
+    clusters = sorted(groups.values(), key=standing, reverse=True)
+    clusters = [sorted(g, key=lambda c: (c.origin != "greedy", order[c.id])) for g in clusters]
+    disputed: dict[str, str] = {}
+    if clusters and len(clusters[0]) >= 2:
+        top = clusters[0]
+        for t in tests:
+            if t.trusted or t.quarantined:
+                continue
+            if all(_outcomes(c).get(t.id) not in (None, "passed") for c in top):
+                disputed[t.id] = (
+                    f"disputed: {len(top)} candidates that pass every trusted test and agree on "
+                    f"every probe all fail it"
+                )
+    if clusters:
+        chosen = clusters[0][0]
+    else:
+        chosen = max(ran, key=lambda c: (_failing_rank(c, tests), -order[c.id]))
+    out = _outcomes(chosen)
+    failing = tuple(
+        t.id
+        for t in tests
+        if not t.quarantined and t.id not in disputed and out.get(t.id) != "passed"
+    )
+    return Selection(
+        chosen=chosen,
+        clusters=clusters,
+        passing=passing,
+        disputed=disputed,
+        failing=failing,
+        valid_probes=tuple(valid),
+        oracle_votes=votes(clusters[0]) if clusters else 0,
+        scores=tuple(standing(g)[:2] for g in clusters),
+    )
+
+
+def _credible_passed(c: Candidate, tests: Sequence[TestCase]) -> int:
+    out = _outcomes(c)
+    return sum(
+        1 for t in tests if not t.trusted and not t.quarantined and out.get(t.id) == "passed"
+    )
+
+
+def _failing_rank(c: Candidate, tests: Sequence[TestCase]) -> tuple[int, int, int]:
+    """Loads, trusted tests passed, credible model-written tests passed."""
+    if c.report is None or not c.report.load.ok:
+        return (0, 0, 0)
+    out = _outcomes(c)
+    trusted = sum(1 for t in tests if t.trusted and out.get(t.id) == "passed")
+    return (1, trusted, _credible_passed(c, tests))
+
+
+def evidence_for(state: HealState, sel: Selection) -> Evidence:
+    """The one-record summary of a selection."""
+    trusted = _trusted(state.tests)
+    chosen = sel.chosen
+    out = _outcomes(chosen) if chosen is not None else {}
+    t_pass = sum(1 for t in trusted if out.get(t.id) == "passed")
+    sizes = tuple(len(g) for g in sel.clusters)
+    chosen_size = sizes[0] if sizes and chosen is not None and chosen in sel.clusters[0] else 0
+    ran = sum(1 for c in state.candidates if c.report is not None)
+    if not trusted:
+        head = "no trusted test (add an example to the spec to verify)"
+    else:
+        head = f"{t_pass}/{len(trusted)} trusted tests pass"
+    if ran > 1:
+        if chosen_size:
+            agree = (
+                f"{chosen_size} of {len(sel.passing)} candidates that pass them agree on "
+                f"{len(sel.valid_probes)} probe inputs"
+            )
+            if len(sizes) > 1:
+                agree += f" (clusters {'/'.join(map(str, sizes))})"
+            if ran > len(sel.passing):
+                agree += f"; {ran - len(sel.passing)} of {ran} candidates fail a trusted test"
+        else:
+            agree = f"no candidate of {ran} passes every trusted test"
+    else:
+        agree = "one candidate"
+    parts = [head, agree]
+    if sel.oracle_votes:
+        parts.append(f"the spec oracle agrees on {sel.oracle_votes} input(s)")
+    if sel.disputed:
+        parts.append(f"{len(sel.disputed)} model-written test(s) disputed")
+    if sel.failing:
+        parts.append(f"still failing: {', '.join(sel.failing[:4])}")
+    return Evidence(
+        trusted_passed=t_pass,
+        trusted_total=len(trusted),
+        candidates=ran,
+        passing=len(sel.passing),
+        clusters=sizes,
+        chosen_cluster=chosen_size,
+        probes=len(sel.valid_probes),
+        disputed=tuple(sorted(sel.disputed)),
+        failing=sel.failing,
+        oracle=sel.oracle_votes,
+        summary="; ".join(parts),
+    )

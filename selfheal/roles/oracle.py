@@ -1,0 +1,90 @@
+"""Spec oracle: from the spec alone, what one call must return. A second reading of the spec,
+asked once per input (answers are cached in the state), used as the tie-breaker where the
+clusters of passing candidates disagree and to judge a lone candidate's failing model test."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from selfheal.agreement import distinguishing_probes, select
+from selfheal.errors import MalformedReply, ProviderError
+from selfheal.graph.context import Context
+from selfheal.roles._calls import CallLog, ask_for_json, concurrently, info, record_failure
+from selfheal.state import HealState
+
+NODE = "consult"
+MAX_TOKENS = 320
+"""Completion cap of one answer (160 cut off 8 of 80 answers in the first HumanEval run)."""
+
+
+class OracleReply(BaseModel):
+    """The spec oracle's answer (``prompts/oracle.yaml``)."""
+
+    reasoning: str = ""
+    value: str
+
+
+def ask(
+    state: HealState, ctx: Context, log: CallLog, calls: Sequence[str], *, node: str
+) -> dict[str, str]:
+    """Answers for ``calls`` not asked before (at once), as ``{call: value source}``; an
+    unusable answer is recorded as ``""`` so the same question is not asked again."""
+    todo = [c for c in dict.fromkeys(calls) if c not in state.oracle]
+
+    def job(call: str) -> OracleReply:
+        return ask_for_json(
+            ctx,
+            state,
+            log,
+            OracleReply,
+            node=node,
+            role="oracle",
+            prompt="oracle",
+            max_tokens=MAX_TOKENS,
+            variables={"spec": state.spec.text, "call": call},
+        )
+
+    answers: dict[str, str] = {}
+    jobs = [functools.partial(job, c) for c in todo]
+    for call, res in zip(todo, concurrently(ctx, "oracle", jobs), strict=True):
+        if isinstance(res, BaseException):
+            if not isinstance(res, MalformedReply | ProviderError):
+                raise res
+            record_failure(log, ctx, state, node, "oracle", res)
+            answers[call] = ""
+        else:
+            answers[call] = res.value.strip()
+    return answers
+
+
+def open_questions(state: HealState) -> list[str]:
+    """Calls where the two leading clusters, tied in standing, disagree and the oracle has not
+    been asked, within the run's ``oracle_calls`` budget."""
+    budget = state.config.oracle_calls - len(state.oracle)
+    if budget <= 0:
+        return []
+    sel = select(state)
+    if not sel.tied:
+        return []
+    calls = [p.call for p in distinguishing_probes(sel, state.probes) if p.call not in state.oracle]
+    return calls[:budget]
+
+
+def consult(state: HealState, ctx: Context) -> HealState:
+    """Ask the oracle about the inputs that separate the leading clusters."""
+    log = CallLog()
+    questions = open_questions(state)[:2]
+    answers = ask(state, ctx, log, questions, node=NODE)
+    usable = {c: v for c, v in answers.items() if v}
+    info(
+        log,
+        ctx,
+        state,
+        NODE,
+        f"asked the spec oracle about {len(answers)} input(s) where the clusters disagree; "
+        + (", ".join(f"{c} -> {v}" for c, v in usable.items())[:300] or "no usable answer"),
+    )
+    return log.apply(state, oracle={**state.oracle, **answers})

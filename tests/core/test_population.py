@@ -1,0 +1,199 @@
+"""Healing by agreement: a population of candidates, probe inputs, clusters, the tournament,
+repairs that never stall. Scripted mock model, real kernel pool."""
+
+from __future__ import annotations
+
+import scripts as s
+from selfheal import HealConfig, heal
+from selfheal.kernel_sandbox import KernelPool
+from selfheal.llm.mock import MockProvider
+from selfheal.result import HealResult
+
+GOOD_DOC = s.block(
+    'def clamp(x, lo, hi):\n    """Limit x to [lo, hi]."""\n    return max(lo, min(x, hi))'
+)
+GOOD_SWAPPED = s.block("def clamp(x, lo, hi):\n    return max(lo, min(hi, x))")
+SAME_AS_BROKEN = s.block("def clamp(x, lo, hi):\n    y = x\n    return y")
+NO_EXAMPLE_SPEC = "Write a function clamp(x, lo, hi) that returns x limited to the range [lo, hi]."
+
+
+def nodes(result: HealResult) -> list[str]:
+    return [e.node for e in result.timeline if e.kind == "end"]
+
+
+def run(
+    script: dict[str, list[object]], pool: KernelPool, spec: str = s.SPEC, **cfg: object
+) -> tuple[HealResult, MockProvider]:
+    mock = MockProvider(script)  # type: ignore[arg-type]
+    config = HealConfig(**{"lessons": False, **cfg})  # type: ignore[arg-type]
+    return heal(spec, provider=mock, config=config, executor=pool), mock
+
+
+def test_two_agreeing_candidates_that_pass_the_examples_stop_early(pool: KernelPool) -> None:
+    result, mock = run({"generator": [s.GOOD, GOOD_DOC], "test_writer": [s.NO_TESTS]}, pool)
+    assert result.status == "verified"
+    assert nodes(result) == ["plan_tests", "generate", "gate", "execute", "select", "finish"]
+    assert [c.origin for c in result.candidates] == ["greedy", "sample"]
+    assert [c.cluster for c in result.candidates] == [0, 0]
+    ev = result.evidence
+    assert (ev.trusted_passed, ev.trusted_total, ev.clusters) == (1, 1, (2,))
+    assert ev.probes > 0 and "2 of 2 candidates that pass them agree" in ev.summary
+    # the greedy one is asked at temperature 0, the sample hotter; both at once
+    assert len(mock.calls_for("generator")) == 2
+
+
+def test_disagreement_tops_up_and_the_majority_beats_the_greedy_answer(pool: KernelPool) -> None:
+    # BUGGY (min(x, hi)) passes the only example clamp(5, 0, 3) -> 3, but not x below lo
+    result, mock = run(
+        {"generator": [s.BUGGY, s.GOOD, GOOD_DOC, GOOD_SWAPPED], "test_writer": [s.NO_TESTS]}, pool
+    )
+    assert result.status == "verified"
+    assert len(mock.calls_for("generator")) == 4
+    assert nodes(result)[:8] == [
+        "plan_tests", "generate", "gate", "execute", "select", "generate", "gate", "execute",
+    ]  # fmt: skip
+    greedy, *samples = result.candidates
+    assert greedy.origin == "greedy" and greedy.cluster == 1
+    assert all(c.cluster == 0 for c in samples)
+    assert result.evidence.clusters == (3, 1)
+    assert "max(lo, min(x, hi))" in (result.code or "")
+    assert result.function(-5, 0, 3) == 0
+
+
+def test_a_wrong_model_test_is_disputed_by_agreement_and_the_right_code_survives(
+    pool: KernelPool,
+) -> None:
+    result, _ = run(
+        {"generator": [s.GOOD, GOOD_DOC], "test_writer": [s.WRONG_TEST]}, pool, oracle_calls=0
+    )
+    assert result.status == "verified"
+    wrong = next(t for t in result.tests if t.origin == "spec_blind")
+    assert wrong.quarantined and wrong.quarantine_reason.startswith("disputed")
+    assert result.evidence.disputed == (wrong.id,)
+    # its call became a probe input
+    assert any(p.call == "clamp(7, 0, 3)" for p in result.state.probes)
+
+
+def test_without_a_trusted_test_the_result_is_unverified_and_says_why(pool: KernelPool) -> None:
+    result, _ = run(
+        {"generator": [s.GOOD, GOOD_DOC, GOOD_SWAPPED, s.GOOD], "test_writer": [s.TESTS]},
+        pool,
+        spec=NO_EXAMPLE_SPEC,
+    )
+    assert result.status == "unverified" and not result.verified
+    # with no trusted test the first small sample is never enough: it samples up to 4
+    assert len(result.candidates) == 4 and result.evidence.clusters == (4,)
+    assert result.evidence.trusted_total == 0
+    assert "no trusted test" in result.evidence.summary
+
+
+def test_a_failing_trusted_example_drives_a_repair_round(pool: KernelPool) -> None:
+    result, mock = run(
+        {
+            "generator": [s.BROKEN, s.BROKEN, s.GOOD, GOOD_DOC],
+            "test_writer": [s.NO_TESTS],
+            "debugger": [s.DIAG_CODE],
+        },
+        pool,
+        candidates=2,
+        repair_width=2,
+    )
+    assert result.status == "verified"
+    assert result.iterations == 2
+    origins = [c.origin for c in result.candidates]
+    assert origins == ["greedy", "sample", "patch", "rewrite"]
+    patch = result.candidates[2]
+    assert patch.parent == "c1" and patch.round == 2
+    # the patch prompt showed the failing trusted example and the diagnosis
+    prompt = mock.calls_for("generator")[2].messages[-1].content
+    assert "ex1" in prompt and "max(lo, ...)" in prompt
+
+
+def test_a_repair_that_repeats_a_known_version_is_replaced_by_a_fresh_sample(
+    pool: KernelPool,
+) -> None:
+    result, mock = run(
+        {
+            "generator": [s.BROKEN, s.BROKEN, s.BROKEN, s.BROKEN, s.GOOD, GOOD_DOC],
+            "test_writer": [s.NO_TESTS],
+            "debugger": [s.DIAG_CODE],
+        },
+        pool,
+        candidates=2,
+        repair_width=2,
+    )
+    assert result.status == "verified"
+    assert [c.origin for c in result.candidates][2:] == ["regenerate", "regenerate"]
+    assert any("repeated a known version" in e.detail for e in result.timeline)
+    assert len(mock.calls_for("generator")) == 6
+
+
+def test_a_low_confidence_diagnosis_routes_to_fresh_samples_not_a_patch(pool: KernelPool) -> None:
+    unsure = s.DIAG_CODE.replace('"confidence": 0.9', '"confidence": 0.2')
+    result, _ = run(
+        {
+            "generator": [s.BROKEN, s.BROKEN, s.GOOD, GOOD_DOC],
+            "test_writer": [s.NO_TESTS],
+            "debugger": [unsure],
+        },
+        pool,
+        candidates=2,
+        repair_width=2,
+    )
+    assert result.status == "verified"
+    assert [c.origin for c in result.candidates][2:] == ["regenerate", "regenerate"]
+    assert any("low-confidence diagnosis" in e.detail for e in result.timeline)
+
+
+def test_a_round_with_no_new_behaviour_stops_the_run_and_says_so(pool: KernelPool) -> None:
+    result, _ = run(
+        {
+            "generator": [s.BROKEN, s.BROKEN, SAME_AS_BROKEN],
+            "test_writer": [s.NO_TESTS],
+            "debugger": [s.DIAG_CODE],
+        },
+        pool,
+        candidates=2,
+        repair_width=1,
+        max_iterations=4,
+    )
+    assert result.status == "exhausted"
+    assert result.state.stop_reason == "the repair round brought no new behaviour"
+    assert result.iterations == 2
+
+
+def test_the_spec_oracle_breaks_a_tie_between_clusters(pool: KernelPool) -> None:
+    result, mock = run(
+        {
+            "generator": [s.BUGGY, s.GOOD],
+            "test_writer": [s.NO_TESTS],
+            "oracle": [s.oracle_from_truth] * 3,
+        },
+        pool,
+        candidates=2,
+    )
+    assert result.status == "verified"
+    assert "consult" in nodes(result)
+    assert mock.calls_for("oracle") and result.state.oracle
+    assert result.evidence.oracle >= 1
+    assert result.function(-5, 0, 3) == 0  # the sample, not the greedy BUGGY
+
+
+def test_one_candidate_per_round_is_the_old_chain(pool: KernelPool) -> None:
+    result, mock = run(
+        {"generator": [s.GOOD], "test_writer": [s.TESTS]}, pool, candidates=1, first_sample=1
+    )
+    assert result.status == "verified"
+    assert len(result.candidates) == 1 and result.evidence.summary.endswith("one candidate")
+    assert len(mock.calls_for("generator")) == 1
+
+
+def test_a_time_budget_stops_the_population(pool: KernelPool) -> None:
+    result, _ = run(
+        {"generator": [s.BROKEN, s.BROKEN], "test_writer": [s.NO_TESTS]},
+        pool,
+        candidates=2,
+        token_budget=1,
+    )
+    assert result.status == "exhausted"
+    assert "token budget" in result.state.stop_reason
