@@ -222,15 +222,23 @@ class MockProvider:
 
     @classmethod
     def from_file(cls, path: str | Path) -> MockProvider:
-        """Load a script from YAML: ``{role: [reply, ...]}``."""
+        """Load a script from YAML: ``{role: [reply, ...]}``, optionally with ``latency:
+        SECONDS`` (each call then takes that long, like a slow model)."""
         p = Path(path)
         try:
             data = yaml.safe_load(p.read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"Cannot read mock script {p}: {exc}") from exc
+        latency = data.pop("latency", 0.0) if isinstance(data, dict) else 0.0
+        if not isinstance(latency, int | float) or latency < 0:
+            raise ConfigError(f"Mock script {p}: latency must be a number of seconds >= 0.")
         if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
             raise ConfigError(f"Mock script {p} must map role names to lists of replies.")
-        return cls({str(k): [str(x) for x in v] for k, v in data.items()}, name=p.stem)
+        return cls(
+            {str(k): [str(x) for x in v] for k, v in data.items()},
+            name=p.stem,
+            latency=float(latency),
+        )
 
     @classmethod
     def from_string(cls, rest: str) -> MockProvider:

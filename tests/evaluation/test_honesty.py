@@ -154,7 +154,9 @@ def test_every_mode_builds_a_config() -> None:
     for field in ("max_iterations", "repair", "run_tests", "critic", "spec_blind_tests"):
         assert getattr(single, field) == getattr(reference, field)
     assert config_for("heal-no-critic").critic is False
-    assert config_for("heal").critic is True
+    assert config_for("heal-critic").critic is True
+    assert config_for("heal").critic is HealConfig().critic
+    assert config_for("heal-k1").candidates == 1 and config_for("heal").candidates == 4
 
 
 def _unused(_: Sequence[object]) -> None: ...

@@ -78,28 +78,32 @@ def test_records_and_metrics_match_what_happened(
     records = {(r.task_id, r.mode): r for r in runner.run()}
     assert len(records) == 6
 
+    # the builtin specs carry no example, so nothing can be verified: the honest status is
+    # "unverified", whatever the candidates agree on
     good = records[(tasks[2].id, "heal")]
-    assert good.passed and good.first_attempt_passed and good.verified
+    assert good.passed and good.first_attempt_passed and not good.verified
+    assert good.status == "unverified"
     assert good.verdict.outcome == "passed"
     assert {t.origin for t in good.tests} >= {"spec_blind"}
     assert good.llm_calls >= 2 and good.prompt_tokens > 0 and good.timeline
 
     caught = records[(dedupe.id, "heal")]
     assert not caught.passed and not caught.verified and not caught.false_success
-    # The repair keeps proposing the same wrong code, so the loop gives up (converged).
-    assert caught.status == "exhausted" and caught.diagnoses
+    # four identical wrong candidates agree against the model's test: disputed, not obeyed,
+    # and not verified either
+    assert caught.status == "unverified"
     assert caught.verdict.failing_assertion is not None
     assert any(t.outcome == "failed" for t in caught.tests)
 
     fooled = records[(flatten.id, "heal")]
-    assert fooled.verified and not fooled.passed and fooled.false_success
+    assert not fooled.verified and not fooled.passed and not fooled.false_success
 
     single = records[(tasks[2].id, "single_shot")]
     assert single.passed and single.status == "unverified" and single.llm_calls == 1
     assert not single.false_failure
 
     heal = summarise(records.values(), "heal")
-    assert (heal.tasks, heal.passed, heal.false_success, heal.verified) == (3, 1, 1, 2)
+    assert (heal.tasks, heal.passed, heal.false_success, heal.verified) == (3, 1, 0, 0)
     assert heal.by_category["collections"].tasks == 3
     assert heal.leaks == 0
 
@@ -115,7 +119,7 @@ def test_healed_counts_a_repair_that_fixed_the_first_attempt(
     provider._script.replies["generator"] = [lambda _m: f"```python\n{next(answers)}\n```"] * 2
     runner = BenchmarkRunner(
         tasks=[task],
-        modes=["heal"],
+        modes=["heal-k1"],  # one candidate per round: the model's test drives the repair
         provider=provider,
         results=ResultsFile(tmp_path / "r.jsonl"),
         heal=CountingHeal(),
@@ -175,8 +179,12 @@ def test_harness_errors_are_retried_on_resume(
     assert ResultsFile(path).latest()[(task.id, "single_shot")].passed
 
 
-def _mock_script(tasks: list[Task], path: Path) -> Path:
-    script = {"generator": [f"```python\n{t.canonical_solution}\n```" for t in tasks] * 2}
+def _mock_script(tasks: list[Task], path: Path, latency: float = 0.0) -> Path:
+    script: dict[str, object] = {
+        "generator": [f"```python\n{t.canonical_solution}\n```" for t in tasks] * 2
+    }
+    if latency:
+        script["latency"] = latency
     path.write_text(yaml.safe_dump(script), encoding="utf-8")
     return path
 
@@ -212,7 +220,8 @@ def test_command_line_writes_every_report(
 @pytest.mark.slow
 def test_killed_process_resumes_from_the_file(builtin_tasks: list[Task], tmp_path: Path) -> None:
     tasks = builtin_tasks[:4]
-    script = _mock_script(tasks, tmp_path / "script.yaml")
+    # a slow model (0.5 s a call) so the run is surely still going when it is killed
+    script = _mock_script(tasks, tmp_path / "script.yaml", latency=0.5)
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "evaluation.run_benchmark", "--suite", "builtin",
            "--model", f"mock:{script}", "--modes", "single_shot", "--limit", "4",
