@@ -4,6 +4,7 @@ ipykernel_launcher``) with its containment, and tearing it down."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import shutil
@@ -108,7 +109,6 @@ def cleanup(
     kc: BlockingKernelClient,
     root: str,
     rfd: int,
-    run_dirs: dict[int, str],
 ) -> None:
     """Kill the kernel's whole tree and remove its files (and its runs' directories)."""
     with contextlib.suppress(OSError):
@@ -124,6 +124,5 @@ def cleanup(
     with contextlib.suppress(Exception):
         cgroups.remove()
     shutil.rmtree(root, ignore_errors=True)
-    for d in list(run_dirs.values()):
+    for d in glob.glob(glob.escape(root) + "-r*"):
         shutil.rmtree(d, ignore_errors=True)
-    run_dirs.clear()

@@ -128,7 +128,6 @@ class SandboxKernel:
         self.uses = 0
         self._retired = False
         self._serving = False
-        self._run_dirs: dict[int, str] = {}
         self._nproc: int | None = None  # RLIMIT_NPROC of a run with other limits (non-root)
         self._killed = False
         self._lock = threading.Lock()
@@ -157,7 +156,7 @@ class SandboxKernel:
         self.kc.load_connection_info(conn)  # type: ignore[arg-type]
         self.kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
         self._finalizer = weakref.finalize(
-            self, cleanup, self.proc, self.cgroups, self.kc, self.root, self._rfd, self._run_dirs
+            self, cleanup, self.proc, self.cgroups, self.kc, self.root, self._rfd
         )
         with _live_lock:
             _live.add(self)
@@ -255,28 +254,22 @@ class SandboxKernel:
             if self._killed:
                 return
             self._killed = True
-            runs = list(self._run_dirs.values())
         self._finalizer()
         with _live_lock:
+            # (its runs' directories are <root>-r<n>: a process of one names the root too)
             _killed_roots.append(self.root)
-            _killed_roots.extend(runs)
 
     # ---------------------------------------------------------------- requests
     def send_request(self, req: dict[str, Any]) -> int:
-        """Hand ``req`` to the serving harness (signed, numbered, with a fresh working
-        directory); returns the run number its messages carry."""
+        """Hand ``req`` to the serving harness (signed, numbered); returns the run number
+        its messages carry. The run's process works in a fresh ``<root>-r<n>/work``."""
         if not self._serving:
             raise SandboxError("this sandbox kernel is not serving")
         self._seq += 1
         self.uses += 1
-        run_root = tempfile.mkdtemp(prefix="selfheal-k-")
-        os.makedirs(os.path.join(run_root, "work", ".tmp"))
-        with self._lock:
-            self._run_dirs[self._seq] = run_root
         # the process serving the run was forked before the run: it sets its own rlimits
         rlimits = rlimit_pairs(self.limits, self._nproc)
-        work = os.path.join(run_root, "work")
-        data = frame_request(self._key, {**req, "seq": self._seq, "work": work, "rlimits": rlimits})
+        data = frame_request(self._key, {**req, "seq": self._seq, "rlimits": rlimits})
         try:
             fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)
         except OSError:
@@ -293,14 +286,6 @@ class SandboxKernel:
         finally:
             os.close(fd)
         return self._seq
-
-    def _run_ended(self, seq: int) -> None:
-        """The serving harness removed run ``seq``'s directory and every process of it."""
-        with self._lock:
-            root = self._run_dirs.pop(seq, None)
-        if root is not None:
-            with _live_lock:
-                _killed_roots.append(root)
 
     def kill_child(self, pid: int) -> None:
         """SIGKILL the process serving the current run (the harness then reaps it and
@@ -383,8 +368,6 @@ class SandboxKernel:
             return KernelEvent("message", value)
         if len(value) < 2:
             return None
-        if value[0] == "exit":
-            self._run_ended(value[1])
         if value[1] != seq and not (value[0] == "internal" and value[1] == 0):
             return None  # another run's message (or a stale one): not ours
         return KernelEvent("message", (value[0], *value[2:]))

@@ -279,7 +279,11 @@ class KernelPool:
     async def _offload(self, fn: Callable[..., T], *args: Any) -> T:
         """Run the blocking ``fn`` in one of the pool's run threads."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._runs, functools.partial(fn, *args))
+        try:
+            fut = loop.run_in_executor(self._runs, functools.partial(fn, *args))
+        except RuntimeError as e:  # the run threads were shut down
+            raise SandboxError("this KernelPool is closed; create a new one") from e
+        return await fut
 
     async def arun(
         self,

@@ -144,7 +144,8 @@ class ExecutionReport(Record):
     results: tuple[TestResult, ...] = ()
     """One result per test, in the order given."""
     kernel_restarts: int = 0
-    """How many times a kernel had to be restarted or replaced during the run."""
+    """How many times the run went on in a fresh process (the candidate re-loaded) after a
+    crash or a test the host had to kill."""
     duration: float = 0.0
     """Seconds for the whole run."""
     budget_exhausted: bool = False

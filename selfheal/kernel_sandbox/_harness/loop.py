@@ -54,8 +54,9 @@ _PR_SET_PDEATHSIG = 1
 class _Child:
     """A forked process: standby (waiting for a request), then waiting, then active."""
 
-    def __init__(self, pid: int, notify_r: int, go_w: int) -> None:
+    def __init__(self, pid: int, notify_r: int, go_w: int, work: str) -> None:
         self.pid = pid
+        self.work = work  # its run's working directory, made before the fork
         self.notify_r = notify_r  # it tells us here which request it took
         self.go_w = go_w  # we write one byte here when it may run
         try:
@@ -63,7 +64,6 @@ class _Child:
         except (OSError, AttributeError):
             self.pidfd = -1
         self.seq = 0
-        self.work = ""
 
     def close(self) -> None:
         for fd in (self.notify_r, self.go_w, self.pidfd):
@@ -79,9 +79,11 @@ class Loop:
     """At most one standby, one active and one waiting process (a standby that took a
     request while the active one still ran)."""
 
-    def __init__(self, h: Harness, fifo_fd: int) -> None:
+    def __init__(self, h: Harness, fifo_fd: int, runs: str) -> None:
         self.h = h
         self.fifo_fd = fifo_fd
+        self.runs = runs  # run directories are <runs>-r<n>/work
+        self.count = 0
         self.standby: _Child | None = None
         self.active: _Child | None = None
         self.waiting: _Child | None = None
@@ -93,7 +95,8 @@ class Loop:
         """Serve until the kernel is killed (or standby processes keep dying)."""
         while self.lost <= 5:
             if self.standby is None and self.waiting is None:
-                self.standby = _spawn(self.h, self.fifo_fd)
+                self.count += 1
+                self.standby = _spawn(self.h, self.fifo_fd, f"{self.runs}-r{self.count}/work")
             kids = [c for c in (self.standby, self.active, self.waiting) if c is not None]
             fds = [c.pidfd for c in kids if c.pidfd >= 0]
             sb = self.standby
@@ -138,8 +141,8 @@ class Loop:
         _os_close(c.notify_r)
         c.notify_r = -1
         try:
-            seq, work, tests = _loads(b"".join(chunks))
-            c.seq, c.work = int(seq), str(work)
+            seq, tests = _loads(b"".join(chunks))
+            c.seq = int(seq)
         except (ValueError, EOFError, TypeError):
             return []
         self.h.last_seq = max(self.h.last_seq, c.seq)
@@ -206,6 +209,8 @@ class Loop:
         c.close()
         if c.seq:
             self.h.send(("exit", c.seq, status))
+        else:
+            _remove_run(c.work)
 
 
 def _remove_run(work: str) -> None:
@@ -252,20 +257,25 @@ def _children() -> list[int]:
     return [int(x) for x in data.split()]
 
 
-def _spawn(h: Harness, fifo_fd: int) -> _Child:
+def _spawn(h: Harness, fifo_fd: int, work: str) -> _Child:
+    root = _os.path.dirname(work)
+    _shutil.rmtree(root, ignore_errors=True)
+    _os.mkdir(root, 0o700)
+    _os.mkdir(work)
+    _os.mkdir(work + "/.tmp")
     notify_r, notify_w = _os.pipe()
     go_r, go_w = _os.pipe()
     pid = _fork()
     if pid == 0:
         _os_close(notify_r)
         _os_close(go_w)
-        _child(h, fifo_fd, notify_w, go_r)  # never returns
+        _child(h, fifo_fd, notify_w, go_r, work)  # never returns
     _os_close(notify_w)
     _os_close(go_r)
-    return _Child(pid, notify_r, go_w)
+    return _Child(pid, notify_r, go_w, work)
 
 
-def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int) -> None:
+def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str) -> None:
     """A standby process: set up, take one request, wait for the go, run it, exit."""
     code = 0
     seq = 0
@@ -289,9 +299,8 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int) -> None:
             h.send(("internal", 0, "a request was not signed by the host"))
             _exit(71)
         seq = req["seq"]
-        work = str(req["work"])
         tests = list(req.get("tests", ()))
-        _os_write(notify_w, _dumps((seq, work, tests)))
+        _os_write(notify_w, _dumps((seq, tests)))
         _os_close(notify_w)
         _os_close(fifo_fd)  # the candidate's process must not hold the request pipe
         read_exact(go_r, 1)  # every process of the previous run is gone
@@ -307,7 +316,7 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int) -> None:
         tempfile: Any = _sysmod.modules.get("tempfile")
         if tempfile is not None:
             tempfile.tempdir = None
-        h.send(("start", seq, g.pid))
+        h.send(("start", seq, g.pid, work))
         compiled = compile_tests(tests, int(req.get("start", 0)), h.cache)
 
         def send(m: tuple[Any, ...]) -> None:

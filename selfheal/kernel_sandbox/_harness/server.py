@@ -89,6 +89,7 @@ def serve(h: Harness, fifo: str) -> None:
     _gc.freeze()  # forked processes share these pages instead of copying them in a collection
     # opened read-write and kept open: never blocks, and the host's non-blocking open for
     # writing always finds a reader; only a standby process ever reads from it
-    loop = Loop(h, _os.open(fifo, _os.O_RDWR))
+    runs = _os.path.dirname(h.guard.work)  # the kernel's directory: runs are <it>-r<n>
+    loop = Loop(h, _os.open(fifo, _os.O_RDWR), runs)
     h.send(("armed",))
     loop.run()
