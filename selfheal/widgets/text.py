@@ -9,8 +9,12 @@ from __future__ import annotations
 from selfheal.state import HealState
 from selfheal.widgets.model import (
     OUTCOME_ICONS,
+    CandidatesView,
+    approval_note,
     approval_view,
+    candidates_view,
     code_view,
+    evidence_summary,
     lessons_view,
     summary_line,
     test_rows,
@@ -22,15 +26,57 @@ def _md_cell(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
+def _lineage(r_parent: str | None) -> str:
+    return f"from {r_parent}" if r_parent else ""
+
+
+def candidates_text(cv: CandidatesView) -> list[str]:
+    """The population panel as text lines (empty before the first candidate)."""
+    if not cv.rows:
+        return []
+    cols = " | ".join(cv.probes)
+    out = [
+        f"Candidates ({len(cv.rows)}; ▶ chosen"
+        + (f"; returns on {cols}" if cols else "")
+        + f"; {cv.total_probes} probe input(s) in all):"
+    ]
+    for r in cv.rows:
+        mark = "▶" if r.chosen else " "
+        trusted = f"trusted {r.trusted_passed}/{r.trusted_total}"
+        what: str
+        if r.state in ("proposed", "not run"):
+            what = r.state
+        elif r.state == "no load":
+            what = f"does not load ({r.load_error[:60]})"
+        else:
+            cluster = "-" if r.cluster is None else str(r.cluster)
+            what = f"{trusted:<12} cluster {cluster:<2} " + " | ".join(x or "·" for x in r.outputs)
+        out.append(
+            f"  {mark} {r.icon} {r.id:<4} {r.origin:<10} round {r.round} "
+            f"{_lineage(r.parent):<8} {what}".rstrip()
+        )
+    out.append(f"  {cv.verdict}")
+    out += [f"  disputed {d}" for d in cv.disputed]
+    out += [f"  spec oracle: {o}" for o in cv.oracle]
+    return out
+
+
 def render_text(state: HealState, *, live: bool = False) -> str:
     """Every panel as plain text (a terminal, ``print(view)``)."""
-    out = ["selfheal · " + summary_line(state, live=live), "", "Timeline:"]
+    out = ["selfheal · " + summary_line(state, live=live)]
+    evidence = evidence_summary(state)
+    if state.finished and evidence:
+        out.append("Evidence: " + evidence)
+    out += ["", "Timeline:"]
     for r in timeline_rows(state, live=live):
         model = f" [{r.model}]" if r.model else ""
         out.append(
             f"  {r.icon} {r.node:<11} it{r.iteration} {r.duration:6.2f}s {r.tokens:6d} tok"
             f"{model}  {r.detail[:100]}"
         )
+    population = candidates_text(candidates_view(state))
+    if population:
+        out += ["", *population]
     rows = test_rows(state)
     if rows:
         out += ["", "Tests (outcome per attempt):"]
@@ -52,6 +98,8 @@ def render_text(state: HealState, *, live: bool = False) -> str:
         out += ["", f"Approval needed ({av.kind}, would be attempt {av.iteration}):"]
         if av.diagnosis:
             out.append("  Diagnosis: " + av.diagnosis.replace("\n", "\n  "))
+        if approval_note(av):
+            out.append("  " + approval_note(av))
         out.append(
             "  Answer with: handle.approve() / handle.edit(code) / handle.reject(reason), "
             "or selfheal.resume(result, Approve())."
@@ -64,12 +112,39 @@ def render_text(state: HealState, *, live: bool = False) -> str:
 def render_markdown(state: HealState, *, live: bool = False) -> str:
     """Every panel as markdown (nbconvert, nbclient, frontends without widgets)."""
     out = [f"**selfheal** · {summary_line(state, live=live)}", ""]
+    evidence = evidence_summary(state)
+    if state.finished and evidence:
+        out += [f"**Evidence:** {_md_cell(evidence)}", ""]
     out += ["| | node | it | time | tokens | model | detail |", "|---|---|---|---|---|---|---|"]
     for r in timeline_rows(state, live=live):
         out.append(
             f"| {r.icon} | {r.node} | {r.iteration} | {r.duration:.2f}s | {r.tokens} | "
             f"{_md_cell(r.model)} | {_md_cell(r.detail[:120])} |"
         )
+    pop = candidates_view(state)
+    if pop.rows:
+        probe_heads = "".join(f" `{_md_cell(p)}` |" for p in pop.probes)
+        out += [
+            "",
+            f"| | candidate | origin | round | from | trusted | cluster |{probe_heads}",
+            "|---|---|---|---|---|---|---|" + "---|" * len(pop.probes),
+        ]
+        for c in pop.rows:
+            cells = "".join(f" {_md_cell(x) or '·'} |" for x in c.outputs) + " |" * (
+                len(pop.probes) - len(c.outputs)
+            )
+            trusted = (
+                c.state
+                if c.state in ("proposed", "not run", "no load")
+                else f"{c.trusted_passed}/{c.trusted_total}"
+            )
+            name = f"**{c.id}** ▶" if c.chosen else c.id
+            cluster = "" if c.cluster is None else str(c.cluster)
+            out.append(
+                f"| {c.icon} | {name} | {c.origin} | {c.round} | {c.parent or ''} | {trusted} | "
+                f"{cluster} |{cells}"
+            )
+        out += ["", _md_cell(pop.verdict) + "."]
     rows = test_rows(state)
     if rows:
         out += ["", "| test | origin | trust | outcomes | source |", "|---|---|---|---|---|"]
@@ -91,6 +166,8 @@ def render_markdown(state: HealState, *, live: bool = False) -> str:
         out += ["", f"**Approval needed** ({av.kind}):"]
         if av.diagnosis:
             out += ["", f"> {_md_cell(av.diagnosis)}"]
+        if approval_note(av):
+            out += ["", approval_note(av)]
     if state.error:
         out += ["", f"Error: `{_md_cell(state.error[:300])}`"]
     return "\n".join(out)

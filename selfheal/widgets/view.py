@@ -22,9 +22,13 @@ from selfheal.widgets.approver import FutureApprover
 from selfheal.widgets.model import (
     OUTCOME_ICONS,
     CallTranscript,
+    CandidatesView,
     TimelineRow,
+    approval_note,
     approval_view,
+    candidates_view,
     code_view,
+    evidence_summary,
     lessons_view,
     row_detail,
     summary_line,
@@ -45,6 +49,8 @@ _CSS = """
 .selfheal-wrap { white-space: pre-wrap; max-height: 24em; overflow-y: auto; }
 .selfheal-diff-add { color: #116611; } .selfheal-diff-del { color: #aa1111; }
 table.selfheal-table td, table.selfheal-table th { padding: 1px 8px; text-align: left; }
+tr.selfheal-chosen td { font-weight: bold; background: #e6f4e6; }
+.selfheal-evidence { color: #444; }
 </style>
 """
 
@@ -83,6 +89,55 @@ def _diff_html(diff: str) -> str:
     return '<pre class="selfheal-pre">' + "\n".join(out) + "</pre>"
 
 
+def _candidates_html(cv: CandidatesView) -> str:
+    """The population panel: one row per candidate, the chosen one marked, then why it won."""
+    if not cv.rows:
+        return "<p>(no candidates yet)</p>"
+    probe_heads = "".join(f"<th><code>{html.escape(p)}</code></th>" for p in cv.probes)
+    body = []
+    for r in cv.rows:
+        trusted: str
+        if r.state in ("proposed", "not run"):
+            trusted = r.state
+        elif r.state == "no load":
+            trusted = f'<span title="{html.escape(r.load_error)}">does not load</span>'
+        else:
+            trusted = f"{r.trusted_passed}/{r.trusted_total}"
+        failing = ", ".join(r.failing)
+        outs = "".join(f"<td><code>{html.escape(x)}</code></td>" for x in r.outputs)
+        outs += "<td></td>" * (len(cv.probes) - len(r.outputs))
+        cls = ' class="selfheal-chosen"' if r.chosen else ""
+        body.append(
+            f'<tr{cls} data-candidate="{html.escape(r.id)}">'
+            f"<td>{'▶' if r.chosen else ''}</td><td>{r.icon}</td><td>{html.escape(r.id)}</td>"
+            f"<td>{html.escape(r.origin)}</td><td>{r.round}</td>"
+            f"<td>{html.escape(r.parent or '')}</td><td>{trusted}</td>"
+            f'<td title="{html.escape(failing)}">{r.tests_passed}/{r.tests_total}</td>'
+            f"<td>{'' if r.cluster is None else r.cluster}</td>{outs}</tr>"
+        )
+    parts = [
+        f"<p><b>{html.escape(cv.verdict)}</b>",
+        f'<br><span class="selfheal-evidence">Evidence: {html.escape(cv.evidence)}</span>'
+        if cv.evidence
+        else "",
+        "</p>",
+        '<table class="selfheal-table"><tr><th></th><th></th><th>candidate</th><th>origin</th>'
+        "<th>round</th><th>from</th><th>trusted</th><th>tests</th><th>cluster</th>"
+        f"{probe_heads}</tr>" + "".join(body) + "</table>",
+        f"<p><i>{cv.total_probes} probe input(s) in all; the columns show where the candidates "
+        "differ.</i></p>",
+    ]
+    parts += [f"<p>disputed {html.escape(d)}</p>" for d in cv.disputed]
+    parts += [f"<p>spec oracle: <code>{html.escape(o)}</code></p>" for o in cv.oracle]
+    parts += [
+        f'<details class="selfheal-candidate-code"><summary>code of {html.escape(r.id)} '
+        f"({html.escape(r.origin)}){' ▶ chosen' if r.chosen else ''}</summary>"
+        f"{_pre(r.code)}</details>"
+        for r in cv.rows
+    ]
+    return "".join(parts)
+
+
 def _row_label(r: TimelineRow) -> str:
     model = f"  [{r.model}]" if r.model else ""
     dur = "…" if r.state == "running" else f"{r.duration:.2f}s"
@@ -90,7 +145,8 @@ def _row_label(r: TimelineRow) -> str:
 
 
 class HealView(w.VBox):  # type: ignore[misc]
-    """Timeline, Tests, Code and Lessons tabs, plus an approval panel while a proposal waits.
+    """Timeline, Candidates, Tests, Code and Lessons tabs, plus an approval panel while a
+    proposal waits.
 
     ``HealView(state)`` shows a finished state; a live run feeds it with ``on_event`` (the
     run's event sink) and ``refresh()``; ``bind(approver)`` wires the buttons.
@@ -120,6 +176,8 @@ class HealView(w.VBox):  # type: ignore[misc]
         self.timeline_box.add_class("selfheal-timeline")
         self.detail = w.HTML()
         self.detail.add_class("selfheal-detail")
+        self.candidates_html = w.HTML()
+        self.candidates_html.add_class("selfheal-candidates")
         self.tests_html = w.HTML()
         self.tests_html.add_class("selfheal-tests")
         self.code_html = w.HTML()
@@ -129,16 +187,18 @@ class HealView(w.VBox):  # type: ignore[misc]
         self.tabs = w.Tab(
             children=[
                 w.VBox([self.timeline_box, self.detail]),
+                self.candidates_html,
                 self.tests_html,
                 self.code_html,
                 self.lessons_html,
             ]
         )
-        for i, title in enumerate(("Timeline", "Tests", "Code", "Lessons")):
+        for i, title in enumerate(("Timeline", "Candidates", "Tests", "Code", "Lessons")):
             self.tabs.set_title(i, title)
 
         # approval panel
         self.diagnosis_html = w.HTML()
+        self.round_html = w.HTML()
         self.diff_html = w.HTML()
         self.edit_area = w.Textarea(
             layout=w.Layout(width="100%", height="180px"), placeholder="edit the code here"
@@ -159,6 +219,7 @@ class HealView(w.VBox):  # type: ignore[misc]
             [
                 w.HTML("<b>Approval needed</b>"),
                 self.diagnosis_html,
+                self.round_html,
                 self.diff_html,
                 w.Accordion(children=[self.edit_area], titles=("Edit the proposed code",)),
                 w.HBox([self.approve_button, self.edit_button, self.reject_button, self.reason]),
@@ -243,8 +304,15 @@ class HealView(w.VBox):  # type: ignore[misc]
     def _render(self) -> None:
         state = self.display_state()
         live = self.live and not state.finished
-        self.header.value = "<b>selfheal</b> · " + html.escape(summary_line(state, live=live))
+        header = "<b>selfheal</b> · " + html.escape(summary_line(state, live=live))
+        evidence = evidence_summary(state)
+        if state.finished and evidence:
+            header += (
+                f'<br><span class="selfheal-evidence">Evidence: {html.escape(evidence)}</span>'
+            )
+        self.header.value = header
         self._render_timeline(state, live)
+        self.candidates_html.value = _candidates_html(candidates_view(state))
         self._render_tests(state)
         cv = code_view(state)
         code_html = f"<b>{html.escape(cv.label)}</b>" + _pre(cv.code or "(no code yet)")
@@ -268,6 +336,8 @@ class HealView(w.VBox):  # type: ignore[misc]
             self.diagnosis_html.value = (
                 f"<b>Diagnosis</b>{_pre(av.diagnosis)}" if av.diagnosis else "<i>first version</i>"
             )
+            note = approval_note(av)
+            self.round_html.value = f"<p>{html.escape(note)}</p>" if note else ""
             self.diff_html.value = "<b>Proposed change</b>" + _diff_html(av.diff or av.code)
             if self.edit_area.value == "" or self.approval_panel.layout.display == "none":
                 self.edit_area.value = av.code
@@ -332,7 +402,7 @@ class HealView(w.VBox):  # type: ignore[misc]
             self._show_detail(self.display_state(), self._rows[index])
 
     def _show_detail(self, state: HealState, row: TimelineRow) -> None:
-        d = row_detail(state, row)
+        d = row_detail(state, row, self._rows)
         body = "<br>".join(html.escape(x) for x in d.lines)
         code = ""
         if d.code:

@@ -15,17 +15,13 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
+from selfheal.llm.mock import DEMO_SPEC
 from selfheal.notebook import notebook_mode
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
 WIDGET = "application/vnd.jupyter.widget-view+json"
-DEMO_SPEC_TEXT = (
-    "Write a function median(values) that returns the median of a list of numbers. "
-    "For an even number of values it is the mean of the two middle values. "
-    "Raise ValueError if the list is empty. Example: median([3, 1, 2]) -> 2"
-)
 
 PRELUDE = """import selfheal
 from selfheal import HealConfig
@@ -76,6 +72,11 @@ def test_headless_nbclient_fails_fast_or_follows_on_headless(
     assert len(shown) == 1
     assert "| ● | approval |" in shown[0]["data"]["text/markdown"]
     assert "median: waiting for your approval" in shown[0]["data"]["text/plain"]
+    # a finished run leads with its evidence, then the candidates with the chosen one marked
+    (final,) = [o for o in nb.cells[2].outputs if o.get("output_type") == "display_data"]
+    md = final["data"]["text/markdown"]
+    assert "**Evidence:** 2/2 trusted tests pass" in md
+    assert "| ✓ | **c5** ▶ | patch | 2 | c1 | 2/2 | 0 |" in md
 
 
 class Kernel:
@@ -188,7 +189,7 @@ def test_await_aheal_in_a_live_kernel_cannot_wait_for_buttons(kernel: Kernel) ->
 
 def test_cell_magic_in_a_live_kernel_with_review(kernel: Kernel) -> None:
     kernel.execute(PRELUDE + "\n%load_ext selfheal\n%selfheal_config autonomy=review_repairs")
-    msgs = kernel.execute(f"%%selfheal --name median\n{DEMO_SPEC_TEXT}")
+    msgs = kernel.execute(f"%%selfheal --name median\n{DEMO_SPEC}")
     assert any(m["msg_type"] == "display_data" and WIDGET in m["content"]["data"] for m in msgs)
     handle = "selfheal.magics.defaults(get_ipython()).last"
     deadline = time.monotonic() + 180

@@ -59,11 +59,17 @@ async def test_view_follows_a_live_run_and_buttons_answer(review_run: Run) -> No
     assert "upper middle element" in view.diagnosis_html.value
     assert "selfheal-diff-add" in view.diff_html.value
     assert "if not values" in view.edit_area.value
+    # the round waiting for approval: three candidates, approving runs them all
+    assert "The round proposes 3 candidates" in view.round_html.value
+    assert 'data-candidate="c7"' in view.candidates_html.value
+    assert "proposed" in view.candidates_html.value
     # a click on a timeline row shows its detail
-    view.timeline_box.children[4].click()
-    assert "execute" in view.detail.value and "sb2 failed" in view.detail.value
-    # a model call's exchange folds out under the row's detail
-    view.timeline_box.children[0].click()
+    view.timeline_box.children[3].click()
+    assert "✓ execute" in view.detail.value and "ex2 failed" in view.detail.value
+    assert "c1 greedy, round 1: trusted 1/2" in view.detail.value
+    # a model call's exchange folds out under the row's detail (the test writer is asked
+    # with the first generation)
+    view.timeline_box.children[1].click()
     assert '<details class="selfheal-call"><summary>model call: test_writer via' in (
         view.detail.value
     )
@@ -105,10 +111,26 @@ def test_view_of_a_finished_state_and_text_fallback(demo_run: Run) -> None:
     assert "median: verified" in view.header.value
     assert "<th>it1</th><th>it2</th>" in view.tests_html.value
     assert "average the two middle values" in view.lessons_html.value
+    # the evidence heads the finished view; the Candidates tab marks the chosen one
+    assert f"Evidence: {state.evidence.summary}" in view.header.value if state.evidence else False
+    assert [view.tabs.get_title(i) for i in range(5)] == [
+        "Timeline",
+        "Candidates",
+        "Tests",
+        "Code",
+        "Lessons",
+    ]
+    panel = view.candidates_html.value
+    assert panel.count("<tr") == 8  # a header and seven candidates
+    assert '<tr class="selfheal-chosen" data-candidate="c5">' in panel
+    assert "cluster 0 won with 3 of 3 candidate(s)" in panel
+    assert "<code>median([1, 2, 3, 4])</code>" in panel
+    assert "code of c5 (patch) ▶ chosen" in panel
     bundle = view._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert bundle["text/plain"] == render_text(state)
-    assert "| ✓ | critic |" in bundle["text/markdown"]
+    assert "| ✓ | select |" in bundle["text/markdown"]
+    assert "| ✓ | **c5** ▶ | patch |" in bundle["text/markdown"]
     assert repr(view) == render_text(state)
 
 
