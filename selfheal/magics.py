@@ -9,8 +9,9 @@ else (running, the view, approvals) lives in ``selfheal.notebook`` and ``selfhea
   The healed, verified function is defined in the notebook's namespace and its code is
   offered as the next cell.
 - ``%selfheal [message]``: after a cell raised, heal the function the error came from (the
-  cell plus your message are the intent), show the change for approval (autonomy
-  ``review_all`` by default) and, once verified, offer the fixed cell.
+  cell plus your message are the intent; an example in the message, ``f(x) -> y``, is a
+  trusted test, and without one the fix cannot be verified), show the change for approval
+  (autonomy ``review_all`` by default) and, once verified, offer the fixed cell.
 - ``%selfheal_config [key=value ...]``: show or set the defaults the magics use in this
   notebook (``model``, ``autonomy``, ``max_iterations``, ``on_headless`` and any other
   ``HealConfig`` field).
@@ -192,12 +193,23 @@ def _finish(shell: Any, result: HealResult, *, cell: str | None = None) -> None:
     if not result.code:
         print(f"selfheal: no code was produced (status {result.status}).", file=sys.stderr)
         return
+    evidence = result.evidence
     if not result.verified:
         print(
             f"selfheal: the code is not verified (status {result.status}); it is offered as the "
             "next cell for you to review, and was not run.",
             file=sys.stderr,
         )
+        if evidence.summary:
+            print(f"selfheal: evidence: {evidence.summary}", file=sys.stderr)
+        if result.status == "unverified" and not evidence.trusted_total:
+            name = result.entry_point or "f"
+            how = (
+                f"an example to your message (%selfheal ... {name}(<args>) -> <expected>)"
+                if cell is not None
+                else f"an example to the spec ({name}(<args>) -> <expected>) or --tests"
+            )
+            print(f"selfheal: to verify it, add {how}.", file=sys.stderr)
     else:
         # The user asked for this function in their namespace; only verified code gets here.
         exec(compile(result.code, f"<selfheal {result.run_id}>", "exec"), shell.user_ns)

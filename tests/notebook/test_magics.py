@@ -129,14 +129,17 @@ def mean(xs):
 def test_line_magic_heals_the_function_that_raised(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    mock = MockProvider({"test_writer": [MEAN_TESTS], "generator": [MEAN_FIXED]})
+    # the greedy answer and a sample agree and pass the message's example: no top-up needed
+    mock = MockProvider({"test_writer": [MEAN_TESTS], "generator": [MEAN_FIXED, MEAN_FIXED]})
     defaults(shell).provider = mock
     _run(shell, "%selfheal_config autonomy=full_auto adversarial_tests=false critic=false")
     cell = "def mean(xs):\n    return sum(xs) / len(xs)\n\nprint(mean([]))"
     shell.run_cell(cell, store_history=True)  # raises ZeroDivisionError
-    _run(shell, "%selfheal return 0.0 for an empty list")
+    _run(shell, "%selfheal return 0.0 for an empty list: mean([]) -> 0.0")
     result = defaults(shell).last
     assert result.verified and result.entry_point == "mean"
+    assert len(mock.calls_for("generator")) == 2
+    assert [t.code for t in result.tests if t.trusted] == ["assert mean([]) == 0.0"]
     spec = result.state.spec.text
     assert spec.startswith("Fix the function mean from this notebook cell. return 0.0 for")
     assert "ZeroDivisionError" in spec and "return sum(xs) / len(xs)" in spec
@@ -146,6 +149,28 @@ def test_line_magic_heals_the_function_that_raised(
     assert shell.rl_next_input.endswith("print(mean([]))\n")
     out = capsys.readouterr().out
     assert "--- cell (before)" in out and "+    if not xs:" in out
+
+
+def test_line_magic_without_an_example_offers_the_fix_unverified(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # no trusted test: agreement alone never verifies, so the fix is offered, not defined
+    mock = MockProvider({"test_writer": [MEAN_TESTS], "generator": [MEAN_FIXED] * 4})
+    defaults(shell).provider = mock
+    _run(shell, "%selfheal_config autonomy=full_auto")
+    cell = "def mean(xs):\n    return sum(xs) / len(xs)\n\nprint(mean([]))"
+    shell.run_cell(cell, store_history=True)  # raises ZeroDivisionError
+    _run(shell, "%selfheal return 0.0 for an empty list")
+    result = defaults(shell).last
+    assert result.status == "unverified" and result.evidence.trusted_total == 0
+    assert len(mock.calls_for("generator")) == 4  # no trusted test: the sample is topped up
+    with pytest.raises(ZeroDivisionError):  # the notebook keeps its own (buggy) function
+        shell.user_ns["mean"]([])
+    assert shell.rl_next_input == fixed_cell(cell, "mean", result.code) + "\n"
+    err = capsys.readouterr().err
+    assert "not verified (status unverified)" in err
+    assert "evidence: no trusted test" in err
+    assert "add an example to your message (%selfheal ... mean(<args>) -> <expected>)" in err
 
 
 def test_line_magic_without_an_error_says_what_to_do(shell: InteractiveShell) -> None:
