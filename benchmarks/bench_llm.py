@@ -1,22 +1,25 @@
 """The local model through the provider against raw llama.cpp, measured in one run.
 
-    PYTHONPATH=. python benchmarks/bench_llm.py [--npp 300] [--ntg 128] [--levels 1,2,4] [--rounds 2]
+    PYTHONPATH=. python benchmarks/bench_llm.py [--npp 300] [--ntg 128] [--levels 1,2,4] [--rounds 3]
 
 Prints, for the installed model on the llama-server build ``make install`` made:
 
 * generated tokens/s (all sequences together) for 1, 2, 4 concurrent completions through
-  ``OpenAICompatible.acomplete_many``-style concurrent requests on the supervised server, against
+  ``OpenAICompatible.acomplete`` requests sent at once to the supervised server, against
   ``llama-batched-bench`` (same binary build, model, threads, batch sizes, ``-npp``/``-ntg``) at
-  the same levels; the provider's figure is its decode phase seen by the client (tokens after the
-  first one, from the last first token to the last token), raw's is ``S_TG``;
-* end to end (prompt + generation, wall clock) at each level, against raw ``S``;
+  the same levels. The provider's figure is measured by the client: tokens that arrived (through
+  ``on_token``) while every sequence was decoding (from the last first token to the first last
+  token), over that time; raw's is ``S_TG`` (all sequences decoding together);
+* prompt tokens/s at each level (all prompts over the time to the last first token; raw
+  ``S_PP``) and end to end (prompt + generated tokens over the wall clock; raw ``S``);
 * prompt tokens/s of one long cold prompt, and time to first token of a short one;
 * a shared-prefix second call against a cold one (the slot's prompt cache).
 
 Each request gets its own random prefix, so nothing is served from the prompt cache unless the
 test means it; generation ignores end-of-sequence (``ignore_eos``) so every request generates
-exactly ``--ntg`` tokens, like llama-batched-bench. Rounds alternate raw and provider. Run it on
-an otherwise idle machine (it checks the load average first).
+exactly ``--ntg`` tokens, like llama-batched-bench. Raw and provider alternate level by level
+(``--rounds`` pairs each; medians are printed, and the ratio is the median of the per-pair
+ratios). Run it on an otherwise idle machine (it checks the load average first).
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ def _text(n_words: int, rng: random.Random) -> str:
 class Level:
     parallel: int
     gen_tps: float
+    prompt_tps: float
     e2e_tps: float
     prompt_tokens: int
     completion_tokens: int
@@ -93,7 +97,9 @@ def _cpu() -> str:
     return platform.processor() or platform.machine()
 
 
-def raw_bench(binary: Path, model: Path, args: argparse.Namespace, threads: int) -> dict[int, dict]:
+def raw_bench(
+    binary: Path, model: Path, args: argparse.Namespace, threads: int, levels: str
+) -> dict[int, dict]:
     """llama-batched-bench at each level (its jsonl output), same env as the server."""
     bench = binary.with_name("llama-batched-bench")
     if not bench.is_file():
@@ -106,7 +112,7 @@ def raw_bench(binary: Path, model: Path, args: argparse.Namespace, threads: int)
         "-ub", "512",
         "-npp", str(args.npp),
         "-ntg", str(args.ntg),
-        "-npl", args.levels,
+        "-npl", levels,
         "-t", str(threads),
         "-tb", str(threads),
         "--output-format", "jsonl",
@@ -145,19 +151,32 @@ async def provider_level(
         [Message(role="user", content=f"{rng.random()} " + _text(words, rng))]
         for _ in range(parallel)
     ]
+    arrivals: list[list[float]] = [[] for _ in prompts]
     t0 = time.monotonic()
     results: list[Completion] = list(
         await asyncio.gather(
-            *(p.acomplete(m, max_tokens=args.ntg, temperature=0.0) for m in prompts)
+            *(
+                p.acomplete(
+                    m,
+                    max_tokens=args.ntg,
+                    temperature=0.0,
+                    on_token=lambda _piece, mine=mine: mine.append(time.monotonic()),
+                )
+                for m, mine in zip(prompts, arrivals, strict=True)
+            )
         )
     )
     wall = time.monotonic() - t0
-    first = max(c.time_to_first_token or 0.0 for c in results)
-    last = max(c.latency for c in results)
-    decoded = sum(c.completion_tokens - 1 for c in results)
+    # the window in which every sequence is decoding: from the last first token to the first
+    # last token; the tokens that arrived in it, over its length (batched-bench's S_TG is the
+    # same situation: all sequences decoding together)
+    start = max(a[0] for a in arrivals)
+    end = min(a[-1] for a in arrivals)
+    in_window = sum(1 for a in arrivals for t in a if start < t <= end)
     return Level(
         parallel=parallel,
-        gen_tps=decoded / (last - first),
+        gen_tps=in_window / (end - start),
+        prompt_tps=sum(c.prompt_tokens for c in results) / (start - t0),
         e2e_tps=sum(c.prompt_tokens + c.completion_tokens for c in results) / wall,
         prompt_tokens=sum(c.prompt_tokens for c in results) // parallel,
         completion_tokens=sum(c.completion_tokens for c in results) // parallel,
@@ -209,7 +228,7 @@ def main() -> int:
     ap.add_argument("--levels", default="1,2,4", help="concurrent completions")
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--ctx", type=int, default=4096, help="context per slot")
-    ap.add_argument("--rounds", type=int, default=2, help="alternating raw/provider rounds")
+    ap.add_argument("--rounds", type=int, default=3, help="raw/provider pairs per level")
     ap.add_argument("--force", action="store_true", help="run even if the machine is busy")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
@@ -230,60 +249,64 @@ def main() -> int:
     )
 
     rng = random.Random(1234)
-    raw_rounds: list[dict[int, dict]] = []
-    prov_rounds: list[dict[int, Level]] = []
-    extra: dict[str, float] = {}
-    prefix: dict[str, float] = {}
-    for r in range(args.rounds):
-        print(f"round {r + 1}: llama-batched-bench ...", file=sys.stderr, flush=True)
-        raw_rounds.append(raw_bench(Path(settings.binary), model, args, threads))
-        print(f"round {r + 1}: provider ...", file=sys.stderr, flush=True)
-        server = LocalServer(settings)
-        p = OpenAICompatible(
-            model=settings.alias, server=server, local=True, extra_body={"ignore_eos": True}
-        )
-        try:
+    pairs: dict[int, list[tuple[Level, dict]]] = {n: [] for n in levels}
+    server = LocalServer(settings)
+    p = OpenAICompatible(
+        model=settings.alias, server=server, local=True, extra_body={"ignore_eos": True}
+    )
+    q = OpenAICompatible(model=settings.alias, server=server, local=True)
+    try:
 
-            async def run(p: OpenAICompatible = p) -> dict[int, Level]:
-                await p.acomplete([Message(role="user", content="warm up")], max_tokens=4)
-                words = await words_for(p, args.npp, rng)
-                return {n: await provider_level(p, n, words, args, rng) for n in levels}
+        async def setup() -> int:
+            await p.acomplete([Message(role="user", content="warm up")], max_tokens=4)
+            return await words_for(p, args.npp, rng)
 
-            prov_rounds.append(asyncio.run(run()))
-            if r == 0:
-                q = OpenAICompatible(model=settings.alias, server=server, local=True)
-                extra = asyncio.run(prompt_and_ttft(q, rng))
-                prefix = asyncio.run(shared_prefix(q, rng))
-        finally:
-            server.stop()
+        words = asyncio.run(setup())
+        # raw and provider alternate level by level, so both see the same background load
+        for r in range(args.rounds):
+            for n in levels:
+                print(f"round {r + 1}, {n} concurrent ...", file=sys.stderr, flush=True)
+                raw = raw_bench(Path(settings.binary), model, args, threads, str(n))[n]
+                prov = asyncio.run(provider_level(p, n, words, args, rng))
+                pairs[n].append((prov, raw))
+        extra = asyncio.run(prompt_and_ttft(q, rng))
+        prefix = asyncio.run(shared_prefix(q, rng))
+    finally:
+        server.stop()
 
     def med(xs: list[float]) -> float:
         return statistics.median(xs)
 
     print(
-        "| concurrent completions | generated tok/s, provider | generated tok/s, llama-batched-bench | provider / raw | end to end tok/s, provider | end to end tok/s, raw |"
+        "| concurrent completions | generated tok/s, provider | generated tok/s, "
+        "llama-batched-bench | provider / raw | prompt tok/s, provider / raw | end to end "
+        "tok/s, provider / raw |"
     )
     print("|---:|---:|---:|---:|---:|---:|")
     for n in levels:
-        prov_gen = med([pr[n].gen_tps for pr in prov_rounds])
-        raw_gen = med([rr[n]["speed_tg"] for rr in raw_rounds])
-        prov_e2e = med([pr[n].e2e_tps for pr in prov_rounds])
-        raw_e2e = med([rr[n]["speed"] for rr in raw_rounds])
+        prov_gen = med([pv.gen_tps for pv, _ in pairs[n]])
+        raw_gen = med([rw["speed_tg"] for _, rw in pairs[n]])
+        ratio = med([pv.gen_tps / rw["speed_tg"] for pv, rw in pairs[n]])
+        prov_pp = med([pv.prompt_tps for pv, _ in pairs[n]])
+        raw_pp_n = med([rw["speed_pp"] for _, rw in pairs[n]])
+        prov_e2e = med([pv.e2e_tps for pv, _ in pairs[n]])
+        raw_e2e = med([rw["speed"] for _, rw in pairs[n]])
         print(
-            f"| {n} | {prov_gen:.1f} | {raw_gen:.1f} | {100 * prov_gen / raw_gen:.0f}% "
-            f"| {prov_e2e:.1f} | {raw_e2e:.1f} |"
+            f"| {n} | {prov_gen:.1f} | {raw_gen:.1f} | {100 * ratio:.0f}% "
+            f"| {prov_pp:.1f} / {raw_pp_n:.1f} | {prov_e2e:.1f} / {raw_e2e:.1f} |"
         )
     print()
-    print("per round (provider gen / raw gen tok/s):")
-    for i, (pr, rr) in enumerate(zip(prov_rounds, raw_rounds, strict=True)):
-        cells = ", ".join(f"{n}: {pr[n].gen_tps:.1f}/{rr[n]['speed_tg']:.1f}" for n in levels)
-        print(f"  round {i + 1}: {cells}")
-    tokens = prov_rounds[0][levels[0]]
+    print("medians of the rounds; provider / raw is the median of the per-round ratios.")
+    print("per round, provider / raw generated tok/s:")
+    for n in levels:
+        cells = ", ".join(f"{pv.gen_tps:.1f}/{rw['speed_tg']:.1f}" for pv, rw in pairs[n])
+        print(f"  {n} concurrent: {cells}")
+    tokens = pairs[levels[0]][0][0]
     print(
         f"  (provider prompts: {tokens.prompt_tokens} tokens incl. chat template; raw: {args.npp})"
     )
     print()
-    raw_pp = med([rr[levels[0]]["speed_pp"] for rr in raw_rounds])
+    raw_pp = med([rw["speed_pp"] for _, rw in pairs[levels[0]]])
     print("| measure | value |")
     print("|---|---:|")
     print(
