@@ -1,5 +1,6 @@
 """A real JupyterLab in headless Chromium: the live view renders, updates, and Approve resumes
-the run; the healed function works in the next cell."""
+the run; the finished view shows its evidence and the candidates with the chosen one marked; the
+healed function works in the next cell."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def test_live_view_approve_in_the_browser(lab: Lab) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / f"{lab.app}_approval.png"
     done_shot = ARTIFACTS / f"{lab.app}_done.png"
-    print(f"\nscreenshots: {shot} {done_shot}\nlab log: {lab.log}")
+    candidates_shot = ARTIFACTS / f"{lab.app}_candidates.png"
+    print(f"\nscreenshots: {shot} {candidates_shot} {done_shot}\nlab log: {lab.log}")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 1000})
@@ -84,13 +86,28 @@ def test_live_view_approve_in_the_browser(lab: Lab) -> None:
             # a click on a row shows its detail
             page.locator(".selfheal-timeline .selfheal-row", has_text="diagnose").first.click()
             expect(page.locator(".selfheal-detail")).to_contain_text("diagnosis")
+            # a repair round proposes several candidates: approving runs them all
+            expect(page.locator(".selfheal-approval")).to_contain_text(
+                "The round proposes 3 candidates"
+            )
             page.locator(".selfheal-view").scroll_into_view_if_needed()
+            page.locator(".selfheal-approval").scroll_into_view_if_needed()
             page.screenshot(path=str(shot), full_page=False)
             approve.click()
             expect(page.locator(".selfheal-header")).to_contain_text("verified", timeout=60_000)
             after = rows.count()
             assert after > before, (before, after)  # the timeline kept updating after approval
             expect(page.locator(".selfheal-row-waiting")).to_have_count(0)
+            # the finished view leads with the evidence; the Candidates tab marks the chosen one
+            expect(page.locator(".selfheal-header")).to_contain_text("Evidence: 2/2 trusted")
+            page.locator(".selfheal-view .lm-TabBar-tab", has_text="Candidates").first.click()
+            panel = page.locator(".selfheal-candidates")
+            expect(panel).to_be_visible(timeout=30_000)
+            expect(panel.locator("tr.selfheal-chosen")).to_have_count(1)
+            expect(panel.locator("tr.selfheal-chosen")).to_contain_text("c5")
+            expect(panel).to_contain_text("cluster 0 won with 3 of 3")
+            page.locator(".selfheal-view").scroll_into_view_if_needed()
+            page.screenshot(path=str(candidates_shot), full_page=False)
             _run_cell(page, 1)
             out = page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-OutputArea-output")
             expect(out).to_contain_text("RESULT verified True 2.5", timeout=60_000)
@@ -107,3 +124,4 @@ def test_live_view_approve_in_the_browser(lab: Lab) -> None:
         img = REPO / "docs" / "img"
         img.mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, img / "notebook_approval.png")
+        shutil.copy(candidates_shot, img / "notebook_candidates.png")
