@@ -847,6 +847,8 @@ def candidates_view(state: HealState, *, probes: int = 3) -> CandidatesView:
     the clusters; the chosen one; and why (the evidence)."""
     shown = shown_probes(state, probes)
     chosen = chosen_id(state)
+    if chosen not in {c.id for c in state.candidates}:
+        chosen = None  # a run from before the population
     rows = [candidate_row(state, c, shown, chosen=chosen) for c in state.candidates]
     if _waiting(state) and state.pending is not None:
         known = {c.id for c in state.candidates}

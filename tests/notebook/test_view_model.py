@@ -328,6 +328,41 @@ def test_consult_row_shows_the_oracle_answers_and_who_agrees() -> None:
     assert "  ▶ ✓ c2   sample" in text
 
 
+def test_one_candidate_per_round_and_a_candidate_that_does_not_load() -> None:
+    # the chain (HealConfig(candidates=1)): a first version that cannot load, one patch
+    broken = "```python\nimport not_a_module_xyz\n\ndef median(values):\n    return 0\n```"
+    provider = MockProvider(
+        {
+            "generator": [broken, mock._DEMO_REPAIR],
+            "debugger": [mock._DEMO_DIAGNOSIS],
+            "lessons": [mock._DEMO_LESSONS],
+        }
+    )
+    cfg = HealConfig(candidates=1, first_sample=1, repair_width=1, spec_blind_tests=False)
+    result = Run.start(DEMO_SPEC, provider=provider, executor=InProcessExecutor(), config=cfg).run()
+    state = result.state
+    assert result.status == "verified"
+    cv = candidates_view(state)
+    c1, c2 = cv.rows
+    assert (c1.state, c1.icon, c1.loads, c1.chosen) == ("no load", "☠", False, False)
+    assert c1.load_error.startswith("ModuleNotFoundError")
+    assert (c2.origin, c2.parent, c2.chosen, c2.cluster) == ("patch", "c1", True, 0)
+    rows = timeline_rows(state)
+    execute = row_detail(state, rows[3], rows)
+    assert any("c1 greedy, round 1: does not load (ModuleNotFoundError" in x for x in execute.lines)
+    assert any(x.startswith("load failed: ModuleNotFoundError") for x in execute.lines)
+    assert "    ☠ c1   greedy     round 1          does not load (ModuleNotFoundError" in (
+        render_text(state)
+    )
+    # a state from before the population (no candidates, no evidence) still renders: an
+    # execute row falls back to its attempt's report
+    old = state.model_copy(update={"candidates": (), "evidence": None})
+    details = [row_detail(old, r) for r in timeline_rows(old)]
+    assert any(x.startswith("load failed: ModuleNotFoundError") for x in details[3].lines)
+    assert candidates_view(old).rows == () and candidates_view(old).chosen is None
+    assert "| candidate |" not in render_markdown(old)
+
+
 def test_text_and_markdown_render_every_panel(review_run: Run) -> None:
     state = review_run.run().state
     text = render_text(state)
