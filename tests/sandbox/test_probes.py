@@ -3,6 +3,8 @@ that tampers with the canonicaliser cannot change an honest run or other tests' 
 
 from __future__ import annotations
 
+import pytest
+
 from selfheal.kernel_sandbox import AssertTest, KernelPool, ProbeCall
 
 IMPL_A = """
@@ -199,3 +201,16 @@ def test_tampering_cannot_change_values_or_verdicts(pool: KernelPool) -> None:
         )
     # and an honest candidate run afterwards is untouched
     assert _values(pool.run(HONEST, [*COMPARED, *VERDICTS])) == want
+
+
+def test_numpy_values_in_the_kernel(pool: KernelPool) -> None:
+    pytest.importorskip("numpy")
+    code = (
+        "import numpy as np\n"
+        "def f():\n    return np.arange(3) * 0.1\n"
+        "def g():\n    return np.float64(0.1) + np.float64(0.2)\n"
+    )
+    plain = "def f():\n    return [0.0, 0.1, 0.2]\ndef g():\n    return 0.3\n"
+    probes = [ProbeCall(id="f", expr="f()"), ProbeCall(id="g", expr="g()")]
+    assert _values(pool.run(code, probes)) == _values(pool.run(plain, probes))
+    assert _values(pool.run(code, probes)) == {"f": "[0, 0.1, 0.2]", "g": "0.3"}
