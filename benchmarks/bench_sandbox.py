@@ -8,6 +8,12 @@ by in-process ``exec`` (the floor, no isolation at all), a cold kernel start, an
 after its limit a runaway test is stopped (plain loop: harness alarm; a loop that swallows
 the interrupt and ignores SIGALRM: host kill). Ratios are against the subprocess approach
 measured in the same run, never against numbers from elsewhere.
+
+    PYTHONPATH=. python benchmarks/bench_sandbox.py --population [--k 4 --rounds 10 --size 2]
+
+The healing loop's pattern instead: K candidates submitted at once, each with 10 tests and
+10 probes, round after round with no pause, against one fresh ``python`` subprocess per
+candidate (K started at once), the approaches interleaved round by round.
 """
 
 from __future__ import annotations
@@ -296,7 +302,7 @@ def main() -> None:
         report = pool.run(CANDIDATE, TESTS)
         assert report.passed, report
         warm = timed(lambda: pool.run(CANDIDATE, TESTS), n, before=lambda: pool.wait_ready(120))
-        # back to back: every run also pays for starting its replacement kernel
+        # back to back, one at a time: no pause between runs
         t = time.perf_counter()
         back = timed(lambda: pool.run(CANDIDATE, TESTS), n)
         sustained = n / (time.perf_counter() - t)
@@ -358,7 +364,7 @@ def main() -> None:
     )
     rows.append(
         (
-            f"KernelPool.run back to back ({sustained:.2f} runs/s sustained)",
+            f"KernelPool.run back to back, one at a time ({sustained:.1f} runs/s)",
             f"{pct(back, 0.5) * ms:.1f}",
             f"{pct(back, 0.95) * ms:.1f}",
             f"{pct(back, 0.5) / sub50:.3f}",
@@ -366,7 +372,7 @@ def main() -> None:
     )
     rows.append(
         (
-            "cold kernel start, `python -m ipykernel_launcher` (to harness armed)",
+            "cold kernel start, `python -m ipykernel_launcher` (to serving)",
             f"{pct(cold, 0.5) * ms:.0f}",
             f"{max(cold) * ms:.0f}",
             f"{pct(cold, 0.5) / sub50:.1f}",
@@ -374,7 +380,7 @@ def main() -> None:
     )
     rows.append(
         (
-            "cold kernel start, forked by the fork server (to harness armed)",
+            "cold kernel start, forked by the fork server (to serving)",
             f"{pct(forked, 0.5) * ms:.0f}",
             f"{pct(forked, 0.95) * ms:.0f}",
             f"{pct(forked, 0.5) / sub50:.1f}",
@@ -405,7 +411,7 @@ def main() -> None:
     print("|---|---:|")
     print(f"| `while True: pass` (harness alarm) | +{alarm_over * ms:.0f} ms |")
     print(
-        f"| swallows the interrupt, ignores SIGALRM (host kills the kernel) | "
+        f"| swallows the interrupt, ignores SIGALRM (host kills the run's process) | "
         f"+{kill_over * ms:.0f} ms (whole run incl. load) |"
     )
 

@@ -316,4 +316,17 @@ def kill_tree(pid: int, pgid: int | None, cgroups: CgroupSet | None = None) -> N
             v.kill()
     if cgroups is not None:
         cgroups.kill_all()
-    psutil.wait_procs(victims, timeout=2)
+    # dead is enough: a killed grandchild stays a zombie until init reaps it, which can take
+    # a second or more (our own children are reaped by the caller)
+    deadline = time.monotonic() + 2
+    while victims and time.monotonic() < deadline:
+        victims = [v for v in victims if _running(v)]
+        if victims:
+            time.sleep(0.005)
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
