@@ -31,6 +31,7 @@ MODES: Mapping[str, Mapping[str, object]] = {
     "heal-no-probes": {"probes": False, "spec_blind_tests": False},
     "heal-no-repair": {"repair": False},
     "heal-critic": {"critic": True},
+    "heal-lessons": {"lessons": True},
     "heal-adversarial": {"adversarial_tests": True},
     "heal-no-critic": {"critic": False},
     "heal-no-adversarial": {"adversarial_tests": False},

@@ -23,6 +23,7 @@ from evaluation.report import Settings, build_summary, load_summary, render_mark
 from evaluation.results_file import ResultsFile
 from evaluation.runner import BenchmarkRunner
 from evaluation.suites import SUITES, get_suite, select_tasks
+from selfheal.config import HealConfig
 from selfheal.errors import SelfHealError
 
 __all__ = ["build_parser", "main"]
@@ -50,7 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--task-ids", nargs="+", default=None, help="only these task ids (space or comma separated)"
     )
     parser.add_argument(
-        "--max-iterations", type=int, default=3, help="heal rounds (the first population counts)"
+        "--max-iterations",
+        type=int,
+        default=None,
+        help="heal rounds, the first population included (default: HealConfig's)",
     )
     parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
     parser.add_argument("--workers", type=int, default=1, help="tasks run in parallel")
@@ -114,7 +118,7 @@ def _main(args: argparse.Namespace, args_list: list[str]) -> int:
         suite=args.suite,
         model=args.model,
         modes=modes,
-        max_iterations=args.max_iterations,
+        max_iterations=args.max_iterations or HealConfig().max_iterations,
         temperature=args.temperature,
     )
     results = ResultsFile(out / "results.jsonl")
@@ -153,7 +157,7 @@ def _main(args: argparse.Namespace, args_list: list[str]) -> int:
         modes=modes,
         provider=provider,
         results=results,
-        max_iterations=args.max_iterations,
+        max_iterations=settings.max_iterations,
         temperature=args.temperature,
         workers=args.workers,
         progress=not args.no_progress,

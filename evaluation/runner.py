@@ -63,7 +63,7 @@ class BenchmarkRunner:
         results: ResultsFile,
         heal: HealFunction | None = None,
         executor_factory: Callable[[], Executor] = default_executor,
-        max_iterations: int = 4,
+        max_iterations: int | None = None,
         temperature: float = 0.0,
         workers: int = 1,
         config_extra: Mapping[str, object] | None = None,

@@ -34,7 +34,7 @@ HeadlessPolicy = Literal["error", "approve", "reject"]
 class HealConfig(Record):
     """How a heal run behaves. Every result records the config it ran with."""
 
-    max_iterations: int = Field(default=3, ge=1, le=50)
+    max_iterations: int = Field(default=2, ge=1, le=50)
     """Most rounds: the first population counts as one, each repair round as one more."""
     candidates: int = Field(default=4, ge=1, le=16)
     """Independent candidates in the first round: the greedy answer plus ``candidates - 1``
@@ -75,8 +75,10 @@ class HealConfig(Record):
     """Ask the critic to review the chosen candidate; it must name a counterexample input,
     which counts only if it separates the candidates and the spec oracle sides against the
     chosen one (an opinion alone is kept as advice)."""
-    lessons: bool = True
-    """Keep a rolling list of at most five lessons and show them to the repairer."""
+    lessons: bool = False
+    """Keep a rolling list of at most five lessons and show them to the repairer (one more
+    model call before every repair round; off by default: HumanEval runs showed no repair it
+    made possible, and it costs a sequential call per round)."""
     repair: bool = True
     """Repair failing candidates. Off means one generation only."""
     run_tests: bool = True

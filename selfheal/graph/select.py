@@ -99,8 +99,8 @@ def select(state: HealState, ctx: Context) -> HealState:
             )
         )
     chosen = sel.chosen
-    detail = (state.evidence.summary if state.evidence else "") + (
-        f"; chose {chosen.id} ({chosen.origin})" if chosen else ""
+    detail = (f"chose {chosen.id} ({chosen.origin}): " if chosen else "") + (
+        state.evidence.summary if state.evidence else ""
     )
     events.append(
         Event(

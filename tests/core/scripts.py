@@ -99,6 +99,7 @@ CHAIN: dict[str, object] = {
     "first_sample": 1,
     "adversarial_tests": True,
     "critic": True,
+    "lessons": True,
     "max_iterations": 4,
     "repair_width": 1,
 }

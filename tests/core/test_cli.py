@@ -33,7 +33,7 @@ def test_heal_with_the_mock_prints_the_loop(runs_dir: Path) -> None:
     assert lines == [
         "plan_tests", "generate", "gate", "execute", "select",  # greedy + 1 sample: both fail
         "generate", "gate", "execute", "select",  # topped up to 4: all fail the even example
-        "diagnose", "lessons", "repair", "gate", "execute", "select",  # 3 repairs agree
+        "diagnose", "repair", "gate", "execute", "select",  # 3 repairs agree
         "finish",
     ]  # fmt: skip
     assert "no candidate of 4 passes every trusted test; still failing: ex2" in p.stderr
@@ -68,7 +68,7 @@ def test_runs_list_show_fork(runs_dir: Path) -> None:
     )
     calls = selfheal("runs", "show", run_id, "--calls", runs_dir=runs_dir)
     assert calls.returncode == 0, calls.stderr
-    assert "=== call 1/10 · generate" in calls.stdout and "=== call 10/10 · repair" in calls.stdout
+    assert "=== call 1/9 · generate" in calls.stdout and "=== call 9/9 · repair" in calls.stdout
     assert "Raise ValueError if the list is empty" in calls.stdout  # the spec, as sent
     assert "# why: odd length, unsorted input" in calls.stdout  # the test writer's raw reply
     forked = selfheal(

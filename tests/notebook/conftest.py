@@ -33,8 +33,14 @@ def runs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def demo_run() -> Run:
     """A fresh run of the demo spec with the mock's demo script (full autonomy); its scripted
-    candidates run in-process (the view tests are about the view, not the sandbox)."""
-    return Run.start(DEMO_SPEC, provider=MockProvider.demo(), executor=InProcessExecutor())
+    candidates run in-process (the view tests are about the view, not the sandbox). Lessons
+    are on so the view's lessons tab has something to show."""
+    return Run.start(
+        DEMO_SPEC,
+        provider=MockProvider.demo(),
+        executor=InProcessExecutor(),
+        config=HealConfig(lessons=True),
+    )
 
 
 @pytest.fixture
@@ -44,5 +50,5 @@ def review_run() -> Run:
         DEMO_SPEC,
         provider=MockProvider.demo(),
         executor=InProcessExecutor(),
-        config=HealConfig(autonomy="review_repairs"),
+        config=HealConfig(autonomy="review_repairs", lessons=True),
     )

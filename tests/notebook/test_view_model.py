@@ -66,9 +66,9 @@ def test_timeline_has_one_row_per_node_with_tokens_and_model(demo_run: Run) -> N
     assert rows[3].detail.startswith("ran 2 candidate(s)")
     assert rows[13].detail.startswith("ran 3 candidate(s)")
     assert "no candidate of 4 passes every trusted test" in rows[8].detail
-    assert rows[14].detail.startswith("2/2 trusted tests pass")
+    assert rows[14].detail.startswith("chose c5 (patch): 2/2 trusted tests pass")
     assert rows[-1].detail == "status verified"
-    assert summary_line(result.state).startswith("median: verified · iteration 2/3")
+    assert summary_line(result.state).startswith("median: verified · iteration 2/2")
 
 
 def test_live_start_event_shows_a_running_row(demo_run: Run) -> None:
