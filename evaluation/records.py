@@ -92,6 +92,12 @@ class TaskRecord(Record):
     """Lessons the agent wrote."""
     timeline: tuple[dict[str, Any], ...] = ()
     """The agent's timeline events, as dicts."""
+    evidence: dict[str, Any] | None = None
+    """What the agent's status rested on (``HealResult.evidence``: trusted tests, candidates,
+    clusters, probes, disputed tests, one-line summary)."""
+    candidates: tuple[dict[str, Any], ...] = ()
+    """The population: each candidate's origin, round, parent, cluster, test outcomes, probe
+    outputs and code."""
     honesty: HonestyReport | None = None
     """Check that no reference assertion was sent to the model."""
     config: dict[str, Any] = Field(default_factory=dict)

@@ -125,8 +125,8 @@ def render_markdown(summary: Summary) -> str:
     lines += [
         "| mode | tasks | pass@1 | first attempt | healed | broken | self-reported verified | "
         "false success | false failure | mean iterations | mean LLM calls | "
-        "prompt tok | completion tok | mean s/task | harness errors | leaks |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "prompt tok | completion tok | mean s/task | median s/task | harness errors | leaks |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for m in summary.metrics.values():
         lines.append(
@@ -134,7 +134,7 @@ def render_markdown(summary: Summary) -> str:
             f"{m.first_attempt_passed} ({_pct(m.first_attempt_rate)}) | {m.healed} | {m.broken} | "
             f"{m.verified} | {m.false_success} | {m.false_failure} | {m.mean_iterations:.2f} | "
             f"{m.mean_llm_calls:.1f} | {m.prompt_tokens} | {m.completion_tokens} | "
-            f"{m.mean_wall_time:.1f} | {m.harness_errors} | {m.leaks} |"
+            f"{m.mean_wall_time:.1f} | {m.median_wall_time:.1f} | {m.harness_errors} | {m.leaks} |"
         )
     for m in summary.metrics.values():
         if m.disputed:

@@ -186,9 +186,13 @@ class BenchmarkRunner:
         final_code: str | None = result.code
         verdict = score(task, final_code, executor, limits=self._score_limits)
         attempts = tuple(result.attempts)
+        population = tuple(getattr(result, "candidates", ()) or ())
         first_verdict: ReferenceVerdict | None = None
-        if attempts:
-            first_code = attempts[0].code
+        if attempts or population:
+            # the first answer is the greedy candidate (what one generation gives), not the
+            # winner of the first round
+            greedy = next((c for c in population if c.origin == "greedy"), None)
+            first_code = greedy.code if greedy is not None else attempts[0].code
             first_verdict = (
                 verdict
                 if first_code == final_code
@@ -232,6 +236,8 @@ class BenchmarkRunner:
             diagnoses=tuple(_dump(d) for d in result.diagnoses),
             lessons=tuple(str(getattr(lesson, "text", lesson)) for lesson in result.lessons),
             timeline=tuple(_dump(e) for e in result.timeline),
+            evidence=_dump(result.evidence) if hasattr(result, "evidence") else None,
+            candidates=tuple(_candidate(c) for c in population),
             run_id=str(getattr(result, "run_id", "")),
             finished_at=time.time(),
         )
@@ -319,3 +325,20 @@ class BenchmarkRunner:
         closer = getattr(executor, "close", None)
         if callable(closer):
             closer()
+
+
+def _candidate(c: Any) -> dict[str, Any]:
+    """One member of the population, as the record keeps it."""
+    report = getattr(c, "report", None)
+    return {
+        "id": c.id,
+        "origin": c.origin,
+        "round": c.round,
+        "parent": c.parent,
+        "temperature": c.temperature,
+        "cluster": c.cluster,
+        "loaded": bool(report is not None and report.load.ok),
+        "outcomes": {r.test_id: r.outcome for r in report.results} if report is not None else {},
+        "behaviour": dict(c.behaviour),
+        "code": c.code,
+    }

@@ -86,6 +86,10 @@ def test_records_and_metrics_match_what_happened(
     assert good.verdict.outcome == "passed"
     assert {t.origin for t in good.tests} >= {"spec_blind"}
     assert good.llm_calls >= 2 and good.prompt_tokens > 0 and good.timeline
+    # the population and what the status rested on are in the record
+    assert good.evidence is not None and "no trusted test" in good.evidence["summary"]
+    assert [c["origin"] for c in good.candidates] == ["greedy", "sample", "sample", "sample"]
+    assert all(c["loaded"] and c["code"] for c in good.candidates)
 
     caught = records[(dedupe.id, "heal")]
     assert not caught.passed and not caught.verified and not caught.false_success
