@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from selfheal.approval import Approver
 from selfheal.config import HealConfig
-from selfheal.graph.context import EventSink, TokenSink
+from selfheal.context import EventSink, TokenSink
 from selfheal.graph.runner import ProviderArg, Run
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.result import HealResult

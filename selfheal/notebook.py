@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from selfheal.approval import Approve, Approver, Edit, Reject
 from selfheal.config import HealConfig
+from selfheal.context import EventSink, TokenSink
 from selfheal.errors import ApprovalRequired, ConfigError
-from selfheal.graph.context import EventSink, TokenSink
 from selfheal.graph.runner import ProviderArg, Run
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.result import HealResult

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from selfheal.graph.context import Context
-from selfheal.roles.testcode import all_active_pass, attempt_score
+from selfheal.context import Context
 from selfheal.state import Attempt, Candidate, Decision, Event, HealState, Proposal
+from selfheal.testsuite import all_active_pass, attempt_score
 
 
 def needs_review(state: HealState, proposal: Proposal) -> bool:

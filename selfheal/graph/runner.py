@@ -18,9 +18,9 @@ from typing import Any
 
 from selfheal.approval import Approver
 from selfheal.config import HealConfig
+from selfheal.context import Context, EventSink, FixedRouter, ModelRouter, TokenSink
 from selfheal.errors import ConfigError, ProviderError, SandboxError
 from selfheal.graph.checkpoint import RunLog, find_run, read_states
-from selfheal.graph.context import Context, EventSink, FixedRouter, ModelRouter, TokenSink
 from selfheal.graph.gate import apply_decision
 from selfheal.graph.table import GRAPH, after_decision
 from selfheal.kernel_sandbox.types import Executor

@@ -7,7 +7,7 @@ from typing import Literal
 
 from selfheal.agreement import Selection, evidence_for
 from selfheal.agreement import select as rank
-from selfheal.graph.context import Context
+from selfheal.context import Context
 from selfheal.state import Attempt, Candidate, Event, HealState
 
 _STRATEGY: dict[str, Literal["initial", "repair", "human_edit"]] = {

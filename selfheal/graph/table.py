@@ -18,19 +18,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from selfheal.graph.context import Context
+from selfheal.context import Context
+from selfheal.graph.execute import execute
 from selfheal.graph.gate import finish, gate
 from selfheal.graph.select import select
 from selfheal.roles.adversary import adversarial
 from selfheal.roles.critic import critic
 from selfheal.roles.debugger import diagnose
-from selfheal.roles.executor import execute
 from selfheal.roles.generator import generate, repair
 from selfheal.roles.lessons import summarize
 from selfheal.roles.oracle import consult, open_questions
 from selfheal.roles.test_writer import plan_tests
-from selfheal.roles.testcode import all_active_pass
 from selfheal.state import HealState, NodeName
+from selfheal.testsuite import all_active_pass
 
 Node = Callable[[HealState, Context], HealState]
 Route = Callable[[HealState], NodeName]

@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from selfheal.context import Context
 from selfheal.errors import MalformedReply
-from selfheal.graph.context import Context
 from selfheal.llm.base import Completion, Message, Provider, TokenCallback
 from selfheal.llm.prompts import load_prompt
 from selfheal.llm.structured import ask_code, ask_structured

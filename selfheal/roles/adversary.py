@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from selfheal.graph.context import Context
+from selfheal.context import Context
 from selfheal.roles._calls import CallLog, ask_for_tests, info
-from selfheal.roles.testcode import add_tests, parse_test_block, sources
 from selfheal.state import HealState
+from selfheal.testsuite import add_tests, parse_test_block, sources
 
 NODE = "adversarial"
 

@@ -7,11 +7,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from selfheal.context import Context
 from selfheal.errors import MalformedReply
-from selfheal.graph.context import Context
 from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
-from selfheal.roles.testcode import add_tests, parse_test_block, sources
 from selfheal.state import CriticReview, Diagnosis, HealState
+from selfheal.testsuite import add_tests, parse_test_block, sources
 
 NODE = "critic"
 

@@ -9,13 +9,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from selfheal.context import Context
 from selfheal.errors import MalformedReply
-from selfheal.graph.context import Context
 from selfheal.roles import oracle
 from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
 from selfheal.roles.investigate import investigate
-from selfheal.roles.testcode import all_active_pass, failure_lines
 from selfheal.state import Diagnosis, HealState
+from selfheal.testsuite import all_active_pass, failure_lines
 
 NODE = "diagnose"
 CATEGORIES = (

@@ -14,14 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from selfheal.context import Context
 from selfheal.errors import MalformedReply, ProviderError
-from selfheal.graph.context import Context
 from selfheal.llm.base import Message
 from selfheal.roles._calls import CallLog, ask_for_code, concurrently, info, record_failure
 from selfheal.roles.test_writer import spec_blind_tests, with_examples
-from selfheal.roles.testcode import failure_lines
 from selfheal.spec import find_examples
 from selfheal.state import Candidate, CandidateOrigin, Diagnosis, HealState, Proposal
+from selfheal.testsuite import failure_lines
 
 LOW_CONFIDENCE = 0.4
 """A diagnosis below this confidence routes to fresh samples instead of a targeted patch."""

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from selfheal.context import Context
 from selfheal.errors import MalformedReply
-from selfheal.graph.context import Context
 from selfheal.kernel_sandbox.types import SnippetResult
 from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
-from selfheal.roles.executor import limits_for
-from selfheal.roles.testcode import failure_lines
 from selfheal.state import HealState, Probe
+from selfheal.testsuite import failure_lines, limits_for
 
 __all__ = ["StepReply", "investigate", "observation"]
 

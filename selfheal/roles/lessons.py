@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from selfheal.context import Context
 from selfheal.errors import MalformedReply
-from selfheal.graph.context import Context
 from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
-from selfheal.roles.testcode import failure_lines
 from selfheal.state import HealState, Lesson
+from selfheal.testsuite import failure_lines
 
 NODE = "lessons"
 MAX_LESSONS = 5

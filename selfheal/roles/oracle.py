@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from selfheal.agreement import distinguishing_probes, select
+from selfheal.context import Context
 from selfheal.errors import MalformedReply, ProviderError
-from selfheal.graph.context import Context
 from selfheal.roles._calls import CallLog, ask_for_json, concurrently, info, record_failure
 from selfheal.state import HealState
 

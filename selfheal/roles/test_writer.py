@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import re
 
-from selfheal.graph.context import Context
+from selfheal.context import Context
 from selfheal.probes import merge_probes, planned_probes
 from selfheal.roles._calls import CallLog, ask_for_tests, info
-from selfheal.roles.testcode import add_tests, parse_test_block
 from selfheal.spec import example_assert
 from selfheal.state import HealState, TestCase
+from selfheal.testsuite import add_tests, parse_test_block
 
 NODE = "plan_tests"
 

@@ -1,4 +1,5 @@
-"""Turning a model's block of tests into test cases, and test results into prompt lines."""
+"""Tests as the loop sees them: a model's block of tests into test cases, results into
+prompt lines and scores, and the sandbox limits a run asks for."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import ast
 import re
 from collections.abc import Iterable, Sequence
 
-from selfheal.kernel_sandbox.types import ExecutionReport, TestResult
+from selfheal.kernel_sandbox.types import ExecutionReport, Limits, TestResult
 from selfheal.state import HealState, Origin, TestCase
 
 _WHY_RE = re.compile(r"^\s*#\s*(?:why\s*:)?\s*(.*)$", re.IGNORECASE)
@@ -131,6 +132,14 @@ def add_tests(
             )
         )
     return tuple(out)
+
+
+def limits_for(state: HealState) -> Limits:
+    """The sandbox limits a run's config asks for."""
+    cfg = state.config
+    return Limits(
+        test_timeout=cfg.test_timeout, run_timeout=cfg.run_timeout, memory_mb=cfg.memory_mb
+    )
 
 
 def failure_lines(

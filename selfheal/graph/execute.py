@@ -6,21 +6,15 @@ from __future__ import annotations
 import time
 
 from selfheal.agreement import behaviour_of
-from selfheal.graph.context import Context
-from selfheal.kernel_sandbox.types import ExecutionReport, Limits, ProbeCall, SandboxTest
+from selfheal.context import Context
+from selfheal.kernel_sandbox.types import ExecutionReport, ProbeCall, SandboxTest
 from selfheal.roles._calls import CallLog
 from selfheal.roles.generator import normalized
 from selfheal.roles.test_writer import with_probes
 from selfheal.state import Candidate, Event, HealState
+from selfheal.testsuite import limits_for
 
 NODE = "execute"
-
-
-def limits_for(state: HealState) -> Limits:
-    cfg = state.config
-    return Limits(
-        test_timeout=cfg.test_timeout, run_timeout=cfg.run_timeout, memory_mb=cfg.memory_mb
-    )
 
 
 def _workload(state: HealState) -> list[SandboxTest]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from selfheal.roles._calls import lenient_block
-from selfheal.roles.testcode import parse_test_block
+from selfheal.testsuite import parse_test_block
 
 
 def test_cut_off_block_keeps_its_complete_tests() -> None:
