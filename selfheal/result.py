@@ -100,17 +100,17 @@ class HealResult(Record):
         trusted = [t for t in self.tests if t.trusted]
         outcomes = self.test_outcomes()
         passed = sum(1 for t in trusted if outcomes.get(t.id) == "passed")
-        head = (
-            f"{passed}/{len(trusted)} trusted tests pass"
-            if trusted
-            else "no trusted test (add an example to the spec to verify)"
-        )
-        ran = "not run" if not outcomes else "one candidate"
+        if not outcomes:
+            summary = "not executed: no test ran (single shot, or the run stopped before)"
+        elif trusted:
+            summary = f"{passed}/{len(trusted)} trusted tests pass; one candidate"
+        else:
+            summary = "no trusted test (add an example to the spec to verify); one candidate"
         return Evidence(
             trusted_passed=passed,
             trusted_total=len(trusted),
             candidates=len(self.state.candidates),
-            summary=f"{head}; {ran}",
+            summary=summary,
         )
 
     @property

@@ -426,6 +426,8 @@ def test_single_shot_is_unverified(pool: KernelPool) -> None:
     assert result.status == "unverified" and not result.verified
     assert result.tests == () and result.iterations == 1
     assert nodes(result) == ["plan_tests", "generate", "gate", "finish"]
+    assert result.evidence.summary.startswith("not executed")
+    assert result.code is not None and "max(lo, min(x, hi))" in result.code
 
 
 def test_every_result_records_its_config(pool: KernelPool) -> None:
