@@ -83,6 +83,7 @@ class Level:
     gen_tps: float
     prompt_tps: float
     e2e_tps: float
+    client_cpu: float
     prompt_tokens: int
     completion_tokens: int
 
@@ -152,6 +153,7 @@ async def provider_level(
         for _ in range(parallel)
     ]
     arrivals: list[list[float]] = [[] for _ in prompts]
+    cpu0 = time.process_time()
     t0 = time.monotonic()
     results: list[Completion] = list(
         await asyncio.gather(
@@ -167,6 +169,7 @@ async def provider_level(
         )
     )
     wall = time.monotonic() - t0
+    cpu = time.process_time() - cpu0
     # the window in which every sequence is decoding: from the last first token to the first
     # last token; the tokens that arrived in it, over its length (batched-bench's S_TG is the
     # same situation: all sequences decoding together)
@@ -178,6 +181,7 @@ async def provider_level(
         gen_tps=in_window / (end - start),
         prompt_tps=sum(c.prompt_tokens for c in results) / (start - t0),
         e2e_tps=sum(c.prompt_tokens + c.completion_tokens for c in results) / wall,
+        client_cpu=cpu / wall,
         prompt_tokens=sum(c.prompt_tokens for c in results) // parallel,
         completion_tokens=sum(c.completion_tokens for c in results) // parallel,
     )
@@ -301,6 +305,8 @@ def main() -> int:
     for n in levels:
         cells = ", ".join(f"{pv.gen_tps:.1f}/{rw['speed_tg']:.1f}" for pv, rw in pairs[n])
         print(f"  {n} concurrent: {cells}")
+    cpu = ", ".join(f"{n}: {100 * med([pv.client_cpu for pv, _ in pairs[n]]):.0f}%" for n in levels)
+    print(f"  CPU used by this (client) process while the requests ran, of one core: {cpu}")
     tokens = pairs[levels[0]][0][0]
     print(
         f"  (provider prompts: {tokens.prompt_tokens} tokens incl. chat template; raw: {args.npp})"
