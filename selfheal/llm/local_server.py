@@ -686,6 +686,7 @@ def local_provider(model_path: str = "", *, env: Mapping[str, str] | None = None
             api_key=env.get("SELFHEAL_LOCAL_KEY") or "sk-no-key",
             model_id=f"local:{name}",
             local=True,
+            max_concurrency=_env_int(env, "SELFHEAL_LOCAL_SLOTS", DEFAULT_SLOTS),
         )
     settings = server_settings(model_path or None, env=env)
     return OpenAICompatible(

@@ -104,7 +104,8 @@ class OpenAICompatible:
     (``attempts - 1``). ``server`` is a supervised :class:`LocalServer` to start on first
     use instead of a fixed URL. ``local=True`` marks a llama.cpp server: requests then ask
     for its prompt cache (``cache_prompt``) explicitly. ``extra_body`` is merged into every
-    request.
+    request. ``max_concurrency`` tells callers how many requests to have in flight at once
+    (a supervised server's slots; None: no limit).
     """
 
     def __init__(
@@ -118,6 +119,7 @@ class OpenAICompatible:
         model_id: str | None = None,
         local: bool = False,
         extra_body: dict[str, Any] | None = None,
+        max_concurrency: int | None = None,
     ) -> None:
         if server is None and not model:
             raise ConfigError(
@@ -137,6 +139,7 @@ class OpenAICompatible:
         self._extra_body = dict(extra_body or {})
         if self.local:
             self._extra_body.setdefault("cache_prompt", True)
+        self._max_concurrency = max_concurrency
         self._clients: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, tuple[str | None, str, openai.AsyncOpenAI]
         ] = weakref.WeakKeyDictionary()
@@ -144,6 +147,14 @@ class OpenAICompatible:
     @property
     def model_id(self) -> str:
         return self._model_id
+
+    @property
+    def max_concurrency(self) -> int | None:
+        """Requests worth having in flight at once: a supervised server's slots (more would
+        wait in its queue), else what was given; None when unknown (no limit)."""
+        if self.server is not None:
+            return self.server.settings.slots
+        return self._max_concurrency
 
     @property
     def base_url(self) -> str | None:

@@ -324,6 +324,11 @@ def test_local_url_reuses_a_running_server(monkeypatch: pytest.MonkeyPatch) -> N
     assert isinstance(p, OpenAICompatible)
     assert p.server is None and p.base_url == "http://127.0.0.1:8099/v1"
     assert p.model_id.startswith("local:")
+    assert p.max_concurrency == ls.DEFAULT_SLOTS  # what `selfheal serve` runs by default
+    eight = build_provider(
+        "local", env={"SELFHEAL_LOCAL_URL": "http://127.0.0.1:8099/v1", "SELFHEAL_LOCAL_SLOTS": "8"}
+    )
+    assert eight.max_concurrency == 8  # type: ignore[attr-defined]
     assert (
         resolve_model_string(
             None, env={"SELFHEAL_LOCAL_URL": "http://x/v1", "OLLAMA_HOST": "127.0.0.1:9"}
@@ -343,6 +348,7 @@ def test_local_provider_on_the_shared_server(
     q = build_provider(f"local:{model}")
     assert isinstance(p, OpenAICompatible) and isinstance(q, OpenAICompatible)
     assert p.server is q.server and p.model_id == "local:my-model"
+    assert p.max_concurrency == p.server.settings.slots  # the pipeline's parallelism
     assert p.complete(HI, max_tokens=2).text == "ww"
     assert q.server is not None and q.server.alive
 
