@@ -129,6 +129,25 @@ def test_concurrent_first_calls_start_one_server(settings: ls.ServerSettings) ->
     assert len(_fake_servers()) == 1
 
 
+def test_started_from_a_short_lived_thread_outlives_it(settings: ls.ServerSettings) -> None:
+    """PR_SET_PDEATHSIG fires when the *thread* that forked the server ends: the pipeline's
+    first call may come from a pool thread that ends right after, so the server is started
+    from a keeper thread instead."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = ls.LocalServer(settings)
+    worker = threading.Thread(target=server.start)
+    worker.start()
+    worker.join()  # the thread that started the server is gone
+    with ThreadPoolExecutor(2) as pool:  # and so are these, after the first calls
+        assert pool.submit(_provider(server).complete, HI, max_tokens=1).result().text == "w"
+    time.sleep(0.5)
+    assert server.alive
+    p = _provider(server)
+    assert p.complete(HI, max_tokens=2).text == "ww" and server.restarts == 0
+
+
 def test_crash_at_start_quotes_the_log(
     settings: ls.ServerSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
