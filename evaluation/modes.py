@@ -30,6 +30,7 @@ MODES: Mapping[str, Mapping[str, object]] = {
     "heal-all-at-once": {"first_sample": 4},
     "heal-no-probes": {"probes": False, "spec_blind_tests": False},
     "heal-no-repair": {"repair": False},
+    "heal-spec-tests": {"spec_blind_tests": True},
     "heal-critic": {"critic": True},
     "heal-lessons": {"lessons": True},
     "heal-adversarial": {"adversarial_tests": True},
@@ -46,7 +47,8 @@ MODES: Mapping[str, Mapping[str, object]] = {
 the first request; ``heal-no-probes`` no probe inputs and no spec-blind tests (candidates are
 then chosen by the trusted tests alone, greedy first: sampling plus a filter by the spec's
 examples, plus repair); ``heal-no-repair`` the first round only; ``heal-critic`` /
-``heal-adversarial`` turn on roles that are off by default; each ``heal-no-*`` turns one
+``heal-adversarial`` turn on roles that are off by default; ``heal-spec-tests`` asks the
+spec-blind test writer on every task (the default asks it only when the spec has no example); each ``heal-no-*`` turns one
 component off; ``heal-react-debugger`` lets the debugger run up to three probes in the sandbox
 before it diagnoses."""
 

@@ -63,7 +63,7 @@ def _model_string(provider: str | None, model: str | None) -> str | None:
 def _config(args: argparse.Namespace) -> HealConfig:
     cfg: dict[str, object] = {
         "autonomy": args.autonomy,
-        "spec_blind_tests": not args.no_spec_tests,
+        "spec_blind_tests": False if args.no_spec_tests else "auto",
         "debugger_steps": args.debugger_steps,
     }
     # options left out keep HealConfig's defaults (defined once, there)

@@ -67,8 +67,12 @@ class HealConfig(Record):
     ``error`` raises ``ApprovalRequired``; ``approve``/``reject`` decide automatically."""
     example_tests: bool = True
     """Turn the examples written in the spec into trusted tests."""
-    spec_blind_tests: bool = True
-    """Ask the test writer for tests from the spec alone, before any code exists."""
+    spec_blind_tests: bool | Literal["auto"] = "auto"
+    """Ask the test writer for tests from the spec alone, at the same time as the first
+    candidates: their calls become probe inputs, their expected values untrusted claims.
+    ``auto`` asks only when the spec gives no trusted test or too few probe inputs (fewer than
+    4): with examples, mutations of them are the probes, and the test writer's longer reply
+    would be the slowest request of the first round."""
     adversarial_tests: bool = False
     """Ask the adversarial QA role for edge cases against the first candidate."""
     critic: bool = False

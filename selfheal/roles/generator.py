@@ -194,8 +194,11 @@ def generate(state: HealState, ctx: Context) -> HealState:
         _Request("sample", "generator", base, cfg.sample_temperature)
         for _ in range(max(0, want - len(requests)))
     ]
+    wanted = cfg.spec_blind_tests
+    if wanted == "auto":
+        wanted = not any(t.trusted for t in state.tests) or len(state.probes) < 4
     write_tests = (
-        cfg.spec_blind_tests
+        wanted
         and cfg.max_spec_tests > 0
         and not any(t.origin == "spec_blind" for t in state.tests)
         and not first_round

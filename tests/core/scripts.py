@@ -100,6 +100,7 @@ CHAIN: dict[str, object] = {
     "adversarial_tests": True,
     "critic": True,
     "lessons": True,
+    "spec_blind_tests": True,
     "max_iterations": 4,
     "repair_width": 1,
 }

@@ -64,7 +64,10 @@ def test_a_wrong_model_test_is_disputed_by_agreement_and_the_right_code_survives
     pool: KernelPool,
 ) -> None:
     result, _ = run(
-        {"generator": [s.GOOD, GOOD_DOC], "test_writer": [s.WRONG_TEST]}, pool, oracle_calls=0
+        {"generator": [s.GOOD, GOOD_DOC], "test_writer": [s.WRONG_TEST]},
+        pool,
+        oracle_calls=0,
+        spec_blind_tests=True,
     )
     assert result.status == "verified"
     wrong = next(t for t in result.tests if t.origin == "spec_blind")

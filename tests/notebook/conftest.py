@@ -34,12 +34,12 @@ def runs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def demo_run() -> Run:
     """A fresh run of the demo spec with the mock's demo script (full autonomy); its scripted
     candidates run in-process (the view tests are about the view, not the sandbox). Lessons
-    are on so the view's lessons tab has something to show."""
+    and the spec-blind test writer are on so every tab has something to show."""
     return Run.start(
         DEMO_SPEC,
         provider=MockProvider.demo(),
         executor=InProcessExecutor(),
-        config=HealConfig(lessons=True),
+        config=HealConfig(lessons=True, spec_blind_tests=True),
     )
 
 
@@ -50,5 +50,5 @@ def review_run() -> Run:
         DEMO_SPEC,
         provider=MockProvider.demo(),
         executor=InProcessExecutor(),
-        config=HealConfig(autonomy="review_repairs", lessons=True),
+        config=HealConfig(autonomy="review_repairs", lessons=True, spec_blind_tests=True),
     )

@@ -103,7 +103,7 @@ def test_tests_show_origin_trust_and_outcome_per_iteration() -> None:
         DEMO_SPEC,
         provider=MockProvider.demo(),
         executor=InProcessExecutor(),
-        config=HealConfig(adversarial_tests=True),
+        config=HealConfig(adversarial_tests=True, spec_blind_tests=True),
     )
     state = run.run().state
     assert state.status == "verified"
