@@ -3,7 +3,9 @@ agreeing candidates fail, and choose by standing (trusted tests, then cluster si
 
 Pure functions over the state. The order of standing, strongest first:
 
-1. loads, and passes every trusted test (the spec's examples, the user's tests);
+1. loads, and passes every trusted test (the spec's examples, the user's tests) while reading
+   its input (a function that never reads its parameters passed the examples by returning
+   them, and stands behind every candidate that passes them honestly);
 2. the size of its behaviour cluster among those candidates (plus one vote per spec-oracle
    answer it matches, the tie-breaker for inputs where clusters disagree);
 3. the credible (not disputed) model-written tests it passes;
@@ -22,7 +24,14 @@ from dataclasses import dataclass, field
 
 from selfheal.state import Candidate, Evidence, HealState, ProbeInput, TestCase
 
-__all__ = ["Selection", "behaviour_of", "canonical_literal", "distinguishing_probes", "select"]
+__all__ = [
+    "Selection",
+    "behaviour_of",
+    "canonical_literal",
+    "distinguishing_probes",
+    "ignores_input",
+    "select",
+]
 
 
 def behaviour_of(candidate: Candidate, probes: Sequence[ProbeInput]) -> dict[str, str]:
@@ -65,6 +74,34 @@ def _trusted(tests: Sequence[TestCase]) -> list[TestCase]:
 
 def _outcomes(c: Candidate) -> dict[str, str]:
     return {r.test_id: r.outcome for r in c.report.results} if c.report is not None else {}
+
+
+def ignores_input(code: str, entry_point: str | None) -> bool:
+    """The function never reads any of its parameters: it can only have passed the examples
+    by returning them (a 1.5B model sometimes hardcodes an example's expected output)."""
+    if not entry_point:
+        return False
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return False
+    fn = next(
+        (
+            n
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == entry_point
+        ),
+        None,
+    )
+    if fn is None:
+        return False
+    a = fn.args
+    params = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
+    params |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+    if not params:
+        return False
+    used = {n.id for stmt in fn.body for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+    return not (params & used)
 
 
 def passes_trusted(c: Candidate, tests: Sequence[TestCase]) -> bool:
@@ -149,6 +186,11 @@ def select(state: HealState) -> Selection:
         return Selection(chosen=None, clusters=[], passing=[])
     tests = state.tests
     passing = [c for c in ran if passes_trusted(c, tests)]
+    # a candidate that ignores its input passed the examples by returning them: it stands
+    # behind every candidate that passes them honestly
+    honest = [c for c in passing if not ignores_input(c.code, state.spec.entry_point)]
+    if honest:
+        passing = honest
     valid = _valid_probes(passing, state.probes)
     groups: dict[tuple[str, ...], list[Candidate]] = {}
     for c in passing:

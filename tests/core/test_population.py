@@ -200,3 +200,33 @@ def test_a_time_budget_stops_the_population(pool: KernelPool) -> None:
     )
     assert result.status == "exhausted"
     assert "token budget" in result.state.stop_reason
+
+
+HARDCODED = s.block("def clamp(x, lo, hi):\n    return 3")
+
+
+def test_a_candidate_that_returns_the_example_without_reading_its_input_stands_last(
+    pool: KernelPool,
+) -> None:
+    # greedy hardcodes the example's answer; the honest sample wins although the two tie
+    result, _ = run(
+        {"generator": [HARDCODED, s.GOOD], "test_writer": [s.NO_TESTS]},
+        pool,
+        candidates=2,
+        oracle_calls=0,
+    )
+    assert result.status == "verified"
+    assert result.function(-5, 0, 3) == 0
+    hard = result.candidates[0]
+    assert hard.code.endswith("return 3") and hard.cluster is None
+    assert result.evidence.passing == 1
+
+
+def test_ignores_input_reads_the_function_body() -> None:
+    from selfheal.agreement import ignores_input
+
+    assert ignores_input("def f(x):\n    return [1, 2]", "f")
+    assert not ignores_input("def f(x):\n    return [x]", "f")
+    assert not ignores_input("def f(*xs, **kw):\n    return len(xs) + len(kw)", "f")
+    assert not ignores_input("def f():\n    return 1", "f")  # nothing to read
+    assert not ignores_input("def g(x):\n    return 1", "f")  # not the entry point
