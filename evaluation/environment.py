@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from selfheal._record import Record
+from selfheal.records import Record
 
 __all__ = ["Hardware", "ModelInfo", "RunInfo", "collect_run_info", "describe_model", "hardware"]
 
@@ -152,7 +152,7 @@ def describe_model(model: str, *, hash_file: bool = True) -> ModelInfo:
     quantization; for anything else just the id."""
     if model != "local" and not model.startswith("local:"):
         return ModelInfo(id=model)
-    from selfheal.models import find_model
+    from selfheal.llm.weights import find_model
 
     explicit = model.split(":", 1)[1] if ":" in model else None
     path = find_model(explicit or None)

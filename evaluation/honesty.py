@@ -24,8 +24,8 @@ from collections.abc import Iterable
 
 from evaluation.recording import RecordedCall
 from evaluation.suites import Task
-from selfheal._record import Record
 from selfheal.llm.base import Message
+from selfheal.records import Record
 
 __all__ = ["HonestyReport", "check_calls", "check_messages", "normalise", "secret_assertions"]
 

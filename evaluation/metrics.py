@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 from evaluation.records import TaskRecord
-from selfheal._record import Record
+from selfheal.records import Record
 
 __all__ = ["CategoryMetrics", "Comparison", "ModeMetrics", "compare", "summarise"]
 

@@ -6,8 +6,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from selfheal._record import Record
 from selfheal.llm.base import Completion, Message, Provider, TokenCallback
+from selfheal.records import Record
 
 __all__ = ["RecordedCall", "RecordingProvider"]
 

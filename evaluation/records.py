@@ -8,7 +8,7 @@ from pydantic import Field
 
 from evaluation.honesty import HonestyReport
 from evaluation.scoring import ReferenceVerdict
-from selfheal._record import Record
+from selfheal.records import Record
 
 __all__ = ["AttemptRecord", "TaskRecord", "TestRecord"]
 

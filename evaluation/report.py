@@ -11,7 +11,7 @@ from evaluation.environment import RunInfo
 from evaluation.errors import ResultsFileError
 from evaluation.metrics import Comparison, ModeMetrics, compare, summarise
 from evaluation.records import TaskRecord
-from selfheal._record import Record
+from selfheal.records import Record
 
 __all__ = ["Settings", "Summary", "build_summary", "load_summary", "write_reports"]
 

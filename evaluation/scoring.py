@@ -18,9 +18,9 @@ from collections.abc import Callable
 from typing import Literal
 
 from evaluation.suites import Task
-from selfheal._record import Record
 from selfheal.errors import CandidateTimeout, SelfHealError
 from selfheal.kernel_sandbox.types import AssertTest, Executor, Limits, Outcome
+from selfheal.records import Record
 
 __all__ = [
     "LABEL_PREFIX",

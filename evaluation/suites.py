@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 import yaml
 
 from evaluation.errors import SuiteError
-from selfheal._record import Record
+from selfheal.records import Record
 
 __all__ = [
     "SUITES",
