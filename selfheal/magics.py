@@ -28,11 +28,11 @@ from types import TracebackType
 from typing import Any
 
 from selfheal.config import HealConfig
+from selfheal.diffs import unified_diff
 from selfheal.errors import ConfigError
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.llm.base import Provider
 from selfheal.result import HealResult
-from selfheal.widgets.model import unified_diff
 
 __all__ = [
     "MagicDefaults",

@@ -8,13 +8,13 @@ them in parallel slots. A candidate that repeats a known version is replaced by 
 from __future__ import annotations
 
 import ast
-import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from selfheal.context import Context
+from selfheal.diffs import unified_diff
 from selfheal.errors import MalformedReply, ProviderError
 from selfheal.llm.base import Message
 from selfheal.roles._calls import CallLog, ask_for_code, concurrently, info, record_failure
@@ -25,18 +25,6 @@ from selfheal.testsuite import failure_lines
 
 LOW_CONFIDENCE = 0.4
 """A diagnosis below this confidence routes to fresh samples instead of a targeted patch."""
-
-
-def diff(old: str, new: str) -> str:
-    """Unified diff between two versions of the code."""
-    return "".join(
-        difflib.unified_diff(
-            [line + "\n" for line in old.splitlines()],
-            [line + "\n" for line in new.splitlines()],
-            fromfile="before.py",
-            tofile="after.py",
-        )
-    )
 
 
 def with_prelude(code: str, prelude: str) -> str:
@@ -227,7 +215,7 @@ def generate(state: HealState, ctx: Context) -> HealState:
     proposal = Proposal(
         kind="initial",
         code=lead.code,
-        diff=diff("", lead.code),
+        diff=unified_diff("", lead.code),
         strategy="initial",
         rationale=lead.rationale,
         candidates=tuple(candidates),
@@ -376,7 +364,7 @@ def repair(state: HealState, ctx: Context) -> HealState:
         kind="repair",
         code=lead.code,
         previous_code=current.code,
-        diff=diff(current.code, lead.code),
+        diff=unified_diff(current.code, lead.code),
         diagnosis=diagnosis,
         strategy=strategy,  # type: ignore[arg-type]
         rationale=lead.rationale,
@@ -398,6 +386,6 @@ def _prose(text: str) -> str:
     return prose[:500]
 
 
-__all__ = ["diff", "entry_point_of", "generate", "normalized", "repair", "with_prelude"]
+__all__ = ["entry_point_of", "generate", "normalized", "repair", "with_prelude"]
 
 _ = Message  # re-exported name kept for callers that build extra messages

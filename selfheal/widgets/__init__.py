@@ -1,6 +1,7 @@
 """The notebook view of a heal run.
 
-``model`` turns a state into rows (pure, no frontend needed), ``text`` renders them as text
+``viewmodel`` (with ``candidates`` and ``detail``) turns a state into rows (pure, no
+frontend needed), ``text`` renders them as text
 and markdown, ``view.HealView`` as live ipywidgets, and ``approver.FutureApprover`` lets the
 view's buttons answer a proposal without blocking the kernel.
 """

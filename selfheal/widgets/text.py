@@ -7,14 +7,12 @@ Used by plain IPython, nbconvert/nbclient outputs, terminals and as the ``text/p
 from __future__ import annotations
 
 from selfheal.state import HealState
-from selfheal.widgets.model import (
+from selfheal.widgets.candidates import CandidatesView, candidates_view, evidence_summary
+from selfheal.widgets.viewmodel import (
     OUTCOME_ICONS,
-    CandidatesView,
     approval_note,
     approval_view,
-    candidates_view,
     code_view,
-    evidence_summary,
     lessons_view,
     summary_line,
     test_rows,

@@ -1,6 +1,7 @@
 """``HealView``: the live notebook view of a heal run, built from ipywidgets.
 
-The view is thin: every panel is computed by ``selfheal.widgets.model`` from a state; this
+The view is thin: every panel is computed by ``selfheal.widgets.viewmodel`` (and its neighbours
+``candidates`` and ``detail``) from a state; this
 module only turns those rows into widgets and wires the approval buttons to a
 ``FutureApprover``. Events may arrive from a worker thread; they are handed to the kernel's
 event loop when one is attached, so widget updates happen on the loop's thread.
@@ -19,23 +20,20 @@ import ipywidgets as w
 from selfheal.approval import Approve, Edit, Reject
 from selfheal.state import Decision, Event, HealState, Proposal
 from selfheal.widgets.approver import FutureApprover
-from selfheal.widgets.model import (
+from selfheal.widgets.candidates import CandidatesView, candidates_view, evidence_summary
+from selfheal.widgets.detail import CallTranscript, row_detail
+from selfheal.widgets.text import render_markdown, render_text
+from selfheal.widgets.viewmodel import (
     OUTCOME_ICONS,
-    CallTranscript,
-    CandidatesView,
     TimelineRow,
     approval_note,
     approval_view,
-    candidates_view,
     code_view,
-    evidence_summary,
     lessons_view,
-    row_detail,
     summary_line,
     test_rows,
     timeline_rows,
 )
-from selfheal.widgets.text import render_markdown, render_text
 
 StateGetter = Callable[[], HealState]
 

@@ -8,7 +8,8 @@ import scripts as s
 from selfheal import HealConfig, heal
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider
-from selfheal.widgets.model import row_detail, timeline_rows
+from selfheal.widgets.detail import row_detail
+from selfheal.widgets.viewmodel import timeline_rows
 
 
 def step(action: str, code: str = "", thought: str = "checking") -> str:

@@ -46,9 +46,9 @@ def test_a_comparison_without_assert_becomes_an_assertion() -> None:
 
 
 def test_diff_lines_never_glue_together() -> None:
-    from selfheal.roles.generator import diff
+    from selfheal.diffs import unified_diff
 
-    d = diff("a = 1\nb = 2", "a = 1\nb = 3")
+    d = unified_diff("a = 1\nb = 2", "a = 1\nb = 3")
     assert "-b = 2\n+b = 3\n" in d
 
 

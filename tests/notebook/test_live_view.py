@@ -12,8 +12,8 @@ from selfheal.approval import Approve
 from selfheal.errors import ConfigError
 from selfheal.graph.runner import Run
 from selfheal.widgets import FutureApprover, render_text
-from selfheal.widgets.model import timeline_rows
 from selfheal.widgets.view import HealView
+from selfheal.widgets.viewmodel import timeline_rows
 
 
 async def _wait_for(pred: object, timeout: float = 60.0) -> None:

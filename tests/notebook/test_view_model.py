@@ -8,25 +8,23 @@ from nb_fakes import InProcessExecutor
 
 from selfheal.approval import Approve
 from selfheal.config import HealConfig
+from selfheal.diffs import unified_diff
 from selfheal.graph.runner import Run
 from selfheal.llm import mock
 from selfheal.llm.mock import DEMO_SPEC, MockProvider
 from selfheal.state import Event, Lesson
 from selfheal.widgets import render_markdown, render_text
-from selfheal.widgets.model import (
+from selfheal.widgets.candidates import candidates_view, evidence_summary
+from selfheal.widgets.detail import row_candidates, row_detail
+from selfheal.widgets.viewmodel import (
     approval_note,
     approval_view,
-    candidates_view,
     code_view,
-    evidence_summary,
     lessons_view,
-    row_candidates,
-    row_detail,
     summary_line,
     timeline_rows,
-    unified_diff,
 )
-from selfheal.widgets.model import (
+from selfheal.widgets.viewmodel import (
     test_rows as rows_of_tests,
 )
 
