@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from selfheal._record import Record
 from selfheal.config import HealConfig
 from selfheal.kernel_sandbox.types import Outcome
+from selfheal.records import Record
 from selfheal.state import (
     Attempt,
     Candidate,
@@ -21,73 +22,109 @@ from selfheal.state import (
     Usage,
 )
 
+
+def _dump_all(records: Sequence[Record]) -> list[dict[str, Any]]:
+    return [r.model_dump(mode="json") for r in records]
+
+
 _ICON = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "crashed": "☠"}
 
 
 class HealResult(Record):
-    """The outcome of a heal run."""
+    """The outcome of a heal run: the final state, read through properties (a saved result
+    holds its data once)."""
 
-    code: str | None
-    """The code the run settled on (the best attempt)."""
-    verified: bool
-    """True only if every active test passed (and the critic, if on, accepted)."""
-    status: Status
-    """``verified``, ``exhausted``, ``failed``, ``unverified`` or ``awaiting_approval``."""
-    iterations: int
-    """Code versions tried."""
-    run_id: str
-    """Id of the run log (``selfheal runs show ID``)."""
-    entry_point: str | None
-    """Name of the function."""
-    tests: tuple[TestCase, ...]
-    """Every test with its origin and trust."""
-    attempts: tuple[Attempt, ...]
-    """Every version with its execution report."""
-    diagnoses: tuple[Diagnosis, ...]
-    """Every diagnosis."""
-    lessons: tuple[str, ...]
-    """The final lessons."""
-    timeline: tuple[Event, ...]
-    """Every event."""
-    usage: Usage
-    """Model calls and tokens."""
-    config: HealConfig
-    """The config it ran with."""
-    models: dict[str, str]
-    """Role -> model id used."""
-    error: str = ""
-    """Why it failed, if it did."""
-    path: str | None = None
-    """The run log on disk."""
     state: HealState
     """The final state (for time travel and the notebook view)."""
+    path: str | None = None
+    """The run log on disk."""
 
     @classmethod
     def from_state(cls, state: HealState, *, path: Path | None = None) -> HealResult:
-        code = state.final_code
-        if code is None and state.current is not None:
-            code = state.current.code
-        if code is None and state.pending is not None:
-            code = state.pending.code
-        return cls(
-            code=code,
-            verified=state.status == "verified",
-            status=state.status,
-            iterations=state.iteration,
-            run_id=state.run_id,
-            entry_point=state.spec.entry_point,
-            tests=state.tests,
-            attempts=state.attempts,
-            diagnoses=state.diagnoses,
-            lessons=tuple(lesson.text for lesson in state.lessons),
-            timeline=state.events,
-            usage=state.usage,
-            config=state.config,
-            models=dict(state.models),
-            error=state.error,
-            path=str(path) if path else None,
-            state=state,
-        )
+        return cls(state=state, path=str(path) if path else None)
+
+    # -- the state, read --------------------------------------------------------------------
+
+    @property
+    def code(self) -> str | None:
+        """The code the run settled on (the best attempt; while a run goes, the latest
+        candidate or the pending proposal)."""
+        s = self.state
+        if s.final_code is not None:
+            return s.final_code
+        if s.current is not None:
+            return s.current.code
+        return s.pending.code if s.pending is not None else None
+
+    @property
+    def verified(self) -> bool:
+        """True only with trusted tests, all passing, and agreement behind it."""
+        return self.state.status == "verified"
+
+    @property
+    def status(self) -> Status:
+        """``verified``, ``exhausted``, ``failed``, ``unverified`` or ``awaiting_approval``."""
+        return self.state.status
+
+    @property
+    def iterations(self) -> int:
+        """Rounds run (the first population, then repair rounds)."""
+        return self.state.iteration
+
+    @property
+    def run_id(self) -> str:
+        """Id of the run log (``selfheal runs show ID``)."""
+        return self.state.run_id
+
+    @property
+    def entry_point(self) -> str | None:
+        """Name of the function."""
+        return self.state.spec.entry_point
+
+    @property
+    def tests(self) -> tuple[TestCase, ...]:
+        """Every test with its origin and trust."""
+        return self.state.tests
+
+    @property
+    def attempts(self) -> tuple[Attempt, ...]:
+        """Each round's chosen version with its execution report."""
+        return self.state.attempts
+
+    @property
+    def diagnoses(self) -> tuple[Diagnosis, ...]:
+        """Every diagnosis."""
+        return self.state.diagnoses
+
+    @property
+    def lessons(self) -> tuple[str, ...]:
+        """The final lessons."""
+        return tuple(lesson.text for lesson in self.state.lessons)
+
+    @property
+    def timeline(self) -> tuple[Event, ...]:
+        """Every event."""
+        return self.state.events
+
+    @property
+    def usage(self) -> Usage:
+        """Model calls and tokens."""
+        return self.state.usage
+
+    @property
+    def config(self) -> HealConfig:
+        """The config it ran with."""
+        return self.state.config
+
+    @property
+    def models(self) -> dict[str, str]:
+        """Role -> model id used."""
+        return dict(self.state.models)
+
+    @property
+    def error(self) -> str:
+        """Why it failed, if it did."""
+        return self.state.error
 
     # -- views ------------------------------------------------------------------------------
 
@@ -139,7 +176,25 @@ class HealResult(Record):
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict of everything (the CLI's ``--json``)."""
-        d = self.model_dump(mode="json", exclude={"state"})
+        s = self.state
+        d: dict[str, Any] = {
+            "code": self.code,
+            "verified": self.verified,
+            "status": self.status,
+            "iterations": self.iterations,
+            "run_id": self.run_id,
+            "entry_point": self.entry_point,
+            "tests": _dump_all(s.tests),
+            "attempts": _dump_all(s.attempts),
+            "diagnoses": _dump_all(s.diagnoses),
+            "lessons": list(self.lessons),
+            "timeline": _dump_all(s.events),
+            "usage": s.usage.model_dump(mode="json"),
+            "config": s.config.model_dump(mode="json"),
+            "models": self.models,
+            "error": self.error,
+            "path": self.path,
+        }
         d["final_outcomes"] = self.test_outcomes()
         d["evidence"] = self.evidence.model_dump(mode="json")
         d["candidates"] = [
