@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import sys as _sys
 from typing import Any
 
 from selfheal.api import aheal, heal, resume
@@ -21,10 +22,17 @@ from selfheal.errors import (
     SelfHealError,
 )
 from selfheal.graph.runner import Run
+from selfheal.request import HealRequest
 from selfheal.result import HealResult
 from selfheal.state import HealState
 
 __version__ = "0.1.0"
+
+if "ipykernel" in _sys.modules:  # inside a Jupyter kernel, heal() shows the run's live view
+    from selfheal import api as _api
+    from selfheal.notebook import NotebookFrontend
+
+    _api.use_frontend(NotebookFrontend())
 
 __all__ = [
     "ApprovalRequired",
@@ -34,6 +42,7 @@ __all__ = [
     "ConfigError",
     "Edit",
     "HealConfig",
+    "HealRequest",
     "HealResult",
     "HealState",
     "ProviderError",

@@ -22,6 +22,7 @@ from selfheal.config import HealConfig
 from selfheal.errors import SelfHealError
 from selfheal.graph.checkpoint import find_run, list_runs, read_states
 from selfheal.graph.runner import Run
+from selfheal.request import HealRequest
 from selfheal.result import HealResult
 from selfheal.state import Decision, Event, HealState, Proposal
 
@@ -200,16 +201,16 @@ def cmd_heal(args: argparse.Namespace) -> int:
     progress = Progress(sys.stderr, quiet=args.quiet)
     if not args.quiet:
         print(f"selfheal: healing with {model or 'auto'}", file=sys.stderr)
-    approver = terminal_approver if sys.stdin.isatty() else None
-    run = Run.start(
+    request = HealRequest(
         spec,
         provider=model,
         config=_config(args),
         entry_point=args.entry_point,
-        tests=args.test or None,
-        sink=progress,
+        tests=args.test or (),
+        approver=terminal_approver if sys.stdin.isatty() else None,
+        on_event=progress,
     )
-    return _finish(run.run(approver), args)
+    return _finish(Run.start(request).run(request.approver), args)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:

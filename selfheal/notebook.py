@@ -25,19 +25,20 @@ reflect the latest state.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import sys
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Literal
 
 from selfheal.approval import Approve, Approver, Edit, Reject
 from selfheal.config import HealConfig
-from selfheal.context import EventSink, TokenSink
+from selfheal.context import EventSink
 from selfheal.errors import ApprovalRequired, ConfigError
-from selfheal.graph.runner import ProviderArg, Run
-from selfheal.kernel_sandbox.types import Executor
+from selfheal.graph.runner import Run
+from selfheal.request import HealRequest
 from selfheal.result import HealResult
-from selfheal.state import Event, HealState, TestCase
+from selfheal.state import Event, HealState
 from selfheal.widgets.approver import FutureApprover
 from selfheal.widgets.text import render_markdown, render_text
 
@@ -46,7 +47,14 @@ if TYPE_CHECKING:
 
 NotebookMode = Literal["none", "headless", "live"]
 
-__all__ = ["LiveHeal", "NotebookMode", "heal_in_notebook", "aheal_in_notebook", "notebook_mode"]
+__all__ = [
+    "LiveHeal",
+    "NotebookFrontend",
+    "NotebookMode",
+    "aheal_in_notebook",
+    "heal_in_notebook",
+    "notebook_mode",
+]
 
 
 def kernel_shell() -> Any | None:
@@ -266,57 +274,19 @@ def _make_view(run: Run) -> HealView:
     return HealView(run.state, state_getter=lambda: run.state, live=True)
 
 
-def _start(
-    spec: str,
-    *,
-    provider: ProviderArg,
-    config: HealConfig | None,
-    entry_point: str | None,
-    tests: Sequence[str | TestCase] | None,
-    executor: Executor | None,
-    relay: _Relay,
-    on_token: TokenSink | None,
-) -> Run:
-    return Run.start(
-        spec,
-        provider=provider,
-        config=config,
-        entry_point=entry_point,
-        tests=tests,
-        executor=executor,
-        sink=relay,
-        on_token=on_token,
-    )
+def _start(request: HealRequest, relay: _Relay) -> Run:
+    return Run.start(dataclasses.replace(request, on_event=relay))
 
 
 def heal_in_notebook(
-    mode: NotebookMode,
-    spec: str,
-    *,
-    provider: ProviderArg = None,
-    config: HealConfig | None = None,
-    entry_point: str | None = None,
-    tests: Sequence[str | TestCase] | None = None,
-    approver: Approver | None = None,
-    executor: Executor | None = None,
-    on_event: EventSink | None = None,
-    on_token: TokenSink | None = None,
-    show: bool = True,
+    mode: NotebookMode, request: HealRequest, *, show: bool = True
 ) -> HealResult | LiveHeal:
     """``heal`` inside a kernel. ``live`` + a human needed: a ``LiveHeal`` at once; ``live``
     otherwise: blocks while the view updates, returns the result; ``headless``: runs to the
     end, raising ``ApprovalRequired`` if an approval cannot be answered (``on_headless``)."""
-    relay = _Relay(on_event)
-    run = _start(
-        spec,
-        provider=provider,
-        config=config,
-        entry_point=entry_point,
-        tests=tests,
-        executor=executor,
-        relay=relay,
-        on_token=on_token,
-    )
+    relay = _Relay(request.on_event)
+    run = _start(request, relay)
+    approver = request.approver
     if mode != "live":
         try:
             result = run.run(approver)
@@ -348,36 +318,15 @@ def start_live(run: Run, *, view: HealView | None = None) -> LiveHeal:
 
 
 async def aheal_in_notebook(
-    mode: NotebookMode,
-    spec: str,
-    *,
-    provider: ProviderArg = None,
-    config: HealConfig | None = None,
-    entry_point: str | None = None,
-    tests: Sequence[str | TestCase] | None = None,
-    approver: Approver | None = None,
-    executor: Executor | None = None,
-    on_event: EventSink | None = None,
-    on_token: TokenSink | None = None,
-    show: bool = True,
+    mode: NotebookMode, request: HealRequest, *, show: bool = True
 ) -> HealResult:
     """``aheal`` inside a kernel: shows the live view (``live``) and awaits the run.
 
     An awaited cell holds the kernel, so buttons cannot answer while it runs: a run that
     needs a human and has no ``approver`` follows ``on_headless`` (``error``: raises
     ``ApprovalRequired``). Use ``handle = selfheal.heal(...)`` for button approvals."""
-    relay = _Relay(on_event)
-    run = await asyncio.to_thread(
-        _start,
-        spec,
-        provider=provider,
-        config=config,
-        entry_point=entry_point,
-        tests=tests,
-        executor=executor,
-        relay=relay,
-        on_token=on_token,
-    )
+    relay = _Relay(request.on_event)
+    run = await asyncio.to_thread(_start, request, relay)
     view = None
     if mode == "live":
         view = _make_view(run)
@@ -386,8 +335,21 @@ async def aheal_in_notebook(
         if show:
             _display(view)
     try:
-        result = await run.arun(approver)
+        result = await run.arun(request.approver)
     finally:
         if view is not None:
             view.refresh(run.state, live=False)
     return _finish_headless(result, _AWAIT_WHY if mode == "live" else _HEADLESS_WHY)
+
+
+class NotebookFrontend:
+    """The frontend ``selfheal.heal`` uses inside a Jupyter kernel (``api.use_frontend``)."""
+
+    def active(self) -> bool:
+        return notebook_mode() != "none"
+
+    def heal(self, request: HealRequest) -> HealResult | LiveHeal:
+        return heal_in_notebook(notebook_mode(), request)
+
+    async def aheal(self, request: HealRequest) -> HealResult:
+        return await aheal_in_notebook(notebook_mode(), request)

@@ -7,11 +7,12 @@ import time
 
 from selfheal.agreement import behaviour_of
 from selfheal.context import Context
+from selfheal.graph.events import record
 from selfheal.kernel_sandbox.types import ExecutionReport, ProbeCall, SandboxTest
 from selfheal.roles._calls import CallLog
 from selfheal.roles.generator import normalized
 from selfheal.roles.test_writer import with_probes
-from selfheal.state import Candidate, Event, HealState
+from selfheal.state import Candidate, HealState
 from selfheal.testsuite import limits_for
 
 NODE = "execute"
@@ -67,17 +68,12 @@ def execute(state: HealState, ctx: Context) -> HealState:
         }
     )
     loaded = sum(1 for c in candidates if c.id in reports and c.report and c.report.load.ok)
-    ev = Event(
-        time=ctx.clock(),
-        node=NODE,
-        kind="info",
-        iteration=state.iteration,
+    return record(
+        ctx,
+        log.apply(state),
+        NODE,
+        "info",
+        f"ran {len(todo)} candidate(s) ({runs} distinct) on {len(state.tests)} test(s) and "
+        f"{len(state.probes)} probe(s); {loaded} loaded",
         duration=time.perf_counter() - started,
-        detail=(
-            f"ran {len(todo)} candidate(s) ({runs} distinct) on {len(state.tests)} test(s) and "
-            f"{len(state.probes)} probe(s); {loaded} loaded"
-        ),
     )
-    ctx.emit(ev)
-    state = log.apply(state)
-    return state.model_copy(update={"events": state.events + (ev,)})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from selfheal.context import Context
+from selfheal.graph.events import record
 from selfheal.state import Attempt, Candidate, Decision, Event, HealState, Proposal
 from selfheal.testsuite import all_active_pass, attempt_score
 
@@ -48,16 +49,13 @@ def gate(state: HealState, ctx: Context) -> HealState:
     proposal = state.pending
     assert proposal is not None, "gate needs a pending proposal"
     if needs_review(state, proposal):
-        ev = Event(
-            time=ctx.clock(),
-            node="gate",
-            kind="decision",
-            iteration=state.iteration,
-            detail=f"awaiting approval of the {proposal.kind} proposal",
-        )
-        ctx.emit(ev)
-        return state.model_copy(
-            update={"status": "awaiting_approval", "events": state.events + (ev,)}
+        return record(
+            ctx,
+            state,
+            "gate",
+            "decision",
+            f"awaiting approval of the {proposal.kind} proposal",
+            update={"status": "awaiting_approval"},
         )
     return accept(state, proposal)
 

@@ -2,8 +2,8 @@
 
 ``Run`` is a run in progress: ``step()`` executes one node, ``run()``/``arun()`` go until the
 run is done or waits for a human, ``resume(decision)`` applies a human decision and goes on,
-``Run.load(path)`` picks up a run after a crash, ``fork(at_iteration=k, ...)`` starts a new run
-from the state of iteration ``k`` with changes (other lessons, edited code, another model).
+``Run.load(path)`` picks up a run after a crash. Its services come built (``graph.build``);
+``fork`` (time travel) lives in ``graph.fork``.
 """
 
 from __future__ import annotations
@@ -12,62 +12,24 @@ import asyncio
 import inspect
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
 
 from selfheal.approval import Approver
-from selfheal.config import HealConfig
-from selfheal.context import Context, EventSink, FixedRouter, ModelRouter, TokenSink
+from selfheal.context import Context, EventSink, TokenSink
 from selfheal.errors import ConfigError, ProviderError, SandboxError
+from selfheal.graph.build import context_for, make_context
 from selfheal.graph.checkpoint import RunLog, find_run, read_states
+from selfheal.graph.events import event, record
+from selfheal.graph.fork import fork
 from selfheal.graph.gate import apply_decision
-from selfheal.graph.table import GRAPH, after_decision
+from selfheal.graph.table import AFTER_DECISION, GRAPH, after_decision
 from selfheal.kernel_sandbox.types import Executor
-from selfheal.llm.base import Provider
+from selfheal.request import HealRequest, ProviderArg
 from selfheal.result import HealResult
-from selfheal.spec import parse_spec
-from selfheal.state import (
-    Candidate,
-    Decision,
-    Event,
-    ForkInfo,
-    HealState,
-    Lesson,
-    TestCase,
-    new_run_id,
-)
+from selfheal.state import Decision, HealState
 
-ProviderArg = str | Provider | None
-
-
-def make_router(config: HealConfig, provider: ProviderArg) -> ModelRouter:
-    """The router for a run: ``provider`` (a string or an object) or ``config.model``, with
-    ``config.models`` and ``SELFHEAL_MODEL_<ROLE>`` per-role overrides."""
-    from selfheal.llm.router import Router
-
-    if provider is not None and not isinstance(provider, str):
-        if config.models:
-            return Router(default=provider, per_role=config.models)
-        return FixedRouter(provider)
-    return Router(default=provider or config.model, per_role=config.models)
-
-
-def make_context(
-    config: HealConfig,
-    provider: ProviderArg = None,
-    *,
-    executor: Executor | None = None,
-    sink: EventSink | None = None,
-    on_token: TokenSink | None = None,
-) -> Context:
-    if executor is None:
-        from selfheal.kernel_sandbox import get_default_pool
-
-        executor = get_default_pool()
-    return Context(
-        llm=make_router(config, provider), executor=executor, sink=sink, on_token=on_token
-    )
+__all__ = ["Run"]
 
 
 def _over_budget(s: HealState) -> str:
@@ -92,44 +54,17 @@ class Run:
     # -- construction -----------------------------------------------------------------------
 
     @classmethod
-    def start(
-        cls,
-        spec: str,
-        *,
-        provider: ProviderArg = None,
-        config: HealConfig | None = None,
-        entry_point: str | None = None,
-        tests: Sequence[str | TestCase] | None = None,
-        executor: Executor | None = None,
-        sink: EventSink | None = None,
-        on_token: TokenSink | None = None,
-        persist: bool = True,
-    ) -> Run:
-        """A new run for ``spec``. ``tests`` are the user's own (trusted) assertion tests."""
-        config = config or HealConfig()
-        if isinstance(provider, str) and config.model is None:
-            config = config.model_copy(update={"model": provider})
-        parsed = parse_spec(spec, entry_point=entry_point)
-        user_tests: list[TestCase] = []
-        for i, t in enumerate(tests or (), start=1):
-            if isinstance(t, TestCase):
-                user_tests.append(t.model_copy(update={"trusted": True, "origin": "user"}))
-            else:
-                user_tests.append(
-                    TestCase(
-                        id=f"u{i}",
-                        origin="user",
-                        code=str(t),
-                        trusted=True,
-                        rationale="given by the user",
-                    )
-                )
-        state = HealState(spec=parsed, config=config, tests=tuple(user_tests))
-        ctx = make_context(config, provider, executor=executor, sink=sink, on_token=on_token)
+    def new(cls, state: HealState, ctx: Context, *, persist: bool = True) -> Run:
+        """A run from ``state`` with built services; its log starts with ``state``."""
         run = cls(state, ctx, persist=persist)
         if run.log is not None:
             run.log.append(state)
         return run
+
+    @classmethod
+    def start(cls, request: HealRequest, *, persist: bool = True) -> Run:
+        """A new run for ``request``, with the services it asks for (``graph.build``)."""
+        return cls.new(request.initial_state(), context_for(request), persist=persist)
 
     @classmethod
     def load(
@@ -190,32 +125,19 @@ class Run:
         name = s.next
         reason = _over_budget(s) if name not in ("finish", "done") else ""
         if reason:
-            ev = Event(
-                time=ctx.clock(), node=name, kind="info", iteration=s.iteration, detail=reason
-            )
-            ctx.emit(ev)
-            s = s.model_copy(
-                update={"next": "finish", "stop_reason": reason, "events": s.events + (ev,)}
+            s = record(
+                ctx, s, name, detail=reason, update={"next": "finish", "stop_reason": reason}
             )
             name = "finish"
         row = GRAPH[name]
-        start = Event(time=ctx.clock(), node=name, kind="start", iteration=s.iteration)
-        ctx.emit(start)
+        event(ctx, s, name, "start")
         before = s.usage
         t0 = time.perf_counter()
         try:
             new = row.run(s, ctx)
         except (ProviderError, SandboxError) as exc:
-            ev = Event(
-                time=ctx.clock(),
-                node=name,
-                kind="error",
-                iteration=s.iteration,
-                duration=time.perf_counter() - t0,
-                detail=f"{type(exc).__name__}: {exc}"[:500],
-            )
-            ctx.emit(ev)
-            self._commit(s.model_copy(update={"events": s.events + (ev,)}))
+            detail = f"{type(exc).__name__}: {exc}"[:500]
+            self._commit(record(ctx, s, name, "error", detail, duration=time.perf_counter() - t0))
             if self.path is not None:
                 exc.add_note(
                     f"Nothing is lost: the run is checkpointed at {self.path}; fix the cause and "
@@ -223,27 +145,20 @@ class Run:
                 )
             raise
         dur = time.perf_counter() - t0
-        end = Event(
-            time=ctx.clock(),
-            node=name,
-            kind="end",
-            iteration=new.iteration,
+        fresh = new.events[len(s.events) :]
+        new = record(
+            ctx,
+            new,
+            name,
+            "end",
+            _end_detail(new, name, len(s.events)),
+            update={"step": s.step + 1, "elapsed": s.elapsed + dur},
             duration=dur,
             prompt_tokens=new.usage.prompt_tokens - before.prompt_tokens,
             completion_tokens=new.usage.completion_tokens - before.completion_tokens,
-            model=", ".join(
-                sorted(
-                    {e.model for e in new.events[len(s.events) :] if e.kind == "llm" and e.model}
-                )
-            ),
-            detail=_end_detail(new, name, len(s.events)),
+            model=", ".join(sorted({e.model for e in fresh if e.kind == "llm" and e.model})),
         )
-        ctx.emit(end)
-        new = new.model_copy(
-            update={"events": new.events + (end,), "step": s.step + 1, "elapsed": s.elapsed + dur}
-        )
-        new = new.model_copy(update={"next": row.route(new)})
-        return self._commit(new)
+        return self._commit(new.model_copy(update={"next": row.go(new)}))
 
     def _headless_decision(self) -> Decision | None:
         policy = self._state.config.on_headless
@@ -304,7 +219,12 @@ class Run:
     def _apply(self, decision: Decision) -> HealState:
         s = apply_decision(self._state, decision, clock=self.ctx.clock())
         self.ctx.emit(s.events[-1])
-        return self._commit(s.model_copy(update={"next": after_decision(s)}))
+        nxt = after_decision(s)
+        if nxt not in AFTER_DECISION:
+            raise RuntimeError(
+                f"after_decision answered {nxt!r}, not among {AFTER_DECISION} in graph/table.py."
+            )
+        return self._commit(s.model_copy(update={"next": nxt}))
 
     def resume(self, decision: Decision, approver: Approver | None = None) -> HealResult:
         """Answer the pending proposal (``Approve()``, ``Edit(code)``, ``Reject(reason)``) and go on."""
@@ -317,92 +237,8 @@ class Run:
 
     # -- time travel ------------------------------------------------------------------------
 
-    def fork(
-        self,
-        at_iteration: int,
-        *,
-        lessons: Sequence[str] | None = None,
-        code: str | None = None,
-        model: str | None = None,
-        models: Mapping[str, str] | None = None,
-        config: HealConfig | None = None,
-        provider: ProviderArg = None,
-        executor: Executor | None = None,
-        sink: EventSink | None = None,
-    ) -> Run:
-        """A new run starting from this run's state at iteration ``at_iteration`` (0 = before
-        any code), with changes. Both runs keep their own logs."""
-        history = self.history()
-        base = _state_at(history, at_iteration)
-        changes: list[str] = []
-        update: dict[str, Any] = {}
-        cfg = config or base.config
-        if model is not None:
-            cfg = cfg.model_copy(update={"model": model})
-            changes.append("model")
-        if models is not None:
-            cfg = cfg.model_copy(update={"models": dict(models)})
-            changes.append("models")
-        if config is not None:
-            changes.append("config")
-        update["config"] = cfg
-        if lessons is not None:
-            update["lessons"] = tuple(Lesson(text=t, iteration=at_iteration) for t in lessons)
-            changes.append("lessons")
-        if code is not None:
-            if at_iteration < 1:
-                raise ConfigError("fork(code=...) needs at_iteration >= 1 (there is no code at 0).")
-            kept = tuple(c for c in base.candidates if c.round < at_iteration)
-            edit = Candidate(
-                id=f"c{len(base.candidates) + 1}",
-                code=code,
-                origin="human_edit",
-                round=at_iteration,
-            )
-            update["candidates"] = (*kept, edit)
-            update["attempts"] = tuple(a for a in base.attempts if a.iteration < at_iteration)
-            update["next"] = "execute"
-            changes.append("code")
-        update["run_id"] = new_run_id()
-        update["parent"] = ForkInfo(
-            run_id=base.run_id, at_iteration=at_iteration, changes=tuple(changes)
-        )
-        update["status"] = "running"
-        forked = base.model_copy(update=update)
-        if (
-            provider is None
-            and isinstance(self.ctx.llm, FixedRouter)
-            and model is None
-            and models is None
-        ):
-            ctx = Context(
-                llm=self.ctx.llm, executor=executor or self.ctx.executor, sink=sink or self.ctx.sink
-            )
-        else:
-            ctx = make_context(
-                cfg, provider, executor=executor or self.ctx.executor, sink=sink or self.ctx.sink
-            )
-        run = Run(forked, ctx, persist=self.log is not None)
-        if run.log is not None:
-            run.log.append(forked)
-        return run
-
-
-def _state_at(history: Sequence[HealState], k: int) -> HealState:
-    """The state right after attempt ``k`` was accepted (before it ran); k=0: before generation."""
-    for s in history:
-        if k == 0 and s.next == "generate" and s.iteration == 0:
-            return s
-        if (
-            k >= 1
-            and s.iteration == k
-            and s.next in ("adversarial", "execute")
-            and s.pending is None
-            and s.status == "running"
-        ):
-            return s
-    have = sorted({s.iteration for s in history})
-    raise ConfigError(f"No state at iteration {k} in this run; it has iterations {have}.")
+    fork = fork
+    """``run.fork(at_iteration, lessons=..., code=..., model=...)``: see ``graph.fork.fork``."""
 
 
 def _end_detail(state: HealState, node: str, first_new_event: int) -> str:
@@ -429,6 +265,3 @@ def _run_coro(coro: Awaitable[Decision]) -> Decision:
         return await coro
 
     return asyncio.run(wrap())
-
-
-ApproverFn = Callable[..., Any]

@@ -8,7 +8,8 @@ from typing import Literal
 from selfheal.agreement import Selection, evidence_for
 from selfheal.agreement import select as rank
 from selfheal.context import Context
-from selfheal.state import Attempt, Candidate, Event, HealState
+from selfheal.graph.events import record
+from selfheal.state import Attempt, Candidate, HealState
 
 _STRATEGY: dict[str, Literal["initial", "repair", "human_edit"]] = {
     "greedy": "initial",
@@ -86,39 +87,19 @@ def select(state: HealState, ctx: Context) -> HealState:
     """Rank the population and keep the winner as this round's attempt."""
     sel = rank(state)
     state = apply_selection(state, sel)
-    events: list[Event] = []
     if sel.disputed:
-        events.append(
-            Event(
-                time=ctx.clock(),
-                node="select",
-                kind="info",
-                iteration=state.iteration,
-                detail=f"disputed {', '.join(sorted(sel.disputed))}: "
-                + next(iter(sel.disputed.values())),
-            )
+        disputed = ", ".join(sorted(sel.disputed))
+        state = record(
+            ctx, state, "select", detail=f"disputed {disputed}: {next(iter(sel.disputed.values()))}"
         )
     chosen = sel.chosen
     detail = (f"chose {chosen.id} ({chosen.origin}): " if chosen else "") + (
         state.evidence.summary if state.evidence else ""
     )
-    events.append(
-        Event(
-            time=ctx.clock(), node="select", kind="info", iteration=state.iteration, detail=detail
-        )
-    )
-    update: dict[str, object] = {}
+    state = record(ctx, state, "select", detail=detail)
     if brought_nothing_new(state) and sel.failing:
-        update["stop_reason"] = "the repair round brought no new behaviour"
-        events.append(
-            Event(
-                time=ctx.clock(),
-                node="select",
-                kind="info",
-                iteration=state.iteration,
-                detail="the repair round brought no new behaviour: stopping",
-            )
+        reason = "the repair round brought no new behaviour"
+        state = record(
+            ctx, state, "select", detail=f"{reason}: stopping", update={"stop_reason": reason}
         )
-    for ev in events:
-        ctx.emit(ev)
-    return state.model_copy(update={**update, "events": state.events + tuple(events)})
+    return state

@@ -146,29 +146,89 @@ def after_decision(s: HealState) -> NodeName:
 
 @dataclass(frozen=True)
 class Step:
-    """One row: a node and its outgoing edge."""
+    """One row: a node, where it may go next, and the route that picks among those."""
 
     name: NodeName
     run: Node
-    route: Route
+    next: tuple[NodeName, ...]
+    """Every node the route may answer (``done`` ends the run). The runner checks each answer
+    against it, and ``scripts/graph_diagram.py`` draws the graph from it."""
+    route: Route | None = None
+    """Picks the next node from the new state; None when ``next`` names a single node."""
     role: str = ""
+
+    def go(self, state: HealState) -> NodeName:
+        """The next node for ``state``; a route answering outside ``next`` is a bug, said so."""
+        answer = self.next[0] if self.route is None else self.route(state)
+        if answer not in self.next:
+            raise RuntimeError(
+                f"The route of {self.name!r} answered {answer!r}, which is not among its next "
+                f"nodes {self.next} in selfheal/graph/table.py: add the edge there or fix the route."
+            )
+        return answer
 
 
 GRAPH: dict[str, Step] = {
     s.name: s
     for s in (
-        #    node          function      next
-        Step("plan_tests", plan_tests, lambda s: "generate", role="test_writer"),
-        Step("generate", generate, after_generate, role="generator"),
-        Step("gate", gate, after_gate),
-        Step("adversarial", adversarial, lambda s: "execute", role="adversary"),
-        Step("execute", execute, after_execute),
-        Step("select", select, after_select),
-        Step("consult", consult, lambda s: "select", role="oracle"),
-        Step("critic", critic, after_critic, role="critic"),
-        Step("diagnose", diagnose, after_diagnose, role="debugger"),
-        Step("lessons", summarize, lambda s: "repair", role="lessons"),
-        Step("repair", repair, after_repair, role="generator"),
-        Step("finish", finish, lambda s: "done"),
+        #    node          function     next nodes                                 route
+        Step("plan_tests", plan_tests, ("generate",), role="test_writer"),
+        Step("generate", generate, ("gate", "finish"), after_generate, role="generator"),
+        Step("gate", gate, ("gate", "adversarial", "execute", "finish"), after_gate),
+        Step("adversarial", adversarial, ("execute",), role="adversary"),
+        Step("execute", execute, ("select",), after_execute),
+        Step(
+            "select",
+            select,
+            ("generate", "diagnose", "consult", "critic", "finish"),
+            after_select,
+        ),
+        Step("consult", consult, ("select",), role="oracle"),
+        Step("critic", critic, ("execute", "finish"), after_critic, role="critic"),
+        Step(
+            "diagnose",
+            diagnose,
+            ("select", "lessons", "repair", "finish"),
+            after_diagnose,
+            role="debugger",
+        ),
+        Step("lessons", summarize, ("repair",), role="lessons"),
+        Step("repair", repair, ("gate", "finish"), after_repair, role="generator"),
+        Step("finish", finish, ("done",)),
     )
 }
+
+START: NodeName = "plan_tests"
+"""Where every run begins."""
+
+AFTER_DECISION: tuple[NodeName, ...] = ("generate", "repair", "finish", *GRAPH["gate"].next)
+"""Where ``after_decision`` may send a run once a human answered at the gate."""
+
+
+def _validate(graph: dict[str, Step]) -> None:
+    """Every edge names a node of the table (or ``done``), a row without a route has exactly
+    one next node, and every node can be reached from ``START``."""
+    known = {*graph, "done"}
+    for step in graph.values():
+        unknown = [n for n in step.next if n not in known]
+        if unknown:
+            raise RuntimeError(f"Step {step.name!r} goes to unknown node(s) {unknown}.")
+        if step.route is None and len(step.next) != 1:
+            raise RuntimeError(f"Step {step.name!r} has several next nodes and no route.")
+    unknown = [n for n in AFTER_DECISION if n not in known]
+    if unknown:
+        raise RuntimeError(f"after_decision goes to unknown node(s) {unknown}.")
+    seen, todo = {START}, [START]
+    while todo:
+        here = todo.pop()
+        edges = graph[here].next + (AFTER_DECISION if here == "gate" else ())
+        for n in edges:
+            if n != "done" and n not in seen:
+                seen.add(n)
+                todo.append(n)
+    unreachable = sorted(set(graph) - seen)
+    if unreachable:
+        raise RuntimeError(f"Node(s) {unreachable} cannot be reached from {START!r}.")
+
+
+_validate(GRAPH)

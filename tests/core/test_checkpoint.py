@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import scripts as s
-from selfheal import Run
+from selfheal import HealRequest, Run
 from selfheal.graph.checkpoint import list_runs, read_states
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider
@@ -66,7 +66,7 @@ def test_killed_run_resumes_to_the_same_result(
             sys.path[:0] = [{str(ROOT)!r}, {str(HERE)!r}]
             import scripts as s
             from test_checkpoint import SCRIPT
-            from selfheal import Run, HealConfig
+            from selfheal import Run, HealConfig, HealRequest
             from selfheal.llm.mock import MockProvider
 
             def hang(messages):
@@ -75,7 +75,7 @@ def test_killed_run_resumes_to_the_same_result(
                 return ""
 
             script = dict(SCRIPT, debugger=[hang])
-            Run.start(s.SPEC, provider=MockProvider(script), config=s.chain()).run()
+            Run.start(HealRequest(s.SPEC, provider=MockProvider(script), config=s.chain())).run()
             """
         )
     )
@@ -108,7 +108,7 @@ def test_killed_run_resumes_to_the_same_result(
     resumed = Run.load(logs[0], provider=MockProvider(rest), executor=pool).run()
 
     uninterrupted = Run.start(
-        s.SPEC, provider=MockProvider(SCRIPT), config=s.chain(), executor=pool
+        HealRequest(s.SPEC, provider=MockProvider(SCRIPT), config=s.chain(), executor=pool)
     ).run()
     assert resumed.status == "verified"
     assert comparable(resumed.state) == comparable(uninterrupted.state)
@@ -119,7 +119,9 @@ def test_killed_run_resumes_to_the_same_result(
 
 
 def test_torn_last_line_is_ignored(pool: KernelPool) -> None:
-    run = Run.start(s.SPEC, provider=MockProvider(SCRIPT), config=s.chain(), executor=pool)
+    run = Run.start(
+        HealRequest(s.SPEC, provider=MockProvider(SCRIPT), config=s.chain(), executor=pool)
+    )
     for _ in range(3):
         run.step()
     assert run.path is not None
@@ -130,7 +132,9 @@ def test_torn_last_line_is_ignored(pool: KernelPool) -> None:
 
 
 def test_fork_with_other_lessons_and_code_keeps_both_histories(pool: KernelPool) -> None:
-    parent = Run.start(s.SPEC, provider=MockProvider(SCRIPT), config=s.chain(), executor=pool)
+    parent = Run.start(
+        HealRequest(s.SPEC, provider=MockProvider(SCRIPT), config=s.chain(), executor=pool)
+    )
     done = parent.run()
     assert done.status == "verified" and done.iterations == 2
     parent_log = parent.history()
@@ -158,7 +162,7 @@ def test_fork_with_other_lessons_and_code_keeps_both_histories(pool: KernelPool)
 def test_fork_at_zero_with_another_model(pool: KernelPool) -> None:
     from selfheal.llm.mock import DEMO_SPEC
 
-    parent = Run.start(DEMO_SPEC, provider="mock", executor=pool)
+    parent = Run.start(HealRequest(DEMO_SPEC, provider="mock", executor=pool))
     assert parent.run().status == "verified"
     child = parent.fork(0, model="mock")
     assert child.state.iteration == 0 and child.state.next == "generate"
@@ -168,7 +172,9 @@ def test_fork_at_zero_with_another_model(pool: KernelPool) -> None:
 
 
 def test_run_log_is_json_lines(pool: KernelPool) -> None:
-    run = Run.start(s.SPEC, provider=MockProvider(SCRIPT), config=s.chain(), executor=pool)
+    run = Run.start(
+        HealRequest(s.SPEC, provider=MockProvider(SCRIPT), config=s.chain(), executor=pool)
+    )
     run.run()
     assert run.path is not None
     lines = run.path.read_text().splitlines()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
 import scripts as s
-from selfheal import HealConfig, Run
+from selfheal import HealConfig, HealRequest, Run
 from selfheal.graph import table
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider
@@ -26,7 +27,7 @@ def test_no_node_mutates_its_input(pool: KernelPool, monkeypatch: pytest.MonkeyP
             checked.append(_name)
             return out
 
-        monkeypatch.setitem(table.GRAPH, name, table.Step(row.name, guarded, row.route, row.role))
+        monkeypatch.setitem(table.GRAPH, name, dataclasses.replace(row, run=guarded))
 
     reject = '{"verdict": "reject", "concerns": ["floats"], "tests": ["assert clamp(1.5, 1.0, 2.0) == 1.5"]}'
     inty = s.block("def clamp(x, lo, hi):\n    return max(int(lo), min(int(x), int(hi)))")
@@ -41,7 +42,7 @@ def test_no_node_mutates_its_input(pool: KernelPool, monkeypatch: pytest.MonkeyP
             "critic": [reject],
         }
     )
-    result = Run.start(s.SPEC, provider=mock, config=s.chain(), executor=pool).run()
+    result = Run.start(HealRequest(s.SPEC, provider=mock, config=s.chain(), executor=pool)).run()
     assert result.status == "verified"
     # a population whose two clusters tie: the spec oracle is consulted
     tie = MockProvider(
@@ -52,7 +53,7 @@ def test_no_node_mutates_its_input(pool: KernelPool, monkeypatch: pytest.MonkeyP
         }
     )
     config = HealConfig(candidates=2, lessons=False)
-    assert Run.start(s.SPEC, provider=tie, config=config, executor=pool).run().verified
+    assert Run.start(HealRequest(s.SPEC, provider=tie, config=config, executor=pool)).run().verified
     assert set(checked) == set(table.GRAPH), (
         f"not every node ran: {set(table.GRAPH) - set(checked)}"
     )

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 import scripts as s
-from selfheal import Approve, Edit, HealConfig, Reject, Run, heal
+from selfheal import Approve, Edit, HealConfig, HealRequest, Reject, Run, heal
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider
 from selfheal.result import HealResult
@@ -242,10 +242,12 @@ def test_async_approver_with_arun(pool: KernelPool) -> None:
 
     async def main() -> HealResult:
         r = Run.start(
-            s.SPEC,
-            provider=MockProvider(_review_script()),
-            config=s.chain(autonomy="review_repairs"),
-            executor=pool,
+            HealRequest(
+                s.SPEC,
+                provider=MockProvider(_review_script()),
+                config=s.chain(autonomy="review_repairs"),
+                executor=pool,
+            )
         )
         return await r.arun(approver)
 

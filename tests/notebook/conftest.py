@@ -12,6 +12,7 @@ from selfheal.config import HealConfig
 from selfheal.graph.runner import Run
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import DEMO_SPEC, MockProvider
+from selfheal.request import HealRequest
 
 
 @pytest.fixture(scope="session")
@@ -36,10 +37,12 @@ def demo_run() -> Run:
     candidates run in-process (the view tests are about the view, not the sandbox). Lessons
     and the spec-blind test writer are on so every tab has something to show."""
     return Run.start(
-        DEMO_SPEC,
-        provider=MockProvider.demo(),
-        executor=InProcessExecutor(),
-        config=HealConfig(lessons=True, spec_blind_tests=True),
+        HealRequest(
+            DEMO_SPEC,
+            provider=MockProvider.demo(),
+            executor=InProcessExecutor(),
+            config=HealConfig(lessons=True, spec_blind_tests=True),
+        )
     )
 
 
@@ -47,8 +50,10 @@ def demo_run() -> Run:
 def review_run() -> Run:
     """A fresh demo run that stops before its repair (autonomy ``review_repairs``)."""
     return Run.start(
-        DEMO_SPEC,
-        provider=MockProvider.demo(),
-        executor=InProcessExecutor(),
-        config=HealConfig(autonomy="review_repairs", lessons=True, spec_blind_tests=True),
+        HealRequest(
+            DEMO_SPEC,
+            provider=MockProvider.demo(),
+            executor=InProcessExecutor(),
+            config=HealConfig(autonomy="review_repairs", lessons=True, spec_blind_tests=True),
+        )
     )

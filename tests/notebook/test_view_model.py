@@ -12,6 +12,7 @@ from selfheal.diffs import unified_diff
 from selfheal.graph.runner import Run
 from selfheal.llm import mock
 from selfheal.llm.mock import DEMO_SPEC, MockProvider
+from selfheal.request import HealRequest
 from selfheal.state import Event, Lesson
 from selfheal.widgets import render_markdown, render_text
 from selfheal.widgets.candidates import candidates_view, evidence_summary
@@ -98,10 +99,12 @@ def test_waiting_row_then_human_decision_row(review_run: Run) -> None:
 
 def test_tests_show_origin_trust_and_outcome_per_iteration() -> None:
     run = Run.start(
-        DEMO_SPEC,
-        provider=MockProvider.demo(),
-        executor=InProcessExecutor(),
-        config=HealConfig(adversarial_tests=True, spec_blind_tests=True),
+        HealRequest(
+            DEMO_SPEC,
+            provider=MockProvider.demo(),
+            executor=InProcessExecutor(),
+            config=HealConfig(adversarial_tests=True, spec_blind_tests=True),
+        )
     )
     state = run.run().state
     assert state.status == "verified"
@@ -309,7 +312,9 @@ def test_consult_row_shows_the_oracle_answers_and_who_agrees() -> None:
         {"generator": [mock._DEMO_FLOOR, mock._DEMO_REPAIR], "oracle": [mock._demo_oracle] * 3}
     )
     cfg = HealConfig(candidates=2, first_sample=2, spec_blind_tests=False)
-    result = Run.start(spec, provider=provider, executor=InProcessExecutor(), config=cfg).run()
+    result = Run.start(
+        HealRequest(spec, provider=provider, executor=InProcessExecutor(), config=cfg)
+    ).run()
     state = result.state
     rows = timeline_rows(state)
     assert [r.node for r in rows][3:7] == ["execute", "select", "consult", "select"]
@@ -337,7 +342,9 @@ def test_one_candidate_per_round_and_a_candidate_that_does_not_load() -> None:
         }
     )
     cfg = HealConfig(candidates=1, first_sample=1, repair_width=1, spec_blind_tests=False)
-    result = Run.start(DEMO_SPEC, provider=provider, executor=InProcessExecutor(), config=cfg).run()
+    result = Run.start(
+        HealRequest(DEMO_SPEC, provider=provider, executor=InProcessExecutor(), config=cfg)
+    ).run()
     state = result.state
     assert result.status == "verified"
     cv = candidates_view(state)
