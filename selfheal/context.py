@@ -57,13 +57,9 @@ class Context:
     """Anything else a caller wants nodes to see (unused by the built-in nodes)."""
 
     def provider(self, role: str) -> Provider:
-        """The provider for ``role``, bound to it when the provider supports that (the mock)."""
-        p = self.llm.for_role(role)
-        bind = getattr(p, "bind_role", None)
-        if callable(bind):
-            bound: Provider = bind(role)
-            return bound
-        return p
+        """The provider for ``role`` (the role itself travels with each call, as
+        ``CompletionRequest.role``)."""
+        return self.llm.for_role(role)
 
     def emit(self, event: Event) -> None:
         if self.sink is not None:

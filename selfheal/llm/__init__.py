@@ -1,4 +1,5 @@
-"""Language models: the Provider protocol, structured output, model strings and routing.
+"""Language models: the Provider protocol, asking for code and records, model strings and
+routing.
 
 Importing this package needs only the base dependencies. The provider classes
 (``OpenAICompatible``, the local default's provider, and ``AnthropicProvider``,
@@ -11,15 +12,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from selfheal.llm.aio import run_sync
+from selfheal.llm.aio import blocking, run_sync
+from selfheal.llm.ask import (
+    CodeReply,
+    StructuredReply,
+    aask_code,
+    aask_structured,
+    ask_code,
+    ask_structured,
+)
 from selfheal.llm.base import (
     Completion,
+    CompletionRequest,
     Message,
     Provider,
+    ProviderBase,
     TokenCallback,
+    WrapperProvider,
     acomplete_many,
+    asend,
     complete_many,
+    send,
 )
+from selfheal.llm.parsing import Parsed, StructuredParseError, extract_code, parse_structured
 from selfheal.llm.retry import RetryPolicy
 from selfheal.llm.router import (
     ModelSpec,
@@ -28,18 +43,6 @@ from selfheal.llm.router import (
     parse_model_string,
     resolve_model_string,
     resolve_provider,
-)
-from selfheal.llm.structured import (
-    CodeReply,
-    Parsed,
-    StructuredParseError,
-    StructuredReply,
-    aask_code,
-    aask_structured,
-    ask_code,
-    ask_structured,
-    extract_code,
-    parse_structured,
 )
 from selfheal.llm.tokens import count_tokens, trim_history, trim_text, trim_traceback
 
@@ -53,6 +56,7 @@ __all__ = [
     "AnthropicProvider",
     "CodeReply",
     "Completion",
+    "CompletionRequest",
     "HFProvider",
     "Message",
     "ModelSpec",
@@ -60,16 +64,20 @@ __all__ = [
     "OpenAICompatible",
     "Parsed",
     "Provider",
+    "ProviderBase",
     "RetryPolicy",
     "Router",
     "StructuredParseError",
     "StructuredReply",
     "TokenCallback",
+    "WrapperProvider",
     "aask_code",
     "aask_structured",
     "acomplete_many",
     "ask_code",
     "ask_structured",
+    "asend",
+    "blocking",
     "build_provider",
     "complete_many",
     "count_tokens",
@@ -79,6 +87,7 @@ __all__ = [
     "resolve_model_string",
     "resolve_provider",
     "run_sync",
+    "send",
     "trim_history",
     "trim_text",
     "trim_traceback",

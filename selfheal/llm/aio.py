@@ -1,9 +1,8 @@
 """Async first, sync derived: :func:`run_sync` runs a coroutine to completion from sync code.
 
-Providers write their async implementation once and derive the blocking twin in one line::
+Async code is written once and its blocking twin derived in one line, as nbclient does::
 
-    def complete(self, messages, **kw):
-        return run_sync(self.acomplete(messages, **kw))
+    complete = blocking(acomplete)
 
 It works whether or not an event loop already runs in the calling thread (in Jupyter one
 always does, and ``asyncio.run`` would refuse): the coroutine runs on one long-lived
@@ -20,13 +19,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+import weakref
+from collections.abc import Callable, Coroutine, Hashable
+from typing import Any, Generic, ParamSpec, TypeVar
 
-__all__ = ["background_loop", "run_sync"]
+__all__ = ["PerLoop", "background_loop", "blocking", "run_sync"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _LOOP: asyncio.AbstractEventLoop | None = None
 _THREAD: threading.Thread | None = None
@@ -71,3 +73,39 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
             with contextlib.suppress(BaseException):
                 future.result(timeout=5)
         raise
+
+
+def blocking(afn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The blocking twin of an async function or method, via :func:`run_sync`: for a function
+    ``ask_code = blocking(aask_code)``, for a method ``complete = blocking(acomplete)`` in the
+    class body."""
+
+    @functools.wraps(afn)
+    def twin(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(afn(*args, **kwargs))
+
+    name = afn.__name__.removeprefix("a")
+    twin.__name__ = name
+    twin.__qualname__ = afn.__qualname__.removesuffix(afn.__name__) + name
+    twin.__doc__ = f"Blocking twin of ``{afn.__name__}`` (works inside a running event loop too)."
+    return twin
+
+
+class PerLoop(Generic[T]):
+    """One value per running event loop, made on first use: an async HTTP client's connection
+    pool belongs to the loop it was made in. A new ``key`` (another URL or key) replaces the
+    loop's value."""
+
+    def __init__(self) -> None:
+        self._values: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Hashable, T]]
+        self._values = weakref.WeakKeyDictionary()
+
+    def get(self, key: Hashable, make: Callable[[], T]) -> T:
+        """The running loop's value for ``key`` (made with ``make`` when there is none)."""
+        loop = asyncio.get_running_loop()
+        cached = self._values.get(loop)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        value = make()
+        self._values[loop] = (key, value)
+        return value

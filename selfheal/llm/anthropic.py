@@ -4,7 +4,10 @@ System messages go to ``system=``; consecutive messages of the same role are mer
 API wants user and assistant turns to alternate). With ``schema``, the model is made to call
 a single tool whose ``input_schema`` is the schema, and the completion's text is that
 tool input as JSON: the API then guarantees an object, not prose. Streaming uses
-``messages.stream``. The SDK's own retries are off; :mod:`selfheal.llm.retry` retries.
+``messages.stream``. Retries are the SDK's own (``max_retries = policy.attempts - 1``, with its
+backoff and ``Retry-After``), held to :class:`RetryPolicy` by a middleware where the SDK has
+middleware: a timeout is retried only with ``retry_timeouts``, and a ``Retry-After`` longer than
+``max_retry_after`` gives up at once.
 """
 
 from __future__ import annotations
@@ -12,18 +15,25 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from selfheal.errors import AuthenticationFailed, MissingDependency, ProviderUnavailable
-from selfheal.llm.base import Completion, Message, TokenCallback
+from selfheal.errors import (
+    AuthenticationFailed,
+    MissingDependency,
+    ProviderError,
+    ProviderUnavailable,
+)
+from selfheal.llm.aio import PerLoop
+from selfheal.llm.base import Completion, CompletionRequest, Message, ProviderBase, ReplyStream
 from selfheal.llm.retry import (
+    RETRYABLE_STATUS,
     Failure,
     RetryPolicy,
-    acall_with_retry,
-    call_with_retry,
     failure_for_status,
+    gave_up,
+    retry_after_from_headers,
+    should_retry,
     timeout_failure,
 )
 
@@ -60,7 +70,7 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[s
     return system, turns
 
 
-class AnthropicProvider:
+class AnthropicProvider(ProviderBase):
     """Claude through Anthropic's API. Implements the Provider protocol."""
 
     def __init__(
@@ -86,11 +96,14 @@ class AnthropicProvider:
             "api_key": key,
             "base_url": base_url,
             "timeout": self.policy.timeout,
-            "max_retries": 0,
+            "max_retries": max(0, self.policy.attempts - 1),
         }
-        self._client = self._sdk.Anthropic(**self._client_args)
+        client_class = self._sdk.AsyncAnthropic
+        if "middleware" in inspect.signature(client_class).parameters:
+            self._client_args["middleware"] = [_policy_middleware(self._sdk, self.policy)]
+        self._clients: PerLoop[Any] = PerLoop()
         # Recent SDKs dropped ``temperature`` (the newest models fix it); older ones take it.
-        create = self._client.messages.create
+        create = client_class(**self._client_args).messages.create
         self._takes_temperature = "temperature" in inspect.signature(create).parameters
 
     @property
@@ -100,40 +113,35 @@ class AnthropicProvider:
     def __repr__(self) -> str:
         return f"AnthropicProvider(model={self.model!r})"
 
-    def _request(
-        self,
-        messages: Sequence[Message],
-        max_tokens: int,
-        temperature: float,
-        stop: Sequence[str] | None,
-        schema: dict[str, Any] | None,
-    ) -> dict[str, Any]:
-        system, turns = to_anthropic_messages(messages)
-        request: dict[str, Any] = {
+    def _request(self, request: CompletionRequest) -> dict[str, Any]:
+        system, turns = to_anthropic_messages(request.messages)
+        body: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": max_tokens,
+            "max_tokens": request.max_tokens,
             "messages": turns,
         }
         if self._takes_temperature:
-            request["temperature"] = temperature
+            body["temperature"] = request.temperature
         if system:
-            request["system"] = system
-        if stop:
-            request["stop_sequences"] = list(stop)
-        if schema is not None:
-            request["tools"] = [
+            body["system"] = system
+        if request.stop:
+            body["stop_sequences"] = list(request.stop)
+        if request.schema is not None:
+            body["tools"] = [
                 {
                     "name": ANSWER_TOOL,
                     "description": "Give the answer as structured data matching the schema.",
-                    "input_schema": schema,
+                    "input_schema": request.schema,
                 }
             ]
-            request["tool_choice"] = {"type": "tool", "name": ANSWER_TOOL}
-        return request
+            body["tool_choice"] = {"type": "tool", "name": ANSWER_TOOL}
+        return body
 
-    def _classify(self, exc: BaseException, streamed: bool) -> Failure | None:
+    def _classify(self, exc: BaseException) -> Failure | None:
         sdk = self._sdk
         failure: Failure | None = None
+        if isinstance(exc, _NotRetried):
+            exc = exc.cause
         if isinstance(exc, sdk.APITimeoutError):
             failure = timeout_failure("anthropic", self.model, self.policy.timeout)
         elif isinstance(exc, sdk.APIConnectionError):
@@ -165,11 +173,9 @@ class AnthropicProvider:
                 ),
                 auth_hint="Set ANTHROPIC_API_KEY to a valid key",
             )
-        if failure is not None and streamed and failure.retryable:
-            failure = Failure(failure.error, retryable=False)
         return failure
 
-    def _completion(self, message: Any, started: float, ttft: float | None) -> Completion:
+    def _completion(self, message: Any, reply: ReplyStream) -> Completion:
         texts: list[str] = []
         tool_input: Any = None
         for block in message.content:
@@ -181,82 +187,66 @@ class AnthropicProvider:
             json.dumps(tool_input, ensure_ascii=False) if tool_input is not None else "".join(texts)
         )
         usage = message.usage
-        return Completion(
+        return reply.completion(
             text=text,
             prompt_tokens=int(getattr(usage, "input_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "output_tokens", 0) or 0),
-            latency=time.monotonic() - started,
             model=self.model_id,
             finish_reason=_FINISH.get(str(message.stop_reason), str(message.stop_reason or "")),
-            time_to_first_token=ttft,
         )
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-        on_token: TokenCallback | None = None,
-    ) -> Completion:
-        request = self._request(messages, max_tokens, temperature, stop, schema)
-        streamed = [False]
+    async def _acomplete(self, request: CompletionRequest) -> Completion:
+        body = self._request(request)
+        client = self._clients.get(None, lambda: self._sdk.AsyncAnthropic(**self._client_args))
+        reply = ReplyStream(request.on_token)
+        try:
+            if request.on_token is None:
+                return self._completion(await client.messages.create(**body), reply)
+            async with client.messages.stream(**body) as stream:
+                async for event in stream:
+                    reply.add(_piece(event))
+                final = await stream.get_final_message()
+            return self._completion(final, reply)
+        except ProviderError:
+            raise
+        except Exception as exc:
+            failure = self._classify(exc)
+            if failure is None:
+                raise
+            # the SDK retried what the policy allows (not a stream once tokens flowed)
+            retried = should_retry(failure, self.policy) and not reply.streamed
+            attempts = self.policy.attempts if retried else 1
+            raise gave_up(failure, attempts) from exc
 
-        def call() -> Completion:
-            started = time.monotonic()
-            if on_token is None:
-                return self._completion(self._client.messages.create(**request), started, None)
-            ttft: float | None = None
-            with self._client.messages.stream(**request) as stream:
-                for event in stream:
-                    piece = _piece(event)
-                    if piece:
-                        if ttft is None:
-                            ttft = time.monotonic() - started
-                        streamed[0] = True
-                        on_token(piece)
-                final = stream.get_final_message()
-            return self._completion(final, started, ttft)
 
-        return call_with_retry(call, lambda exc: self._classify(exc, streamed[0]), self.policy)
+class _NotRetried(Exception):
+    """Raised by the middleware around an error the policy does not retry (the SDK retries
+    only the errors it knows)."""
 
-    async def acomplete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-        on_token: TokenCallback | None = None,
-    ) -> Completion:
-        request = self._request(messages, max_tokens, temperature, stop, schema)
-        streamed = [False]
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
-        async def call() -> Completion:
-            started = time.monotonic()
-            # A client per call: an async HTTP pool belongs to the event loop it was made in.
-            async with self._sdk.AsyncAnthropic(**self._client_args) as client:
-                if on_token is None:
-                    message = await client.messages.create(**request)
-                    return self._completion(message, started, None)
-                ttft: float | None = None
-                async with client.messages.stream(**request) as stream:
-                    async for event in stream:
-                        piece = _piece(event)
-                        if piece:
-                            if ttft is None:
-                                ttft = time.monotonic() - started
-                            streamed[0] = True
-                            on_token(piece)
-                    final = await stream.get_final_message()
-                return self._completion(final, started, ttft)
 
-        return await acall_with_retry(
-            call, lambda exc: self._classify(exc, streamed[0]), self.policy
-        )
+def _policy_middleware(sdk: Any, policy: RetryPolicy) -> Callable[..., Awaitable[Any]]:
+    """An SDK middleware (it runs inside the SDK's retry loop, once per attempt) that holds
+    the SDK's retries to ``policy``."""
+
+    async def middleware(request: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        try:
+            response = await call_next(request)
+        except sdk.APITimeoutError as exc:
+            if policy.retry_timeouts:
+                raise
+            raise _NotRetried(exc) from None
+        http = response.http_response
+        if http.status_code in RETRYABLE_STATUS:  # the policy's list, not the SDK's
+            wait = retry_after_from_headers(http.headers)
+            too_long = wait is not None and wait > policy.max_retry_after
+            http.headers["x-should-retry"] = "false" if too_long else "true"
+        return response
+
+    return middleware
 
 
 def _piece(event: Any) -> str:

@@ -1,13 +1,42 @@
-"""The Provider protocol and the records it speaks, and :func:`complete_many`: ``n`` answers
-to one prompt from any provider (concurrent where the provider can serve them at once)."""
+"""The Provider protocol and the records it speaks.
+
+A call is one :class:`CompletionRequest` (the messages, the options, and who asks). The public
+surface stays keyword-shaped, ``provider.complete(messages, max_tokens=64)``; selfheal's own
+providers derive from :class:`ProviderBase` and implement one method, ``_acomplete(request)``:
+``acomplete`` builds the request, the blocking ``complete`` is derived from it, and
+``complete_many`` asks for ``n`` answers at once. :func:`asend` sends a request record to any
+provider (the call context, ``role`` and ``node``, reaches selfheal's providers and never a
+foreign one, which gets the protocol's keywords).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import dataclasses
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from selfheal._record import Record
+from selfheal.llm.aio import blocking
+
+__all__ = [
+    "Completion",
+    "CompletionRequest",
+    "Message",
+    "Provider",
+    "ProviderBase",
+    "ReplyStream",
+    "TokenCallback",
+    "WrapperProvider",
+    "acomplete_many",
+    "asend",
+    "complete_many",
+    "gather_or_cancel",
+    "send",
+]
 
 Role = Literal["system", "user", "assistant"]
 
@@ -47,133 +76,188 @@ TokenCallback = Callable[[str], None]
 """Called with each text fragment as it is generated (streaming)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class CompletionRequest:
+    """One call to a model: what to send, how to decode, and who asks."""
+
+    messages: tuple[Message, ...]
+    """The conversation."""
+    max_tokens: int = 1024
+    """Most tokens to generate."""
+    temperature: float = 0.0
+    """Sampling temperature (0: greedy)."""
+    stop: tuple[str, ...] = ()
+    """Strings that end the reply (not included in it)."""
+    schema: dict[str, Any] | None = None
+    """A JSON schema the reply must match, where the backend can constrain decoding to it."""
+    seed: int | None = None
+    """Sampling seed, where the backend takes one."""
+    on_token: TokenCallback | None = None
+    """Receives each fragment as it is generated, where the backend can stream."""
+    role: str = ""
+    """Call context: the pipeline role that asks (``generator``, ``debugger``, ...). Backends
+    ignore it; fakes script their replies by it and recorders record it."""
+    node: str = ""
+    """Call context: the pipeline node the call is made from (``generate``, ``diagnose``, ...)."""
+
+    @classmethod
+    def of(cls, messages: Sequence[Message], /, **options: Any) -> CompletionRequest:
+        """A request for ``messages`` with ``options`` (the fields above, by name)."""
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise TypeError(
+                f"unknown completion option(s) {', '.join(unknown)}; "
+                f"the options are {', '.join(sorted(_OPTIONS))}"
+            )
+        stop = options.pop("stop", None)
+        return cls(messages=tuple(messages), stop=tuple(stop or ()), **options)
+
+    def replace(self, **changes: Any) -> CompletionRequest:
+        """A copy with ``changes``."""
+        return dataclasses.replace(self, **changes)
+
+    def protocol_options(self) -> dict[str, Any]:
+        """The keywords of the ``Provider`` protocol, for a provider that is not a
+        :class:`ProviderBase` (no seed, no call context: it may not accept them)."""
+        return {
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "stop": list(self.stop) or None,
+            "schema": self.schema,
+            "on_token": self.on_token,
+        }
+
+
+_OPTIONS = frozenset(f.name for f in dataclasses.fields(CompletionRequest)) - {"messages"}
+
+
 @runtime_checkable
 class Provider(Protocol):
-    """A language model. Blocking backends implement ``acomplete`` with a worker thread."""
+    """A language model.
+
+    ``options`` are the fields of :class:`CompletionRequest` by name; the protocol guarantees
+    ``max_tokens``, ``temperature``, ``stop``, ``schema`` and ``on_token``. ``schema`` asks
+    for JSON matching it where the backend can constrain decoding; ``on_token`` receives
+    streamed fragments where it can stream."""
 
     @property
     def model_id(self) -> str:
         """``provider:model``, e.g. ``ollama:qwen2.5-coder:7b``."""
         ...
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-        on_token: TokenCallback | None = None,
-    ) -> Completion:
-        """Generate a reply. ``schema`` asks for JSON matching it where the backend can
-        constrain decoding; ``on_token`` receives streamed fragments where it can stream."""
+    def complete(self, messages: Sequence[Message], /, **options: Any) -> Completion:
+        """Generate a reply."""
         ...
 
-    async def acomplete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-        on_token: TokenCallback | None = None,
-    ) -> Completion:
+    async def acomplete(self, messages: Sequence[Message], /, **options: Any) -> Completion:
         """Async twin of ``complete``; never blocks the event loop."""
         ...
+
+
+class ProviderBase:
+    """selfheal's providers: implement ``model_id`` and ``_acomplete(request)``; everything
+    else is derived. ``_acomplete_many`` may be overridden (the scripted mock answers in
+    order)."""
+
+    max_concurrency: int | None = None
+    """Requests worth having in flight at once (the pipeline's ``concurrently`` reads it);
+    None when there is no limit."""
+
+    @property
+    def model_id(self) -> str:
+        raise NotImplementedError
+
+    async def _acomplete(self, request: CompletionRequest) -> Completion:
+        """Answer one request."""
+        raise NotImplementedError
+
+    async def _acomplete_many(self, request: CompletionRequest, n: int) -> list[Completion]:
+        """``n`` answers at once, with seeds ``seed, seed + 1, ...`` (a random base when the
+        request has none), in index order; one failure cancels the others."""
+        base = random.randrange(2**31 - n) if request.seed is None else request.seed
+        return await gather_or_cancel(
+            [self._acomplete(request.replace(seed=base + i)) for i in range(n)]
+        )
+
+    async def acomplete(self, messages: Sequence[Message], /, **options: Any) -> Completion:
+        """Generate a reply; ``options`` are :class:`CompletionRequest` fields."""
+        return await self._acomplete(CompletionRequest.of(messages, **options))
+
+    async def acomplete_many(
+        self, messages: Sequence[Message], /, *, n: int, **options: Any
+    ) -> list[Completion]:
+        """``n`` answers to one prompt, in index order (see :func:`acomplete_many`)."""
+        return await acomplete_many(self, messages, n=n, **options)
+
+    complete = blocking(acomplete)
+    complete_many = blocking(acomplete_many)
+
+
+class WrapperProvider(ProviderBase):
+    """A provider that delegates to ``inner`` (override ``_acomplete`` to add to it)."""
+
+    def __init__(self, inner: Provider) -> None:
+        self._inner = inner
+
+    @property
+    def inner(self) -> Provider:
+        """The wrapped provider."""
+        return self._inner
+
+    @property
+    def model_id(self) -> str:
+        return self._inner.model_id
+
+    @property
+    def max_concurrency(self) -> int | None:  # type: ignore[override]
+        limit = getattr(self._inner, "max_concurrency", None)
+        return limit if isinstance(limit, int) else None
+
+    async def _acomplete(self, request: CompletionRequest) -> Completion:
+        return await asend(self._inner, request)
+
+
+async def asend(provider: Provider, request: CompletionRequest) -> Completion:
+    """Send ``request`` to any provider: the whole record to a :class:`ProviderBase`, the
+    protocol's keywords to any other."""
+    if isinstance(provider, ProviderBase):
+        return await provider._acomplete(request)
+    return await provider.acomplete(request.messages, **request.protocol_options())
+
+
+send = blocking(asend)
 
 
 # ----------------------------------------------------------------------- n answers at once
 
 
 async def acomplete_many(
-    provider: Provider,
-    messages: Sequence[Message],
-    *,
-    n: int,
-    temperature: float = 0.0,
-    max_tokens: int = 1024,
-    seed: int | None = None,
-    stop: Sequence[str] | None = None,
-    schema: dict[str, Any] | None = None,
+    provider: Provider, messages: Sequence[Message], /, *, n: int, **options: Any
 ) -> list[Completion]:
-    """``n`` completions of one prompt, in index order.
+    """``n`` completions of one prompt, in index order, from any provider.
 
-    A provider with its own ``acomplete_many`` (the OpenAI-compatible provider: ``n``
-    concurrent requests with seeds ``seed, seed + 1, ...``; the scripted mock: its replies in
-    order) answers itself; any other provider gets ``n`` concurrent ``acomplete`` calls
-    (``seed`` is then not sent: the Provider protocol has none). An error in any of the
-    ``n`` calls is raised (the others are cancelled).
-    """
+    A :class:`ProviderBase` answers itself (the OpenAI-compatible provider: ``n`` concurrent
+    requests with seeds ``seed, seed + 1, ...``; the scripted mock: its replies in order); a
+    foreign provider with its own ``acomplete_many`` is asked with the protocol's keywords and
+    ``seed``; any other gets ``n`` concurrent ``acomplete`` calls (without the seed: the
+    protocol has none). An error in any of the ``n`` calls is raised (the others are
+    cancelled)."""
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
+    request = CompletionRequest.of(messages, **options)
+    if isinstance(provider, ProviderBase):
+        return list(await provider._acomplete_many(request, n))
     own = getattr(provider, "acomplete_many", None)
     if own is not None:
-        return list(
-            await own(
-                messages,
-                n=n,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                seed=seed,
-                stop=stop,
-                schema=schema,
-            )
-        )
-    calls = [
-        provider.acomplete(
-            messages, max_tokens=max_tokens, temperature=temperature, stop=stop, schema=schema
-        )
-        for _ in range(n)
-    ]
-    return list(await _gather_or_cancel(calls))
+        kw = {k: v for k, v in request.protocol_options().items() if k != "on_token"}
+        return list(await own(request.messages, n=n, seed=request.seed, **kw))
+    return await gather_or_cancel([asend(provider, request) for _ in range(n)])
 
 
-def complete_many(
-    provider: Provider,
-    messages: Sequence[Message],
-    *,
-    n: int,
-    temperature: float = 0.0,
-    max_tokens: int = 1024,
-    seed: int | None = None,
-    stop: Sequence[str] | None = None,
-    schema: dict[str, Any] | None = None,
-) -> list[Completion]:
-    """Blocking twin of :func:`acomplete_many` (works inside a running event loop too)."""
-    own = getattr(provider, "complete_many", None)
-    if own is not None:
-        if n < 1:
-            raise ValueError(f"n must be at least 1, got {n}")
-        return list(
-            own(
-                messages,
-                n=n,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                seed=seed,
-                stop=stop,
-                schema=schema,
-            )
-        )
-    from selfheal.llm.aio import run_sync
-
-    return run_sync(
-        acomplete_many(
-            provider,
-            messages,
-            n=n,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            seed=seed,
-            stop=stop,
-            schema=schema,
-        )
-    )
+complete_many = blocking(acomplete_many)
 
 
-async def _gather_or_cancel(calls: Sequence[Any]) -> list[Completion]:
+async def gather_or_cancel(calls: Sequence[Awaitable[Completion]]) -> list[Completion]:
     """``asyncio.gather`` that cancels the other calls when one fails."""
     tasks = [asyncio.ensure_future(c) for c in calls]
     try:
@@ -183,3 +267,41 @@ async def _gather_or_cancel(calls: Sequence[Any]) -> list[Completion]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+class ReplyStream:
+    """One reply as it arrives: each fragment goes to ``on_token``; latency and time to first
+    token are measured. ``streamed`` says whether fragments reached the caller (such a call is
+    never retried: the caller would see them twice)."""
+
+    def __init__(self, on_token: TokenCallback | None) -> None:
+        self.on_token = on_token
+        self.started = time.monotonic()
+        self.first: float | None = None
+        self.pieces: list[str] = []
+
+    def add(self, piece: str | None) -> None:
+        """Take one fragment (empty ones are ignored)."""
+        if not piece:
+            return
+        if self.first is None:
+            self.first = time.monotonic() - self.started
+        self.pieces.append(piece)
+        if self.on_token is not None:
+            self.on_token(piece)
+
+    @property
+    def streamed(self) -> bool:
+        return bool(self.pieces) and self.on_token is not None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+    def completion(self, **fields: Any) -> Completion:
+        """The :class:`Completion`: the text so far (unless given), latency, time to first
+        token, and ``fields``."""
+        fields.setdefault("text", self.text)
+        return Completion(
+            latency=time.monotonic() - self.started, time_to_first_token=self.first, **fields
+        )

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from selfheal.errors import MissingDependency, ModelNotFound, ProviderTimeout
-from selfheal.llm.base import Completion, Message, TokenCallback
+from selfheal.llm.base import Completion, CompletionRequest, Message, ProviderBase, ReplyStream
 
 __all__ = ["HFProvider", "pick_device"]
 
@@ -49,7 +49,7 @@ def pick_device(torch: Any = None) -> str:
     return "cpu"
 
 
-class HFProvider:
+class HFProvider(ProviderBase):
     """A transformers model run in this process. Implements the Provider protocol."""
 
     def __init__(
@@ -130,25 +130,18 @@ class HFProvider:
 
     # -- generation ---------------------------------------------------------------------
 
-    def _generate(
-        self,
-        messages: Sequence[Message],
-        max_tokens: int,
-        temperature: float,
-        stop: Sequence[str] | None,
-        on_token: TokenCallback | None,
-        cancelled: threading.Event,
-    ) -> Completion:
+    def _generate(self, request: CompletionRequest, cancelled: threading.Event) -> Completion:
         torch, tf = self._torch, self._tf
-        prompt = self.render_prompt(messages)
+        max_tokens = request.max_tokens
+        prompt = self.render_prompt(request.messages)
         inputs = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
         inputs = {k: v.to(self.lm.device) for k, v in inputs.items()}
         prompt_len = int(inputs["input_ids"].shape[1])
-        started = time.monotonic()
-        deadline = started + self.timeout
+        reply = ReplyStream(request.on_token)
+        deadline = reply.started + self.timeout
 
         tokenizer = self.tokenizer
-        stops = [s for s in (stop or []) if s]
+        stops = [s for s in request.stop if s]
 
         class _Stop(tf.StoppingCriteria):  # type: ignore[misc,name-defined]
             """Cancellation, the deadline, and stop strings (checked on the decoded reply,
@@ -170,14 +163,13 @@ class HFProvider:
             "stopping_criteria": tf.StoppingCriteriaList([_Stop()]),
             "pad_token_id": pad,
         }
-        if temperature > 0:
-            kwargs.update(do_sample=True, temperature=temperature)
+        if request.temperature > 0:
+            kwargs.update(do_sample=True, temperature=request.temperature)
         else:
             kwargs.update(do_sample=False)
 
-        ttft: float | None = None
         with self._lock, torch.inference_mode():
-            if on_token is None:
+            if request.on_token is None:
                 output = self.lm.generate(**kwargs)
             else:
                 streamer = tf.TextIteratorStreamer(
@@ -196,10 +188,7 @@ class HFProvider:
                 worker = threading.Thread(target=run, daemon=True)
                 worker.start()
                 for piece in streamer:
-                    if piece:
-                        if ttft is None:
-                            ttft = time.monotonic() - started
-                        on_token(piece)
+                    reply.add(piece)
                 worker.join()
                 if "error" in result:
                     raise result["error"]
@@ -208,7 +197,6 @@ class HFProvider:
         if cancelled.is_set():
             raise asyncio.CancelledError()
         new_ids = output[0][prompt_len:].tolist()
-        elapsed = time.monotonic() - started
         if time.monotonic() > deadline and len(new_ids) < max_tokens:
             raise ProviderTimeout(
                 f"hf:{self.model} did not finish within {self.timeout:g} s "
@@ -218,50 +206,26 @@ class HFProvider:
             )
         text = self.tokenizer.decode(new_ids, skip_special_tokens=True)
         finish = "stop"
-        cut = min((text.find(s) for s in stop or () if s and s in text), default=-1)
+        cut = min((text.find(s) for s in stops if s in text), default=-1)
         if cut >= 0:
             text = text[:cut]
         elif len(new_ids) >= max_tokens and (not new_ids or new_ids[-1] != eos):
             finish = "length"
-        return Completion(
+        return reply.completion(
             text=text,
             prompt_tokens=prompt_len,
             completion_tokens=len(new_ids),
-            latency=elapsed,
             model=self.model_id,
             finish_reason=finish,
-            time_to_first_token=ttft,
         )
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-        on_token: TokenCallback | None = None,
-    ) -> Completion:
-        """Generate locally. ``schema`` is not enforced by decoding here: callers use
-        :func:`selfheal.llm.structured.ask_structured`, which salvages and retries."""
-        return self._generate(messages, max_tokens, temperature, stop, on_token, threading.Event())
-
-    async def acomplete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-        on_token: TokenCallback | None = None,
-    ) -> Completion:
+    async def _acomplete(self, request: CompletionRequest) -> Completion:
+        """Generate locally, in a worker thread that stops at the next token when the caller
+        cancels. ``schema`` is not enforced by decoding here: callers use
+        :func:`selfheal.llm.ask.ask_structured`, which salvages and retries."""
         cancelled = threading.Event()
         try:
-            return await asyncio.to_thread(
-                self._generate, messages, max_tokens, temperature, stop, on_token, cancelled
-            )
+            return await asyncio.to_thread(self._generate, request, cancelled)
         except asyncio.CancelledError:
             cancelled.set()  # the worker thread stops at its next token
             raise

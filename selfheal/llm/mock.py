@@ -1,9 +1,10 @@
 """A deterministic, scriptable provider for tests and demos.
 
 Replies are scripted per role: ``MockProvider({"generator": [reply1, reply2], ...})``. A reply
-is a string, a function of the messages returning a string, or an exception to raise. The
-pipeline binds the provider to a role with ``bind_role`` before each call, so one mock can
-serve every role. Every call is recorded in ``calls``.
+is a string, a function of the messages returning a string, or an exception to raise. The role
+travels with each call (``CompletionRequest.role``, which the pipeline sets), so one mock
+serves every role; a call without a role answers from the script of role ``"any"``. Every call
+is recorded in ``calls`` (``calls_for(role)`` picks one role's).
 
 ``MockProvider.demo()`` replays a scripted session for :data:`DEMO_SPEC` (a median function):
 a first population that fails the spec's even example, a diagnosis, a repair round whose three
@@ -22,11 +23,15 @@ from typing import Any
 import yaml
 
 from selfheal.errors import ConfigError, ProviderError
-from selfheal.llm.base import Completion, Message, TokenCallback
+from selfheal.llm.base import Completion, CompletionRequest, Message, ProviderBase
+from selfheal.llm.tokens import estimate_tokens
 
 __all__ = ["DEMO_SPEC", "MockCall", "MockProvider", "MockScriptExhausted"]
 
 Reply = str | Callable[[Sequence[Message]], str] | BaseException
+
+UNBOUND = "any"
+"""The script a call without a role answers from."""
 
 
 class MockScriptExhausted(ProviderError):
@@ -43,10 +48,8 @@ class MockCall:
     schema: dict[str, Any] | None = None
     max_tokens: int = 1024
     """The completion-token cap the caller asked for."""
-
-
-def _estimate_tokens(text: str) -> int:
-    return max(1, len(text) // 4) if text else 0
+    node: str = ""
+    """The pipeline node the call came from."""
 
 
 @dataclass
@@ -82,7 +85,7 @@ class _Script:
         return reply
 
 
-class MockProvider:
+class MockProvider(ProviderBase):
     """Scripted replies per role. Implements the ``Provider`` protocol."""
 
     max_concurrency = 1
@@ -101,117 +104,63 @@ class MockProvider:
         self._name = name
         self._latency = latency
         self._lock = threading.Lock()
-        self._many_lock = threading.Lock()
         self.calls: list[MockCall] = []
 
     @property
     def model_id(self) -> str:
         return f"mock:{self._name}"
 
-    def bind_role(self, role: str) -> _RoleBound:
-        """A view of this provider that answers as ``role``."""
-        return _RoleBound(self, role)
-
     def calls_for(self, role: str) -> list[MockCall]:
         return [c for c in self.calls if c.role == role]
 
-    # -- Provider protocol (unbound calls answer as role "any") ------------------------
-
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-        on_token: TokenCallback | None = None,
-    ) -> Completion:
-        return self._complete(
-            "any", messages, schema=schema, on_token=on_token, stop=stop, max_tokens=max_tokens
-        )
-
-    async def acomplete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-        on_token: TokenCallback | None = None,
-    ) -> Completion:
-        return await asyncio.to_thread(
-            self._complete,
-            "any",
-            messages,
-            schema=schema,
-            on_token=on_token,
-            stop=stop,
-            max_tokens=max_tokens,
-        )
-
-    def _complete(
-        self,
-        role: str,
-        messages: Sequence[Message],
-        *,
-        schema: dict[str, Any] | None,
-        on_token: TokenCallback | None,
-        stop: Sequence[str] | None,
-        max_tokens: int = 1024,
-    ) -> Completion:
+    def _take(self, request: CompletionRequest, n: int) -> list[str]:
+        """The next ``n`` replies of the request's role, in order, under one lock (so
+        concurrent callers never interleave)."""
+        role = request.role or UNBOUND
+        texts: list[str] = []
         with self._lock:
-            text = self._script.next(role, messages)
-            self.calls.append(MockCall(role, tuple(messages), text, schema, max_tokens))
-        if stop:
-            cut = min((text.find(s) for s in stop if s and s in text), default=-1)
-            if cut >= 0:
-                text = text[:cut]
-        if self._latency:
-            import time
+            for _ in range(n):
+                text = self._script.next(role, request.messages)
+                self.calls.append(
+                    MockCall(
+                        role,
+                        request.messages,
+                        text,
+                        request.schema,
+                        request.max_tokens,
+                        request.node,
+                    )
+                )
+                texts.append(text)
+        return texts
 
-            time.sleep(self._latency)
-        if on_token is not None:
+    async def _answer(self, request: CompletionRequest, text: str) -> Completion:
+        cut = min((text.find(s) for s in request.stop if s and s in text), default=-1)
+        if cut >= 0:
+            text = text[:cut]
+        if self._latency:
+            await asyncio.sleep(self._latency)
+        if request.on_token is not None:
             for piece in text.split(" "):
-                on_token(piece + " ")
-        prompt = "\n".join(m.content for m in messages)
+                request.on_token(piece + " ")
+        prompt = "\n".join(m.content for m in request.messages)
         return Completion(
             text=text,
-            prompt_tokens=_estimate_tokens(prompt),
-            completion_tokens=_estimate_tokens(text),
+            prompt_tokens=estimate_tokens(prompt),
+            completion_tokens=estimate_tokens(text),
             latency=self._latency,
             model=self.model_id,
             finish_reason="stop",
         )
 
-    def complete_many(
-        self,
-        messages: Sequence[Message],
-        *,
-        n: int,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-    ) -> list[Completion]:
-        """``n`` scripted replies in order, one after the other (deterministic)."""
-        return _many(self, "any", messages, n, max_tokens, stop, schema)
+    async def _acomplete(self, request: CompletionRequest) -> Completion:
+        (text,) = await asyncio.to_thread(self._take, request, 1)
+        return await self._answer(request, text)
 
-    async def acomplete_many(
-        self,
-        messages: Sequence[Message],
-        *,
-        n: int,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-    ) -> list[Completion]:
-        """Async twin of :meth:`complete_many` (still sequential, in order)."""
-        return await asyncio.to_thread(_many, self, "any", messages, n, max_tokens, stop, schema)
+    async def _acomplete_many(self, request: CompletionRequest, n: int) -> list[Completion]:
+        """``n`` scripted replies in order, one after the other (deterministic)."""
+        texts = await asyncio.to_thread(self._take, request, n)
+        return [await self._answer(request.replace(on_token=None), t) for t in texts]
 
     # -- constructors -------------------------------------------------------------------
 
@@ -246,107 +195,6 @@ class MockProvider:
         if rest in {"", "demo"}:
             return cls.demo()
         return cls.from_file(rest)
-
-
-class _RoleBound:
-    """A MockProvider answering as one role."""
-
-    def __init__(self, parent: MockProvider, role: str) -> None:
-        self._parent = parent
-        self.role = role
-
-    @property
-    def model_id(self) -> str:
-        return self._parent.model_id
-
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-        on_token: TokenCallback | None = None,
-    ) -> Completion:
-        return self._parent._complete(
-            self.role,
-            messages,
-            schema=schema,
-            on_token=on_token,
-            stop=stop,
-            max_tokens=max_tokens,
-        )
-
-    async def acomplete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-        on_token: TokenCallback | None = None,
-    ) -> Completion:
-        return await asyncio.to_thread(
-            self._parent._complete,
-            self.role,
-            messages,
-            schema=schema,
-            on_token=on_token,
-            stop=stop,
-            max_tokens=max_tokens,
-        )
-
-    def complete_many(
-        self,
-        messages: Sequence[Message],
-        *,
-        n: int,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-    ) -> list[Completion]:
-        return _many(self._parent, self.role, messages, n, max_tokens, stop, schema)
-
-    async def acomplete_many(
-        self,
-        messages: Sequence[Message],
-        *,
-        n: int,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-    ) -> list[Completion]:
-        return await asyncio.to_thread(
-            _many, self._parent, self.role, messages, n, max_tokens, stop, schema
-        )
-
-
-def _many(
-    mock: MockProvider,
-    role: str,
-    messages: Sequence[Message],
-    n: int,
-    max_tokens: int,
-    stop: Sequence[str] | None,
-    schema: dict[str, Any] | None,
-) -> list[Completion]:
-    """``n`` replies of ``role``'s script, taken in order under one lock (so concurrent
-    callers never interleave), answered one by one: reply ``i`` is the ``i``-th in order."""
-    if n < 1:
-        raise ValueError(f"n must be at least 1, got {n}")
-    with mock._many_lock:
-        return [
-            mock._complete(
-                role, messages, schema=schema, on_token=None, stop=stop, max_tokens=max_tokens
-            )
-            for _ in range(n)
-        ]
 
 
 DEMO_SPEC = (

@@ -9,19 +9,17 @@ fit, so a too-small default would cut long prompts without telling anyone.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
 from selfheal.errors import ConfigError, MissingDependency, ModelNotFound, ProviderUnavailable
-from selfheal.llm.base import Completion, Message, TokenCallback
+from selfheal.llm.aio import PerLoop, blocking
+from selfheal.llm.base import Completion, CompletionRequest, ProviderBase, ReplyStream
 from selfheal.llm.retry import (
     Failure,
     RetryPolicy,
     acall_with_retry,
-    call_with_retry,
     failure_for_status,
     timeout_failure,
 )
@@ -59,7 +57,7 @@ def context_size(prompt_tokens: int, max_tokens: int, *, floor: int = MIN_CTX) -
     return size
 
 
-class OllamaProvider:
+class OllamaProvider(ProviderBase):
     """A model served by Ollama (``ollama serve``). Implements the Provider protocol."""
 
     def __init__(
@@ -80,7 +78,7 @@ class OllamaProvider:
         self._ctx_floor = MIN_CTX
         self._keep_alive = keep_alive
         self._options = dict(options or {})
-        self._client = self._ollama.Client(host=self.host, timeout=self._timeout())
+        self._clients: PerLoop[Any] = PerLoop()
 
     @property
     def model_id(self) -> str:
@@ -95,38 +93,37 @@ class OllamaProvider:
 
     # -- request building ---------------------------------------------------------------
 
-    def _request(
-        self,
-        messages: Sequence[Message],
-        max_tokens: int,
-        temperature: float,
-        stop: Sequence[str] | None,
-        schema: dict[str, Any] | None,
-    ) -> dict[str, Any]:
-        prompt_estimate = sum(estimate_tokens(m.content) + 4 for m in messages)
+    def _client(self) -> Any:
+        """The ``ollama.AsyncClient`` of the running event loop."""
+        return self._clients.get(
+            None, lambda: self._ollama.AsyncClient(host=self.host, timeout=self._timeout())
+        )
+
+    def _request(self, request: CompletionRequest) -> dict[str, Any]:
+        prompt_estimate = sum(estimate_tokens(m.content) + 4 for m in request.messages)
         if self._fixed_ctx is not None:
             num_ctx = self._fixed_ctx
         else:
-            num_ctx = context_size(prompt_estimate, max_tokens, floor=self._ctx_floor)
+            num_ctx = context_size(prompt_estimate, request.max_tokens, floor=self._ctx_floor)
             self._ctx_floor = num_ctx  # never shrink: a change of num_ctx reloads the model
         options: dict[str, Any] = {
             **self._options,
             "num_ctx": num_ctx,
-            "temperature": temperature,
-            "num_predict": max_tokens,
+            "temperature": request.temperature,
+            "num_predict": request.max_tokens,
         }
-        if stop:
-            options["stop"] = list(stop)
-        request: dict[str, Any] = {
+        if request.stop:
+            options["stop"] = list(request.stop)
+        body: dict[str, Any] = {
             "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
             "options": options,
         }
-        if schema is not None:
-            request["format"] = schema
+        if request.schema is not None:
+            body["format"] = request.schema
         if self._keep_alive is not None:
-            request["keep_alive"] = self._keep_alive
-        return request
+            body["keep_alive"] = self._keep_alive
+        return body
 
     # -- errors -------------------------------------------------------------------------
 
@@ -167,106 +164,44 @@ class OllamaProvider:
 
     # -- completion ---------------------------------------------------------------------
 
-    def _completion(
-        self, text: str, final: Any, prompt_estimate: int, started: float, ttft: float | None
-    ) -> Completion:
-        prompt_tokens = getattr(final, "prompt_eval_count", None) or prompt_estimate
-        completion_tokens = getattr(final, "eval_count", None) or estimate_tokens(text)
-        return Completion(
-            text=text,
-            prompt_tokens=int(prompt_tokens),
-            completion_tokens=int(completion_tokens),
-            latency=time.monotonic() - started,
-            model=self.model_id,
-            finish_reason=str(getattr(final, "done_reason", None) or "stop"),
-            time_to_first_token=ttft,
-        )
-
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-        on_token: TokenCallback | None = None,
-    ) -> Completion:
-        request = self._request(messages, max_tokens, temperature, stop, schema)
-        prompt_estimate = sum(estimate_tokens(m.content) for m in messages)
-        streamed = [False]
-
-        def call() -> Completion:
-            started = time.monotonic()
-            if on_token is None:
-                reply = self._client.chat(**request, stream=False)
-                return self._completion(
-                    reply.message.content or "", reply, prompt_estimate, started, None
-                )
-            pieces: list[str] = []
-            final: Any = None
-            ttft: float | None = None
-            for part in self._client.chat(**request, stream=True):
-                piece = part.message.content or ""
-                if piece:
-                    if ttft is None:
-                        ttft = time.monotonic() - started
-                    streamed[0] = True
-                    pieces.append(piece)
-                    on_token(piece)
-                if part.done:
-                    final = part
-            return self._completion("".join(pieces), final, prompt_estimate, started, ttft)
-
-        return call_with_retry(call, lambda exc: self._classify(exc, streamed[0]), self.policy)
-
-    async def acomplete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-        on_token: TokenCallback | None = None,
-    ) -> Completion:
-        request = self._request(messages, max_tokens, temperature, stop, schema)
-        prompt_estimate = sum(estimate_tokens(m.content) for m in messages)
-        streamed = [False]
+    async def _acomplete(self, request: CompletionRequest) -> Completion:
+        body = self._request(request)
+        prompt_estimate = sum(estimate_tokens(m.content) for m in request.messages)
+        reply = ReplyStream(request.on_token)
 
         async def call() -> Completion:
-            started = time.monotonic()
-            # A client per call: an async HTTP pool belongs to the event loop it was made in.
-            async with self._ollama.AsyncClient(host=self.host, timeout=self._timeout()) as client:
-                if on_token is None:
-                    reply = await client.chat(**request, stream=False)
-                    return self._completion(
-                        reply.message.content or "", reply, prompt_estimate, started, None
-                    )
-                pieces: list[str] = []
-                final: Any = None
-                ttft: float | None = None
-                async for part in await client.chat(**request, stream=True):
-                    piece = part.message.content or ""
-                    if piece:
-                        if ttft is None:
-                            ttft = time.monotonic() - started
-                        streamed[0] = True
-                        pieces.append(piece)
-                        on_token(piece)
+            nonlocal reply
+            reply = ReplyStream(request.on_token)
+            client = self._client()
+            if request.on_token is None:
+                final = await client.chat(**body, stream=False)
+                text = final.message.content or ""
+            else:
+                final = None
+                async for part in await client.chat(**body, stream=True):
+                    reply.add(part.message.content)
                     if part.done:
                         final = part
-                return self._completion("".join(pieces), final, prompt_estimate, started, ttft)
+                text = reply.text
+            return reply.completion(
+                text=text,
+                prompt_tokens=int(getattr(final, "prompt_eval_count", None) or prompt_estimate),
+                completion_tokens=int(getattr(final, "eval_count", None) or estimate_tokens(text)),
+                model=self.model_id,
+                finish_reason=str(getattr(final, "done_reason", None) or "stop"),
+            )
 
         return await acall_with_retry(
-            call, lambda exc: self._classify(exc, streamed[0]), self.policy
+            call, lambda exc: self._classify(exc, reply.streamed), self.policy
         )
 
-    def list_models(self) -> list[str]:
+    async def alist_models(self) -> list[str]:
         """The model names the server has (``/api/tags``)."""
 
-        def call() -> list[str]:
-            listing = self._client.list()
+        async def call() -> list[str]:
+            listing = await self._client().list()
             return [str(m.model) for m in listing.models]
 
-        return call_with_retry(call, lambda exc: self._classify(exc, False), self.policy)
+        return await acall_with_retry(call, lambda exc: self._classify(exc, False), self.policy)
+
+    list_models = blocking(alist_models)

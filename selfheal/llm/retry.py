@@ -1,11 +1,13 @@
 """Reliability for every provider call, in one place.
 
 Each provider turns its SDK's exceptions into a :class:`Failure` (which project error, and
-whether trying again can help); :func:`call_with_retry` / :func:`acall_with_retry` then
-retry transient failures (connection errors, 408/409/425/429 and 5xx) with exponential
-backoff and jitter, honour ``Retry-After``, and raise the mapped error when the attempts
-run out. Timeouts come from :class:`RetryPolicy.timeout` (each provider passes it to its
-client). Async callers can cancel at any point, including during a backoff sleep.
+whether trying again can help). Where the SDK retries itself (``anthropic``, ``openai``) it is
+configured from :class:`RetryPolicy` (``attempts - 1`` retries, :func:`should_retry` for what
+it may retry); where it does not (``ollama``), :func:`acall_with_retry`, the one retry loop,
+retries transient failures (connection errors, 408/409/425/429 and 5xx) with exponential
+backoff and jitter, honours ``Retry-After``, and raises the mapped error when the attempts run
+out. Timeouts come from :attr:`RetryPolicy.timeout` (each provider passes it to its client).
+Async callers can cancel at any point, including during a backoff sleep.
 """
 
 from __future__ import annotations
@@ -32,9 +34,12 @@ __all__ = [
     "RetryPolicy",
     "acall_with_retry",
     "backoff_delay",
-    "call_with_retry",
     "failure_for_status",
+    "gave_up",
     "parse_retry_after",
+    "retry_after_from_headers",
+    "should_retry",
+    "timeout_failure",
 ]
 
 R = TypeVar("R")
@@ -184,71 +189,46 @@ def timeout_failure(provider: str, model: str, timeout: float) -> Failure:
     )
 
 
-def _final(failure: Failure, attempts: int) -> ProviderError:
+def gave_up(failure: Failure, attempts: int) -> ProviderError:
+    """The error to raise for ``failure``, noting the attempts when retries did not help."""
     error = failure.error
     if failure.retryable and attempts > 1:
         error.add_note(f"Gave up after {attempts} attempts.")
     return error
 
 
-def call_with_retry(
-    fn: Callable[[], R],
-    classify: Callable[[BaseException], Failure | None],
-    policy: RetryPolicy,
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-) -> R:
-    """Call ``fn``; retry transient failures per ``policy``; raise the mapped error.
-
-    ``classify`` returns None for exceptions that are not the backend's (bugs): those
-    propagate untouched."""
-    attempt = 0
-    while True:
-        try:
-            return fn()
-        except ProviderError:
-            raise
-        except Exception as exc:
-            failure = classify(exc)
-            if failure is None:
-                raise
-            retry = failure.retryable or (
-                policy.retry_timeouts and isinstance(failure.error, ProviderTimeout)
-            )
-            too_long = (
-                failure.retry_after is not None and failure.retry_after > policy.max_retry_after
-            )
-            if not retry or too_long or attempt + 1 >= policy.attempts:
-                raise _final(failure, attempt + 1) from exc
-            sleep(backoff_delay(policy, attempt, failure.retry_after))
-            attempt += 1
+def should_retry(failure: Failure, policy: RetryPolicy) -> bool:
+    """Whether ``policy`` retries ``failure`` (a ``Retry-After`` longer than
+    ``max_retry_after`` gives up at once)."""
+    retry = failure.retryable or (
+        policy.retry_timeouts and isinstance(failure.error, ProviderTimeout)
+    )
+    too_long = failure.retry_after is not None and failure.retry_after > policy.max_retry_after
+    return retry and not too_long
 
 
 async def acall_with_retry(
     fn: Callable[[], Awaitable[R]],
     classify: Callable[[BaseException], Failure | None],
     policy: RetryPolicy,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> R:
-    """Async twin of :func:`call_with_retry`; cancellation propagates at once."""
+    """Call ``fn``; retry transient failures per ``policy``; raise the mapped error.
+
+    ``classify`` returns None for exceptions that are not the backend's (bugs): those
+    propagate untouched. Cancellation propagates at once, also during a backoff sleep."""
     attempt = 0
     while True:
         try:
             return await fn()
-        except ProviderError:
-            raise
-        except asyncio.CancelledError:
+        except (ProviderError, asyncio.CancelledError):
             raise
         except Exception as exc:
             failure = classify(exc)
             if failure is None:
                 raise
-            retry = failure.retryable or (
-                policy.retry_timeouts and isinstance(failure.error, ProviderTimeout)
-            )
-            too_long = (
-                failure.retry_after is not None and failure.retry_after > policy.max_retry_after
-            )
-            if not retry or too_long or attempt + 1 >= policy.attempts:
-                raise _final(failure, attempt + 1) from exc
-            await asyncio.sleep(backoff_delay(policy, attempt, failure.retry_after))
+            if not should_retry(failure, policy) or attempt + 1 >= policy.attempts:
+                raise gave_up(failure, attempt + 1) from exc
+            await sleep(backoff_delay(policy, attempt, failure.retry_after))
             attempt += 1

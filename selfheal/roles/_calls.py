@@ -1,9 +1,8 @@
-"""How a role calls a model: render its prompt, ask, and account for the call in the state."""
+"""How a role calls a model: render its prompt, ask (the role and the node travel with the
+call), and account for the call in the state."""
 
 from __future__ import annotations
 
-import ast
-import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -11,56 +10,36 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from selfheal.config import RoleName
 from selfheal.context import Context
 from selfheal.errors import MalformedReply
-from selfheal.llm.base import Completion, Message, Provider, TokenCallback
+from selfheal.llm.ask import ask_code, ask_structured
+from selfheal.llm.base import (
+    Completion,
+    CompletionRequest,
+    Message,
+    Provider,
+    WrapperProvider,
+    send,
+)
+from selfheal.llm.parsing import lenient_block
 from selfheal.llm.prompts import load_prompt
-from selfheal.llm.structured import ask_code, ask_structured
 from selfheal.state import Event, HealState, RoleUsage, Usage
 
 T = TypeVar("T", bound=BaseModel)
 
 
-class _Streaming:
-    """Passes ``on_token`` through to a provider (the structured helpers do not)."""
-
-    def __init__(self, inner: Provider, on_token: TokenCallback) -> None:
-        self._inner = inner
-        self._on_token = on_token
-
-    @property
-    def model_id(self) -> str:
-        return self._inner.model_id
-
-    def complete(self, messages: Sequence[Message], **kw: Any) -> Completion:
-        kw.setdefault("on_token", self._on_token)
-        return self._inner.complete(messages, **kw)
-
-    async def acomplete(self, messages: Sequence[Message], **kw: Any) -> Completion:
-        kw.setdefault("on_token", self._on_token)
-        return await self._inner.acomplete(messages, **kw)
-
-
-class _Transcribing:
-    """Remembers the exact messages behind each completion a provider returns (retries of
-    the structured helpers included), so the timeline can show the whole exchange."""
+class _Transcribing(WrapperProvider):
+    """Remembers the exact messages behind each completion (retries of the ask loops
+    included), so the timeline can show the whole exchange."""
 
     def __init__(self, inner: Provider, sent: dict[int, tuple[Message, ...]]) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._sent = sent
 
-    @property
-    def model_id(self) -> str:
-        return self._inner.model_id
-
-    def complete(self, messages: Sequence[Message], **kw: Any) -> Completion:
-        c = self._inner.complete(messages, **kw)
-        self._sent[id(c)] = tuple(messages)
-        return c
-
-    async def acomplete(self, messages: Sequence[Message], **kw: Any) -> Completion:
-        c = await self._inner.acomplete(messages, **kw)
-        self._sent[id(c)] = tuple(messages)
+    async def _acomplete(self, request: CompletionRequest) -> Completion:
+        c = await super()._acomplete(request)
+        self._sent[id(c)] = request.messages
         return c
 
 
@@ -111,10 +90,15 @@ def _add_usage(usage: Usage, role: str, c: Completion) -> Usage:
     )
 
 
-def _provider(ctx: Context, state: HealState, log: CallLog, role: str) -> Provider:
+def _call(
+    ctx: Context, state: HealState, log: CallLog, role: RoleName, node: str
+) -> tuple[Provider, dict[str, Any]]:
+    """The role's provider (transcribing when transcripts are kept) and the options every
+    call of the role carries: who asks, and where streamed tokens go."""
     p: Provider = ctx.provider(role)
     if state.config.transcripts:
         p = _Transcribing(p, log.sent)
+    options: dict[str, Any] = {"role": role, "node": node}
     if ctx.on_token is not None:
         sink = ctx.on_token
 
@@ -124,8 +108,8 @@ def _provider(ctx: Context, state: HealState, log: CallLog, role: str) -> Provid
             except Exception:
                 pass
 
-        return _Streaming(p, on_token)
-    return p
+        options["on_token"] = on_token
+    return p, options
 
 
 def _llm_events(
@@ -133,7 +117,7 @@ def _llm_events(
     ctx: Context,
     state: HealState,
     node: str,
-    role: str,
+    role: RoleName,
     label: str,
     completions: Sequence[Completion],
 ) -> None:
@@ -163,7 +147,7 @@ def _record(
     ctx: Context,
     state: HealState,
     node: str,
-    role: str,
+    role: RoleName,
     prompt_name: str,
     completions: Sequence[Completion],
     degraded: bool,
@@ -188,7 +172,7 @@ def _record(
 
 
 def record_failure(
-    log: CallLog, ctx: Context, state: HealState, node: str, role: str, exc: Exception
+    log: CallLog, ctx: Context, state: HealState, node: str, role: RoleName, exc: Exception
 ) -> None:
     """Account for the calls of a reply that could not be used, and note the error."""
     unusable = [c for c in getattr(exc, "completions", ()) or () if isinstance(c, Completion)]
@@ -210,7 +194,7 @@ def ask_for_code(
     log: CallLog,
     *,
     node: str,
-    role: str,
+    role: RoleName,
     prompt: str,
     entry_point: str | None,
     variables: dict[str, Any],
@@ -220,40 +204,17 @@ def ask_for_code(
     """Ask ``role`` (with prompt file ``prompt``) for code. Returns ``(code, full_reply)``.
     Raises ``MalformedReply`` when no parseable code came back."""
     messages = [*load_prompt(prompt).render(**variables), *extra]
+    provider, options = _call(ctx, state, log, role, node)
     reply = ask_code(
-        _provider(ctx, state, log, role),
+        provider,
         messages,
         entry_point=entry_point,
         max_tokens=state.config.max_tokens,
         temperature=state.config.temperature if temperature is None else temperature,
+        **options,
     )
     _record(log, ctx, state, node, role, prompt, reply.completions, reply.degraded)
     return reply.code, reply.text
-
-
-_FENCE_OPEN = re.compile(r"```[ \t]*(?:python|py|python3)?[^\n]*\n", re.IGNORECASE)
-
-
-def lenient_block(text: str) -> tuple[str, bool]:
-    """The first fenced block of ``text`` (unterminated allowed), cut back to its longest
-    prefix that parses. Returns ``(code, salvaged)``; a reply cut off by the token limit still
-    yields its complete tests instead of nothing."""
-    m = _FENCE_OPEN.search(text)
-    body = text[m.end() :] if m else text
-    end = body.find("```")
-    salvaged = end < 0 and m is not None
-    if end >= 0:
-        body = body[:end]
-    lines = body.rstrip().splitlines()
-    while lines:
-        candidate = "\n".join(lines)
-        try:
-            ast.parse(candidate)
-            return candidate, salvaged
-        except SyntaxError:
-            lines.pop()
-            salvaged = True
-    return "", True
 
 
 def ask_for_tests(
@@ -262,19 +223,21 @@ def ask_for_tests(
     log: CallLog,
     *,
     node: str,
-    role: str,
+    role: RoleName,
     prompt: str,
     variables: dict[str, Any],
     max_tokens: int = 400,
 ) -> str:
     """Ask ``role`` for a block of tests. One call, lenient: complete statements of a cut-off
     reply are kept (tests are optional evidence; a retry would cost more than it brings)."""
-    messages = load_prompt(prompt).render(**variables)
-    completion = _provider(ctx, state, log, role).complete(
-        messages,
+    provider, options = _call(ctx, state, log, role, node)
+    request = CompletionRequest.of(
+        load_prompt(prompt).render(**variables),
         max_tokens=min(state.config.max_tokens, max_tokens),
         temperature=state.config.temperature,
+        **options,
     )
+    completion = send(provider, request)
     code, salvaged = lenient_block(completion.text)
     _record(
         log,
@@ -297,7 +260,7 @@ def ask_for_json(
     model: type[T],
     *,
     node: str,
-    role: str,
+    role: RoleName,
     prompt: str,
     variables: dict[str, Any],
     max_tokens: int = 768,
@@ -305,13 +268,14 @@ def ask_for_json(
     """Ask ``role`` for a JSON reply validated as ``model``, in at most ``max_tokens``
     completion tokens (a small model sometimes runs on past the JSON; a tight cap per role
     bounds the cost, and a cut-off reply is salvaged). Raises ``MalformedReply``."""
-    messages = load_prompt(prompt).render(**variables)
+    provider, options = _call(ctx, state, log, role, node)
     reply = ask_structured(
-        _provider(ctx, state, log, role),
-        messages,
+        provider,
+        load_prompt(prompt).render(**variables),
         model,
         max_tokens=min(state.config.max_tokens, max_tokens),
         temperature=state.config.temperature,
+        **options,
     )
     _record(log, ctx, state, node, role, prompt, reply.completions, reply.degraded, reply.repairs)
     return reply.value
@@ -321,7 +285,7 @@ R = TypeVar("R")
 
 
 def concurrently(
-    ctx: Context, role: str, jobs: Sequence[Callable[[], R]]
+    ctx: Context, role: RoleName, jobs: Sequence[Callable[[], R]]
 ) -> list[R | BaseException]:
     """Run ``jobs`` (each makes model calls) at once, as many in flight as the role's provider
     allows (its ``max_concurrency``, e.g. the local server's slots; 1 for the scripted mock,

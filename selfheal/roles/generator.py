@@ -8,7 +8,6 @@ them in parallel slots. A candidate that repeats a known version is replaced by 
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ from selfheal.context import Context
 from selfheal.diffs import unified_diff
 from selfheal.errors import MalformedReply, ProviderError
 from selfheal.llm.base import Message
+from selfheal.llm.parsing import prose
 from selfheal.roles._calls import CallLog, ask_for_code, concurrently, info, record_failure
 from selfheal.roles.test_writer import spec_blind_tests, with_examples
 from selfheal.spec import find_examples
@@ -141,7 +141,7 @@ def _ask_round(
                 round=round,
                 parent=req.parent,
                 temperature=req.temperature,
-                rationale=_prose(text),
+                rationale=prose(text),
             )
         )
     return out
@@ -378,12 +378,6 @@ def repair(state: HealState, ctx: Context) -> HealState:
         f"{len(kept)} candidate(s): " + ", ".join(f"{c.id} {c.origin}" for c in kept),
     )
     return log.apply(state, pending=proposal, feedback="")
-
-
-def _prose(text: str) -> str:
-    """The explanation around the code block, if any (kept short)."""
-    prose = re.sub(r"```.*?(```|$)", "", text, flags=re.DOTALL).strip()
-    return prose[:500]
 
 
 __all__ = ["entry_point_of", "generate", "normalized", "repair", "with_prelude"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from selfheal.roles._calls import lenient_block
+from selfheal.llm.parsing import lenient_block
 from selfheal.testsuite import parse_test_block
 
 

@@ -19,9 +19,9 @@ from selfheal.errors import (
     ProviderUnavailable,
 )
 from selfheal.llm.anthropic import AnthropicProvider, to_anthropic_messages
+from selfheal.llm.ask import ask_structured
 from selfheal.llm.base import Message, Provider
 from selfheal.llm.retry import RetryPolicy
-from selfheal.llm.structured import ask_structured
 
 FAST = RetryPolicy(timeout=5.0, attempts=3, base_delay=0.01, max_delay=0.05)
 CHAT = [

@@ -12,10 +12,10 @@ import pytest
 from llm_fakes import FakeServer, Request, Response
 
 from selfheal.errors import ModelNotFound, ProviderTimeout, ProviderUnavailable
+from selfheal.llm.ask import ask_structured
 from selfheal.llm.base import Message, Provider
 from selfheal.llm.ollama import OllamaProvider, context_size
 from selfheal.llm.retry import RetryPolicy
-from selfheal.llm.structured import ask_structured
 
 FAST = RetryPolicy(timeout=5.0, attempts=3, base_delay=0.01, max_delay=0.05)
 HELLO = [Message(role="system", content="Be brief."), Message(role="user", content="Say hi")]

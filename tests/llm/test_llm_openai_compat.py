@@ -230,11 +230,10 @@ async def test_generic_providers_get_n_concurrent_acomplete_calls() -> None:
 
 def test_mock_complete_many_is_sequential_and_in_order() -> None:
     mock = MockProvider({"generator": ["a", "b", "c", "d"]})
-    bound = mock.bind_role("generator")
-    results = complete_many(bound, MESSAGES, n=3, temperature=0.8, max_tokens=5)  # type: ignore[arg-type]
+    results = complete_many(mock, MESSAGES, n=3, temperature=0.8, max_tokens=5, role="generator")
     assert [c.text for c in results] == ["a", "b", "c"]
     assert [c.reply for c in mock.calls] == ["a", "b", "c"]
-    assert asyncio.run(acomplete_many(bound, MESSAGES, n=1))[0].text == "d"  # type: ignore[arg-type]
+    assert asyncio.run(acomplete_many(mock, MESSAGES, n=1, role="generator"))[0].text == "d"
 
 
 # ------------------------------------------------------------------------------- errors

@@ -9,16 +9,9 @@ from pydantic import BaseModel, Field
 
 from selfheal._record import Record
 from selfheal.errors import MalformedReply
+from selfheal.llm.ask import aask_code, aask_structured, ask_code, ask_structured
 from selfheal.llm.base import Message, Provider
-from selfheal.llm.structured import (
-    StructuredParseError,
-    aask_code,
-    aask_structured,
-    ask_code,
-    ask_structured,
-    extract_code,
-    parse_structured,
-)
+from selfheal.llm.parsing import StructuredParseError, extract_code, parse_structured
 
 
 class Plan(Record):

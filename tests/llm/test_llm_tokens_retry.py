@@ -20,7 +20,6 @@ from selfheal.llm.retry import (
     RetryPolicy,
     acall_with_retry,
     backoff_delay,
-    call_with_retry,
     failure_for_status,
     parse_retry_after,
     retry_after_from_headers,
@@ -174,11 +173,14 @@ def test_failure_for_status(status: int, kind: type, retryable: bool) -> None:
     assert failure.retryable is retryable
 
 
-def test_call_with_retry_sleeps_between_tries() -> None:
+async def test_call_with_retry_sleeps_between_tries() -> None:
     sleeps: list[float] = []
     attempts = [0]
 
-    def flaky() -> str:
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    async def flaky() -> str:
         attempts[0] += 1
         if attempts[0] < 3:
             raise ConnectionError("down")
@@ -190,22 +192,25 @@ def test_call_with_retry_sleeps_between_tries() -> None:
         return None
 
     policy = RetryPolicy(attempts=4, base_delay=0.1, jitter=0.0)
-    assert call_with_retry(flaky, classify, policy, sleep=sleeps.append) == "ok"
+    assert await acall_with_retry(flaky, classify, policy, sleep=sleep) == "ok"
     assert sleeps == [0.1, 0.2]
 
 
-def test_call_with_retry_leaves_bugs_alone() -> None:
-    def buggy() -> None:
+async def test_call_with_retry_leaves_bugs_alone() -> None:
+    async def buggy() -> None:
         raise KeyError("bug")
 
     with pytest.raises(KeyError):
-        call_with_retry(buggy, lambda exc: None, RetryPolicy())
+        await acall_with_retry(buggy, lambda exc: None, RetryPolicy())
 
 
-def test_timeouts_are_retried_only_when_asked() -> None:
+async def test_timeouts_are_retried_only_when_asked() -> None:
     calls = [0]
 
-    def slow() -> str:
+    async def no_sleep(seconds: float) -> None:
+        pass
+
+    async def slow() -> str:
         calls[0] += 1
         raise TimeoutError
 
@@ -213,11 +218,11 @@ def test_timeouts_are_retried_only_when_asked() -> None:
         return Failure(ProviderTimeout("late"))
 
     with pytest.raises(ProviderTimeout):
-        call_with_retry(slow, classify, RetryPolicy(attempts=3), sleep=lambda s: None)
+        await acall_with_retry(slow, classify, RetryPolicy(attempts=3), sleep=no_sleep)
     assert calls[0] == 1
     policy = RetryPolicy(attempts=3, retry_timeouts=True)
     with pytest.raises(ProviderTimeout):
-        call_with_retry(slow, classify, policy, sleep=lambda s: None)
+        await acall_with_retry(slow, classify, policy, sleep=no_sleep)
     assert calls[0] == 4
 
 

@@ -1,0 +1,245 @@
+"""Asking until the reply is usable.
+
+:func:`aask_structured` asks for a pydantic record as JSON (the schema is the record's
+``model_json_schema()``, which constrains decoding where the backend can) and salvages it
+(:mod:`selfheal.llm.parsing.json_salvage`); :func:`aask_code` asks for code in a fenced block
+and checks it parses and defines the entry point (:mod:`selfheal.llm.parsing.code_extract`).
+Both run one loop: on an unusable reply, ask again (at most ``retries`` times) showing the
+model its reply and what was wrong; after the last attempt raise :class:`MalformedReply` with
+the last reply in ``raw``. The blocking ``ask_structured`` / ``ask_code`` are derived.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from selfheal._record import Record
+from selfheal.errors import MalformedReply
+from selfheal.llm.aio import blocking
+from selfheal.llm.base import Completion, CompletionRequest, Message, Provider, asend
+from selfheal.llm.parsing.code_extract import (
+    CODE_LANGS,
+    defines,
+    extract_code,
+    fences,
+    parses,
+    syntax_error,
+    was_fenced,
+)
+from selfheal.llm.parsing.json_salvage import StructuredParseError, parse_structured
+
+__all__ = [
+    "CodeReply",
+    "StructuredReply",
+    "aask_code",
+    "aask_structured",
+    "ask_code",
+    "ask_structured",
+]
+
+T = TypeVar("T", bound=BaseModel)
+V = TypeVar("V")
+
+_MAX_FEEDBACK_CHARS = 1500
+"""Longest validation-error text shown back to the model on a retry."""
+_MAX_SCHEMA_CHARS = 3000
+"""Longest schema text shown back to the model on a retry."""
+
+
+class StructuredReply(Record, Generic[T]):
+    """The result of :func:`ask_structured`."""
+
+    value: T
+    """The validated value."""
+    completions: tuple[Completion, ...]
+    """Every call made (first try and retries), for usage accounting."""
+    degraded: bool = False
+    """True when salvage or a retry was needed."""
+    repairs: tuple[str, ...] = ()
+    """Salvage applied to the reply that was finally used."""
+
+
+class CodeReply(Record):
+    """The result of :func:`ask_code`."""
+
+    code: str
+    """Python source that parses (and defines the entry point, when one was asked for)."""
+    completions: tuple[Completion, ...]
+    """Every call made (first try and retries), for usage accounting."""
+    degraded: bool = False
+    """True when a retry was needed or the code was not in a fenced block."""
+    text: str = ""
+    """The full reply the code came from, so prose such as explanations can be shown."""
+
+
+async def _ask(
+    provider: Provider,
+    request: CompletionRequest,
+    check: Callable[[Completion], tuple[V | None, str, str]],
+    *,
+    retries: int,
+    what: str,
+    advice: str,
+) -> tuple[V, list[Completion], int]:
+    """Ask until ``check`` accepts a reply; returns the value, every completion and the
+    attempt that succeeded. ``check`` gives ``(value, "", "")`` for a usable reply, else
+    ``(None, problem, feedback)``: what was wrong (for the error) and what to tell the
+    model."""
+    completions: list[Completion] = []
+    problem = "no reply"
+    convo = request
+    for attempt in range(retries + 1):
+        completion = await asend(provider, convo)
+        completions.append(completion)
+        value, problem, feedback = check(completion)
+        if value is not None:
+            return value, completions, attempt
+        # Only the last failed reply is kept, so retries do not grow the prompt.
+        convo = request.replace(
+            messages=(
+                *request.messages,
+                Message(role="assistant", content=completion.text),
+                Message(role="user", content=feedback),
+            )
+        )
+    name, _, model = (getattr(provider, "model_id", "") or "").partition(":")
+    raise MalformedReply(
+        f"The model gave no usable {what} in {len(completions)} attempts (last problem: "
+        f"{problem}). {advice}; the last reply is in `.raw`.",
+        raw=completions[-1].text if completions else "",
+        provider=name,
+        model=model,
+        completions=completions,
+    )
+
+
+# ------------------------------------------------------------------------------ records
+
+
+def _structured_feedback(error: str, completion: Completion, schema: dict[str, Any]) -> str:
+    if len(error) > _MAX_FEEDBACK_CHARS:
+        error = error[:_MAX_FEEDBACK_CHARS] + "..."
+    hint = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    if len(hint) > _MAX_SCHEMA_CHARS:
+        hint = hint[:_MAX_SCHEMA_CHARS] + "..."
+    cut = ""
+    if completion.finish_reason == "length":
+        cut = "Your reply was cut off because it was too long; keep every value shorter. "
+    return (
+        f"{cut}Your reply could not be used: {error}\n"
+        "Reply again with only one JSON object (no prose, no code fence) that matches this "
+        f"JSON schema:\n{hint}"
+    )
+
+
+async def aask_structured(
+    provider: Provider,
+    messages: Sequence[Message],
+    model: type[T],
+    *,
+    max_tokens: int = 1024,
+    temperature: float = 0.0,
+    retries: int = 2,
+    **options: Any,
+) -> StructuredReply[T]:
+    """Ask for a ``model`` as JSON; salvage; on failure ask again (at most ``retries`` times)
+    with the error and the schema shown to the model. ``options`` are further
+    :class:`~selfheal.llm.base.CompletionRequest` fields (``role``, ``node``, ``on_token``,
+    ...). Raises :class:`MalformedReply` with the last reply in ``raw`` when every attempt
+    fails."""
+    schema = model.model_json_schema()
+    request = CompletionRequest.of(
+        messages, max_tokens=max_tokens, temperature=temperature, schema=schema, **options
+    )
+    repairs: tuple[str, ...] = ()
+
+    def check(completion: Completion) -> tuple[T | None, str, str]:
+        nonlocal repairs
+        try:
+            parsed = parse_structured(completion.text, model)
+        except StructuredParseError as exc:
+            return None, exc.errors, _structured_feedback(exc.errors, completion, schema)
+        repairs = parsed.repairs
+        return parsed.value, "", ""
+
+    value, completions, attempt = await _ask(
+        provider,
+        request,
+        check,
+        retries=retries,
+        what=model.__name__,
+        advice="Try a larger model, or check the prompt asks for this schema",
+    )
+    return StructuredReply(
+        value=value,
+        completions=tuple(completions),
+        degraded=bool(repairs) or attempt > 0,
+        repairs=repairs,
+    )
+
+
+# --------------------------------------------------------------------------------- code
+
+
+def _code_check(completion: Completion, entry_point: str | None) -> tuple[str | None, str, str]:
+    code = extract_code(completion.text, entry_point=entry_point)
+    if code is not None:
+        tree = parses(code)
+        if entry_point is None or (tree is not None and defines(tree, entry_point)):
+            return code, "", ""
+        problem = f"The code does not define `{entry_point}` at the top level"
+        ask = f"Reply with the complete code, defining `{entry_point}`, in one ```python block."
+    elif completion.finish_reason == "length":
+        problem = "Your reply was cut off before the code was complete"
+        ask = (
+            "Reply with the complete code only, in one ```python block, with no explanation "
+            "before or after it."
+        )
+    else:
+        blocks = [f.body for f in fences(completion.text) if f.lang in CODE_LANGS]
+        detail = syntax_error(blocks[-1]) if blocks else "there was no ```python block"
+        problem = f"Your code could not be used ({detail})"
+        ask = "Reply with the complete, corrected code in one ```python block."
+    return None, problem, f"{problem}. {ask}"
+
+
+async def aask_code(
+    provider: Provider,
+    messages: Sequence[Message],
+    *,
+    entry_point: str | None = None,
+    max_tokens: int = 2048,
+    temperature: float = 0.0,
+    retries: int = 2,
+    **options: Any,
+) -> CodeReply:
+    """Ask for code in a fenced block; check it parses and defines ``entry_point``; ask again
+    (at most ``retries`` times) with a note saying what was wrong. ``options`` are further
+    :class:`~selfheal.llm.base.CompletionRequest` fields. Never returns code that does not
+    parse: raises :class:`MalformedReply` after the last attempt."""
+    request = CompletionRequest.of(
+        messages, max_tokens=max_tokens, temperature=temperature, **options
+    )
+    code, completions, attempt = await _ask(
+        provider,
+        request,
+        lambda c: _code_check(c, entry_point),
+        retries=retries,
+        what="code",
+        advice="Try a larger model or a larger max_tokens",
+    )
+    last = completions[-1]
+    return CodeReply(
+        code=code,
+        completions=tuple(completions),
+        degraded=attempt > 0 or not was_fenced(last.text),
+        text=last.text,
+    )
+
+
+ask_structured = blocking(aask_structured)
+ask_code = blocking(aask_code)
