@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from selfheal._record import Record
 from selfheal.llm.base import Completion, CompletionRequest, Message, Provider, WrapperProvider
+from selfheal.records import Record
 
 __all__ = ["RecordedCall", "RecordingProvider"]
 
