@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field
 
@@ -18,15 +18,8 @@ RoleName = Literal[
 """The roles that call a model. Per-role models use these names
 (env: ``SELFHEAL_MODEL_GENERATOR``, ``SELFHEAL_MODEL_TEST_WRITER``, ...)."""
 
-ROLES: tuple[RoleName, ...] = (
-    "generator",
-    "test_writer",
-    "adversary",
-    "debugger",
-    "oracle",
-    "lessons",
-    "critic",
-)
+ROLES: tuple[RoleName, ...] = get_args(RoleName)
+"""Every role name, in the order above."""
 
 HeadlessPolicy = Literal["error", "approve", "reject"]
 

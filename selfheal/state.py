@@ -49,6 +49,27 @@ NodeName = Literal[
 
 EventKind = Literal["start", "end", "llm", "degraded", "error", "decision", "info"]
 
+DiagnosisCategory = Literal[
+    "logic",
+    "edge_case",
+    "exception",
+    "syntax",
+    "import",
+    "timeout",
+    "crash",
+    "wrong_test",
+    "spec_ambiguity",
+    "performance",
+    "other",
+]
+"""What kind of fault a diagnosis found (the debugger's reply model offers these choices)."""
+
+Blame = Literal["code", "test", "both", "unclear"]
+"""Whether a diagnosis finds the code or the test wrong."""
+
+Verdict = Literal["accept", "reject"]
+"""The critic's verdict."""
+
 
 class Example(Record):
     """An input/output example written in the spec."""
@@ -142,14 +163,13 @@ class Diagnosis(Record):
     """The attempt it diagnoses."""
     root_cause: str
     """What is wrong, in one or two sentences."""
-    category: str = "logic"
-    """``logic``, ``edge_case``, ``exception``, ``syntax``, ``import``, ``timeout``, ``crash``,
-    ``wrong_test``, ``spec_ambiguity``, ``performance`` or ``other``."""
+    category: DiagnosisCategory = "logic"
+    """What kind of fault (:data:`DiagnosisCategory`)."""
     repair_strategy: str = ""
     """What to change."""
     confidence: float = 0.5
     """0..1, the diagnoser's confidence."""
-    blame: Literal["code", "test", "both", "unclear"] = "code"
+    blame: Blame = "code"
     """Whether the code or the test is wrong."""
     suspect_tests: tuple[str, ...] = ()
     """Ids of tests the diagnoser believes are wrong."""
@@ -301,7 +321,7 @@ class CriticReview(Record):
 
     iteration: int
     """The attempt reviewed."""
-    verdict: Literal["accept", "reject"]
+    verdict: Verdict
     """Accept or send back."""
     concerns: tuple[str, ...] = ()
     """What the critic worries about."""

@@ -1,9 +1,10 @@
 """Prompts are data: one YAML file per role, shipped inside the wheel.
 
 Each file has ``version``, ``role``, ``system``, ``user`` (Jinja2 templates rendered with
-strict undefined variables), ``reply`` (``code`` or ``json``) and, for JSON replies, the
-``schema`` of the expected reply. Files are re-read when they change on disk (hot reload
-for prompt work in a notebook). A user directory (``SELFHEAL_PROMPTS_DIR`` or
+strict undefined variables) and ``reply`` (``code`` or ``json``). The schema of a JSON reply is
+not in the file: it is derived from the role's pydantic reply model (``model_json_schema()``,
+next to the role in ``selfheal/roles/``), so the two cannot drift apart. Files are re-read
+when they change on disk (hot reload for prompt work in a notebook). A user directory (``SELFHEAL_PROMPTS_DIR`` or
 ``set_prompts_dir``) overrides a role's prompt by holding a file of the same name.
 """
 
@@ -16,9 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jinja2
-import jsonschema
 import yaml
-from pydantic import Field
 
 from selfheal._record import Record
 from selfheal.errors import ConfigError
@@ -27,6 +26,7 @@ from selfheal.llm.base import Message
 __all__ = ["PromptTemplate", "load_prompt", "prompts_dirs", "render", "set_prompts_dir"]
 
 _REQUIRED = ("version", "role", "system", "user", "reply")
+_OPTIONAL = ("description",)
 _env = jinja2.Environment(
     undefined=jinja2.StrictUndefined,
     keep_trailing_newline=False,
@@ -53,9 +53,7 @@ class PromptTemplate(Record):
     user: str
     """User message template."""
     reply: Literal["code", "json"]
-    """``code``: a fenced Python block; ``json``: an object matching ``schema``."""
-    reply_schema: dict[str, Any] | None = Field(default=None)
-    """JSON schema of a ``json`` reply."""
+    """``code``: a fenced Python block; ``json``: an object matching the role's reply model."""
     path: str = ""
     """The file it came from."""
 
@@ -123,14 +121,19 @@ def _parse(path: Path) -> PromptTemplate:
     missing = [k for k in _REQUIRED if k not in data]
     if missing:
         raise ConfigError(f"Prompt file {path} lacks {missing}; every prompt needs {_REQUIRED}.")
-    schema = data.get("schema")
-    if data["reply"] == "json":
-        if not isinstance(schema, dict):
-            raise ConfigError(f"Prompt file {path} has reply: json but no schema.")
-        try:
-            jsonschema.Draft202012Validator.check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            raise ConfigError(f"Prompt file {path} has an invalid schema: {exc.message}") from exc
+    unknown = sorted(set(data) - {*_REQUIRED, *_OPTIONAL})
+    if "schema" in unknown:
+        raise ConfigError(
+            f"Prompt file {path} has a schema: block. The reply schema comes from the role's "
+            "reply model (selfheal/roles/), so a copy here could only drift from it: remove it."
+        )
+    if unknown:
+        raise ConfigError(
+            f"Prompt file {path} has unknown key(s) {unknown}; a prompt has {_REQUIRED} and "
+            f"optionally {_OPTIONAL}."
+        )
+    if data["reply"] not in ("code", "json"):
+        raise ConfigError(f"Prompt file {path}: reply must be code or json, not {data['reply']!r}.")
     for key in ("system", "user"):
         try:
             _env.parse(data[key])
@@ -145,7 +148,6 @@ def _parse(path: Path) -> PromptTemplate:
         system=str(data["system"]),
         user=str(data["user"]),
         reply=data["reply"],
-        reply_schema=schema,
         path=str(path),
     )
 

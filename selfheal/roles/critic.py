@@ -3,23 +3,31 @@
 from __future__ import annotations
 
 import ast
-from typing import Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from selfheal.context import Context
 from selfheal.errors import MalformedReply
 from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
-from selfheal.state import CriticReview, Diagnosis, HealState
+from selfheal.state import CriticReview, Diagnosis, HealState, Verdict
 from selfheal.testsuite import add_tests, parse_test_block, sources
 
 NODE = "critic"
 
 
-class CriticReply(BaseModel):
-    """What the critic replies."""
+def _verdict(value: Any) -> Any:
+    """Anything that starts with "rej" rejects; any other string accepts."""
+    if not isinstance(value, str):
+        return value
+    return "reject" if value.strip().lower().startswith("rej") else "accept"
 
-    verdict: str = "accept"
+
+class CriticReply(BaseModel):
+    """What the critic replies (``prompts/critic.yaml``); its JSON schema is what the model is
+    asked for."""
+
+    verdict: Annotated[Verdict, BeforeValidator(_verdict)] = "accept"
     concerns: list[str] = Field(default_factory=list)
     tests: list[str] = Field(default_factory=list)
 
@@ -55,9 +63,7 @@ def critic(state: HealState, ctx: Context) -> HealState:
             concerns=("critic reply unusable; not reviewed",),
         )
         return log.apply(state, reviews=state.reviews + (review,))
-    verdict: Literal["accept", "reject"] = (
-        "reject" if reply.verdict.strip().lower().startswith("rej") else "accept"
-    )
+    verdict = reply.verdict
     found: list[tuple[str, str]] = []
     for src in reply.tests:
         try:

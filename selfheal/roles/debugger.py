@@ -5,32 +5,21 @@ from __future__ import annotations
 
 import ast
 import math
-from typing import Any
+from typing import Annotated, Any, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from selfheal.context import Context
 from selfheal.errors import MalformedReply
+from selfheal.llm.parsing import fold_choice
 from selfheal.roles import oracle
 from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
 from selfheal.roles.investigate import investigate
-from selfheal.state import Diagnosis, HealState
+from selfheal.state import Blame, Diagnosis, DiagnosisCategory, HealState
 from selfheal.testsuite import all_active_pass, failure_lines
 
 NODE = "diagnose"
-CATEGORIES = (
-    "logic",
-    "edge_case",
-    "exception",
-    "syntax",
-    "import",
-    "timeout",
-    "crash",
-    "wrong_test",
-    "spec_ambiguity",
-    "performance",
-    "other",
-)
+CATEGORIES: tuple[DiagnosisCategory, ...] = get_args(DiagnosisCategory)
 
 
 def _equality(source: str) -> tuple[str, str] | None:
@@ -144,13 +133,17 @@ def adjudicate(
 
 
 class DiagnosisReply(BaseModel):
-    """What the debugger replies (``prompts/debugger.yaml`` holds the same schema)."""
+    """What the debugger replies (``prompts/debugger.yaml``); its JSON schema is what the
+    model is asked for. An unknown category reads as ``other``, an unknown blame as
+    ``unclear``."""
 
     root_cause: str
-    category: str = "logic"
+    category: Annotated[DiagnosisCategory, BeforeValidator(fold_choice(CATEGORIES, "other"))] = (
+        "logic"
+    )
     repair_strategy: str = ""
     confidence: float = Field(default=0.5, ge=0.0, le=1.0)
-    blame: str = "code"
+    blame: Annotated[Blame, BeforeValidator(fold_choice(get_args(Blame), "unclear"))] = "code"
     wrong_tests: list[str] = Field(default_factory=list)
 
 
@@ -159,6 +152,7 @@ def heuristic(state: HealState) -> Diagnosis:
     current = state.current
     assert current is not None and current.report is not None
     rep = current.report
+    cat: DiagnosisCategory
     if not rep.load.ok:
         cat = (
             "syntax"
@@ -253,14 +247,13 @@ def diagnose(state: HealState, ctx: Context) -> HealState:
                 "probes": [p.model_dump() for p in probes],
             },
         )
-        blame = reply.blame if reply.blame in ("code", "test", "both", "unclear") else "unclear"
         diag = Diagnosis(
             iteration=state.iteration,
             root_cause=reply.root_cause.strip() or "(no root cause given)",
-            category=reply.category if reply.category in CATEGORIES else "other",
+            category=reply.category,
             repair_strategy=reply.repair_strategy.strip(),
             confidence=reply.confidence,
-            blame=blame,  # type: ignore[arg-type]
+            blame=reply.blame,
             suspect_tests=tuple(t.strip("[] `") for t in reply.wrong_tests),
             probes=probes,
         )

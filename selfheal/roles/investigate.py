@@ -10,11 +10,14 @@ run in the kernel sandbox, never in this process.
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator
 
 from selfheal.context import Context
 from selfheal.errors import MalformedReply
 from selfheal.kernel_sandbox.types import SnippetResult
+from selfheal.llm.parsing import fold_choice
 from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
 from selfheal.state import HealState, Probe
 from selfheal.testsuite import failure_lines, limits_for
@@ -30,7 +33,9 @@ class StepReply(BaseModel):
     """One investigation step (``prompts/debugger_step.yaml``)."""
 
     thought: str = ""
-    action: str = "diagnose"
+    action: Annotated[
+        Literal["run", "diagnose"], BeforeValidator(fold_choice(("run", "diagnose"), "diagnose"))
+    ] = "diagnose"
     code: str = ""
 
 

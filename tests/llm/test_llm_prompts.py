@@ -1,0 +1,74 @@
+"""Prompts are data; the reply schema comes from the role's reply model, never from the YAML."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import get_args
+
+import pytest
+
+from selfheal.errors import ConfigError
+from selfheal.llm import prompts
+from selfheal.roles.critic import CriticReply
+from selfheal.roles.debugger import DiagnosisReply
+from selfheal.roles.investigate import StepReply
+from selfheal.state import Blame, DiagnosisCategory, Verdict
+
+SHIPPED = sorted((Path(__file__).resolve().parents[2] / "prompts").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_every_shipped_prompt_loads_without_a_schema_copy(path: Path) -> None:
+    assert "\nschema:" not in path.read_text(encoding="utf-8")
+    template = prompts.load_prompt(path.stem)
+    assert template.reply in ("code", "json")
+    assert template.render  # renders are exercised by the pipeline tests
+
+
+def _write(tmp_path: Path, extra: str) -> Path:
+    (tmp_path / "critic.yaml").write_text(
+        "version: 1\nrole: critic\nreply: json\n" + extra + "system: s\nuser: u {{ spec }}\n",
+        encoding="utf-8",
+    )
+    return tmp_path
+
+
+def test_a_schema_block_is_refused_with_the_reason(tmp_path: Path) -> None:
+    prompts.set_prompts_dir(_write(tmp_path, "schema: {type: object}\n"))
+    try:
+        with pytest.raises(ConfigError, match="reply model"):
+            prompts.load_prompt("critic")
+    finally:
+        prompts.set_prompts_dir(None)
+
+
+def test_an_unknown_key_is_refused(tmp_path: Path) -> None:
+    prompts.set_prompts_dir(_write(tmp_path, "temprature: 0.2\n"))
+    try:
+        with pytest.raises(ConfigError, match="temprature"):
+            prompts.load_prompt("critic")
+    finally:
+        prompts.set_prompts_dir(None)
+
+
+def _enum(model: type, field: str) -> list[str]:
+    return list(model.model_json_schema()["properties"][field]["enum"])  # type: ignore[attr-defined]
+
+
+def test_reply_schemas_offer_the_choices_of_the_state() -> None:
+    assert _enum(DiagnosisReply, "category") == list(get_args(DiagnosisCategory))
+    assert _enum(DiagnosisReply, "blame") == list(get_args(Blame))
+    assert _enum(CriticReply, "verdict") == list(get_args(Verdict))
+    assert _enum(StepReply, "action") == ["run", "diagnose"]
+
+
+def test_a_near_miss_choice_costs_no_retry() -> None:
+    reply = DiagnosisReply.model_validate(
+        {"root_cause": "x", "category": " Edge_Case ", "blame": "the test"}
+    )
+    assert (reply.category, reply.blame) == ("edge_case", "unclear")
+    assert (
+        DiagnosisReply.model_validate({"root_cause": "x", "category": "typo"}).category == "other"
+    )
+    assert CriticReply.model_validate({"verdict": "Rejected"}).verdict == "reject"
+    assert StepReply.model_validate({"action": "RUN"}).action == "run"
