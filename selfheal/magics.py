@@ -1,7 +1,10 @@
 """IPython magics: ``%%selfheal``, ``%selfheal`` and ``%selfheal_config``.
 
-Thin on purpose: they parse arguments, build a spec and call ``selfheal.heal``; everything
-else (running, the view, approvals) lives in ``selfheal.notebook`` and ``selfheal.widgets``.
+Thin on purpose: a ``Magics`` class whose arguments IPython's ``magic_arguments`` parses; each
+magic builds a spec and calls ``selfheal.heal``; everything else (running, the view,
+approvals) lives in ``selfheal.notebook`` and ``selfheal.widgets``. ``%selfheal`` takes the
+last error from a custom exception handler (``set_custom_exc``) and finds the cell defining the
+failing function through ``linecache``, where IPython keeps every cell's source.
 
 - ``%%selfheal [--name FN] [--max-iterations N] [--model M] [--autonomy A] [--tests]``: the
   cell body is the spec. With ``--tests``, every line after the spec that starts with
@@ -19,14 +22,28 @@ else (running, the view, approvals) lives in ``selfheal.notebook`` and ``selfhea
 
 from __future__ import annotations
 
+import argparse
 import ast
-import shlex
 import sys
 import traceback
 from dataclasses import dataclass, field
+from functools import partial
 from types import TracebackType
 from typing import Any
 
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from selfheal.api import heal
+from selfheal.cells import (
+    definition,
+    failing_function,
+    fixed_cell,
+    repair_spec,
+    split_spec_and_tests,
+)
 from selfheal.config import HealConfig
 from selfheal.diffs import unified_diff
 from selfheal.errors import ConfigError
@@ -36,17 +53,13 @@ from selfheal.result import HealResult
 
 __all__ = [
     "MagicDefaults",
+    "SelfhealMagics",
     "defaults",
     "fixed_cell",
     "load_ipython_extension",
     "split_spec_and_tests",
     "unload_ipython_extension",
 ]
-
-_USAGE = (
-    "usage: %%selfheal [--name FN] [--max-iterations N] [--model M] "
-    "[--autonomy full_auto|review_repairs|review_all] [--tests]"
-)
 
 
 @dataclass
@@ -66,313 +79,254 @@ class MagicDefaults:
         data = {**self.config, **{k: v for k, v in overrides.items() if v is not None}}
         return HealConfig.model_validate(data)
 
+    def provider_for(self, model: str | None = None) -> Any:
+        """``model`` if given, else the provider object, else the configured model string."""
+        if model is not None:
+            return model
+        return self.provider if self.provider is not None else self.config.get("model")
 
-_DEFAULTS: dict[int, MagicDefaults] = {}
+    def reset(self) -> None:
+        self.config.clear()
+        self.provider = None
+        self.executor = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The last exception a cell raised, recorded by the magics' exception handler."""
+
+    etype: type[BaseException]
+    value: BaseException
+    tb: TracebackType | None
 
 
 def defaults(shell: Any) -> MagicDefaults:
-    """The magic defaults of ``shell`` (one set per running notebook)."""
-    return _DEFAULTS.setdefault(id(shell), MagicDefaults())
+    """The magic defaults of ``shell`` (one set per running notebook, held by its magics)."""
+    magics = shell.magics_manager.registry.get(SelfhealMagics.__name__)
+    if magics is None:
+        raise ConfigError("The selfheal magics are not loaded here: run `%load_ext selfheal`.")
+    found: MagicDefaults = magics.defaults
+    return found
 
 
-# -- pure helpers ---------------------------------------------------------------------------
-
-
-def split_spec_and_tests(body: str) -> tuple[str, list[str]]:
-    """Split a ``%%selfheal --tests`` cell into the spec and its trusted tests.
-
-    The spec is every line before the first line starting with ``assert`` at column 0; from
-    there, each such line begins a test and indented (or blank-then-indented) lines continue
-    it. Other unindented lines after the first test are an error."""
-    lines = body.splitlines()
-    first = next((i for i, ln in enumerate(lines) if ln.startswith("assert")), None)
-    if first is None:
-        return body.strip(), []
-    tests: list[list[str]] = []
-    for n, ln in enumerate(lines[first:], start=first + 1):
-        if ln.startswith("assert"):
-            tests.append([ln])
-        elif not ln.strip():
-            continue
-        elif ln[0] in " \t":
-            tests[-1].append(ln)
-        else:
-            raise ConfigError(
-                f"Line {n} of the cell is after the tests but is not a test: {ln!r}. With "
-                "--tests, write the spec first, then one `assert ...` per test (indent a "
-                "continuation line)."
-            )
-    return "\n".join(lines[:first]).strip(), ["\n".join(t) for t in tests]
-
-
-def fixed_cell(cell: str, function: str, new_code: str) -> str:
-    """``cell`` with the top-level ``def function`` replaced by ``new_code`` (appended in
-    front when the cell has no such definition)."""
+def _count(value: str) -> int:
     try:
-        tree = ast.parse(cell)
-    except SyntaxError:
-        return new_code.rstrip() + "\n\n" + cell
-    lines = cell.splitlines()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function:
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
-            end = node.end_lineno or node.lineno
-            out = [*lines[:start], *new_code.rstrip().splitlines(), *lines[end:]]
-            return "\n".join(out)
-    return new_code.rstrip() + "\n\n" + cell
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"--max-iterations needs a number, got {value!r}.") from None
 
 
-def failing_function(tb: TracebackType | None, cell_files: set[str]) -> str | None:
-    """The innermost function of the traceback defined in one of ``cell_files``."""
-    name = None
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code.co_filename in cell_files and code.co_name != "<module>":
-            name = code.co_name
-        tb = tb.tb_next
-    return name
+def _setting(word: str) -> tuple[str, Any]:
+    """``key=value`` of ``%selfheal_config``: a ``HealConfig`` field and its value (``none``
+    unsets it; ``true``/``false`` are booleans; the rest pydantic validates)."""
+    key, sep, raw = word.partition("=")
+    key = key.strip().replace("-", "_")
+    if not sep:
+        raise ConfigError(
+            f"Expected key=value, got {word!r}. Example: %selfheal_config autonomy=review_repairs "
+            "max_iterations=3 model=mock"
+        )
+    if key not in HealConfig.model_fields:
+        known = ", ".join(sorted(HealConfig.model_fields))
+        raise ConfigError(f"Unknown setting {key!r}. Known settings: {known}.")
+    low = raw.lower()
+    if low in ("none", "null", ""):
+        return key, None
+    if low in ("true", "false"):
+        return key, low == "true"
+    return key, raw
 
 
-def repair_spec(cell: str, function: str, error: str, message: str) -> str:
-    """The spec ``%selfheal`` heals: the intent (cell + message) and what went wrong."""
-    intent = message.strip() or "Keep what the cell intends; make it work without the error."
-    indented = "\n".join("    " + ln for ln in cell.rstrip().splitlines())
-    err = "\n".join("    " + ln for ln in error.rstrip().splitlines()[-12:])
-    return (
-        f"Fix the function {function} from this notebook cell. {intent}\n\n"
-        f"The cell:\n\n{indented}\n\nRunning it raised:\n\n{err}\n"
-    )
-
-
-# -- the magics -----------------------------------------------------------------------------
-
-
-def _parse_cell_args(line: str) -> dict[str, Any]:
-    args: dict[str, Any] = {"tests": False}
-    words = shlex.split(line)
-    i = 0
-    takes = {
-        "--name": "name",
-        "--max-iterations": "max_iterations",
-        "--model": "model",
-        "--autonomy": "autonomy",
-    }
-    while i < len(words):
-        w = words[i]
-        key, _, val = w.partition("=")
-        if key == "--tests":
-            args["tests"] = True
-        elif key in takes:
-            if not val:
-                if i + 1 >= len(words):
-                    raise ConfigError(f"{key} needs a value. {_USAGE}")
-                i += 1
-                val = words[i]
-            args[takes[key]] = val
-        else:
-            raise ConfigError(f"Unknown option {w!r}. {_USAGE}")
-        i += 1
-    if "max_iterations" in args:
-        try:
-            args["max_iterations"] = int(args["max_iterations"])
-        except ValueError:
-            raise ConfigError(
-                f"--max-iterations needs a number, got {args['max_iterations']!r}."
-            ) from None
+def _parse(magic: Any, line: str) -> argparse.Namespace:
+    """``line`` parsed by ``magic``'s ``magic_arguments``; a mistake is a ``ConfigError``
+    that shows the usage."""
+    usage = magic.parser.format_usage().strip()
+    try:
+        args, unknown = parse_argstring(magic, line, partial=True)
+    except UsageError as exc:
+        raise ConfigError(f"{exc}. {usage}") from None
+    if unknown:
+        raise ConfigError(f"Unknown option {unknown[0]!r}. {usage}")
     return args
 
 
-def _provider(d: MagicDefaults, model: str | None) -> Any:
-    if model is not None:
-        return model
-    return d.provider if d.provider is not None else d.config.get("model")
+@magics_class
+class SelfhealMagics(Magics):
+    """``%%selfheal``, ``%selfheal`` and ``%selfheal_config``, with this notebook's defaults."""
 
-
-def _finish(shell: Any, result: HealResult, *, cell: str | None = None) -> None:
-    """Define the verified function in the user's namespace and offer the code as a cell."""
-    if not result.code:
-        print(f"selfheal: no code was produced (status {result.status}).", file=sys.stderr)
-        return
-    evidence = result.evidence
-    if not result.verified:
-        print(
-            f"selfheal: the code is not verified (status {result.status}); it is offered as the "
-            "next cell for you to review, and was not run.",
-            file=sys.stderr,
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self.defaults = MagicDefaults()
+        self.failure: Failure | None = None
+        self.previous_handler: tuple[tuple[type[BaseException], ...], Any] = (
+            shell.custom_exceptions,
+            shell.CustomTB,
         )
-        if evidence.summary:
-            print(f"selfheal: evidence: {evidence.summary}", file=sys.stderr)
-        if result.status == "unverified" and not evidence.trusted_total:
-            name = result.entry_point or "f"
-            how = (
-                f"an example to your message (%selfheal ... {name}(<args>) -> <expected>)"
-                if cell is not None
-                else f"an example to the spec ({name}(<args>) -> <expected>) or --tests"
-            )
-            print(f"selfheal: to verify it, add {how}.", file=sys.stderr)
-    else:
-        # The user asked for this function in their namespace; only verified code gets here.
-        exec(compile(result.code, f"<selfheal {result.run_id}>", "exec"), shell.user_ns)
-    name = result.entry_point or ""
-    text = fixed_cell(cell, name, result.code) if cell is not None and name else result.code
-    if cell is not None:
-        print(unified_diff(cell, text, a="cell (before)", b="cell (fixed)"))
-    shell.set_next_input(text.rstrip() + "\n", replace=False)
 
+    @property
+    def _shell(self) -> InteractiveShell:
+        assert self.shell is not None, "the magics are registered on a shell"
+        return self.shell
 
-def _heal_and_finish(shell: Any, spec: str, *, cell: str | None = None, **kw: Any) -> Any:
-    import selfheal
+    # -- the last error ---------------------------------------------------------------------
 
-    d = defaults(shell)
-    outcome = selfheal.heal(spec, executor=d.executor, **kw)
-    d.last = outcome
-    if isinstance(outcome, HealResult):
-        _finish(shell, outcome, cell=cell)
-    else:  # a LiveHeal: finish when the run ends (the code cell follows the next execution)
-        outcome.add_done_callback(lambda r: _finish(shell, r, cell=cell))
-    return None
+    def record_failure(
+        self,
+        shell: Any,
+        etype: type[BaseException],
+        value: BaseException,
+        tb: TracebackType | None,
+        tb_offset: int | None = None,
+    ) -> None:
+        """The exception handler (``set_custom_exc``): remember the error, then show it as
+        before (through the handler that was installed first, if any)."""
+        self.failure = Failure(etype=etype, value=value, tb=tb)
+        kinds, show = self.previous_handler
+        if kinds and issubclass(etype, kinds):
+            show(etype, value, tb, tb_offset=tb_offset)
+        else:
+            shell.showtraceback((etype, value, tb), tb_offset=tb_offset, running_compiled_code=True)
 
+    # -- the magics -------------------------------------------------------------------------
 
-def selfheal_cell_magic(shell: Any, line: str, cell: str) -> Any:
-    args = _parse_cell_args(line)
-    d = defaults(shell)
-    spec, tests = split_spec_and_tests(cell) if args["tests"] else (cell.strip(), [])
-    config = d.heal_config(
-        max_iterations=args.get("max_iterations"),
-        autonomy=args.get("autonomy"),
-        model=args.get("model"),
-    )
-    return _heal_and_finish(
-        shell,
-        spec,
-        provider=_provider(d, args.get("model")),
-        config=config,
-        entry_point=args.get("name"),
-        tests=tests or None,
-    )
-
-
-def _cell_files(shell: Any) -> dict[str, int]:
-    compiler = getattr(shell, "compile", None)
-    mapping = getattr(compiler, "_filename_map", None)
-    return dict(mapping) if isinstance(mapping, dict) else {}
-
-
-def selfheal_line_magic(shell: Any, line: str) -> Any:
-    etype = getattr(sys, "last_type", None)
-    value = getattr(sys, "last_value", None)
-    tb = getattr(sys, "last_traceback", None)
-    if value is None or tb is None or etype is None:
-        raise ConfigError(
-            "No error to heal: run %selfheal right after a cell that raised an exception."
+    @magic_arguments()
+    @argument("--name", help="the function's name (default: read from the spec)")
+    @argument("--max-iterations", type=_count, help="rounds: the population, then repairs")
+    @argument("--model", help="the model for every role, e.g. local, mock, ollama:MODEL")
+    @argument("--autonomy", help="full_auto, review_repairs or review_all")
+    @argument("--tests", action="store_true", help="lines starting with `assert` are tests")
+    @cell_magic("selfheal")  # type: ignore[arg-type]
+    def selfheal_cell(self, line: str, cell: str) -> None:
+        """The cell is a spec: heal it; a verified function is defined in the notebook."""
+        args = _parse(SelfhealMagics.selfheal_cell, line)
+        d = self.defaults
+        spec, tests = split_spec_and_tests(cell) if args.tests else (cell.strip(), [])
+        config = d.heal_config(
+            max_iterations=args.max_iterations, autonomy=args.autonomy, model=args.model
         )
-    files = _cell_files(shell)
-    function = failing_function(tb, set(files))
-    history = shell.user_ns.get("In", [])
-    cell = None
-    frames = traceback.extract_tb(tb)
-    for fr in reversed(frames):
-        if fr.filename in files and 0 <= files[fr.filename] < len(history):
-            cell = history[files[fr.filename]]
-            break
-    if cell is None:
-        cell = history[-2] if len(history) >= 2 else ""
-    if function is None:
-        raise ConfigError(
-            f"The error ({etype.__name__}) was not raised inside a function defined in a cell, "
-            "so there is no function to heal. Wrap the failing code in a function (or use "
-            "%%selfheal with a spec)."
+        self._heal(
+            spec,
+            provider=d.provider_for(args.model),
+            config=config,
+            entry_point=args.name,
+            tests=tests,
         )
-    error = "".join(traceback.format_exception(etype, value, tb))
-    d = defaults(shell)
-    config = d.heal_config(autonomy=d.config.get("autonomy", "review_all"))
-    original = _function_source(cell, function)
-    if original:
-        print(f"selfheal: healing {function}() from the failing cell; original:\n{original}")
-    return _heal_and_finish(
-        shell,
-        repair_spec(cell, function, error, line),
-        cell=cell,
-        provider=_provider(d, None),
-        config=config,
-        entry_point=function,
-    )
 
-
-def _function_source(cell: str, function: str) -> str:
-    try:
-        tree = ast.parse(cell)
-    except SyntaxError:
-        return ""
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function:
-            return ast.get_source_segment(cell, node) or ""
-    return ""
-
-
-def selfheal_config_magic(shell: Any, line: str) -> Any:
-    d = defaults(shell)
-    words = shlex.split(line)
-    if words == ["--reset"]:
-        d.config.clear()
-        d.provider = None
-        d.executor = None
-        words = []
-    updates: dict[str, Any] = {}
-    for w in words:
-        key, sep, raw = w.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep:
+    @line_magic("selfheal")  # type: ignore[arg-type]
+    def selfheal_line(self, line: str) -> None:
+        """Heal the function the last error came from; ``line`` is your message (the intent,
+        and an example ``f(x) -> y`` to verify the fix)."""
+        failure = self.failure
+        if failure is None:
             raise ConfigError(
-                f"Expected key=value, got {w!r}. Example: %selfheal_config autonomy=review_repairs "
-                "max_iterations=3 model=mock"
+                "No error to heal: run %selfheal right after a cell that raised an exception."
             )
-        if key not in HealConfig.model_fields:
-            known = ", ".join(sorted(HealConfig.model_fields))
-            raise ConfigError(f"Unknown setting {key!r}. Known settings: {known}.")
-        value: Any = raw
-        low = raw.lower()
-        if low in ("none", "null", ""):
-            value = None
-        elif low in ("true", "false"):
-            value = low == "true"
-        updates[key] = value
-    if updates:
-        trial = {**d.config, **{k: v for k, v in updates.items() if v is not None}}
-        HealConfig.model_validate(trial)  # raises a clear pydantic error on a bad value
-        for k, v in updates.items():
-            if v is None:
-                d.config.pop(k, None)
-            else:
-                d.config[k] = v
-    cfg = d.heal_config()
-    shown = {k: getattr(cfg, k) for k in ("model", "autonomy", "max_iterations", "on_headless")}
-    shown.update({k: getattr(cfg, k) for k in d.config})
-    body = "\n".join(f"  {k} = {v!r}" for k, v in shown.items())
-    provider = f"\n  provider = {d.provider!r}" if d.provider is not None else ""
-    print(f"selfheal defaults for this notebook:\n{body}{provider}")
-    return None
+        found = failing_function(failure.tb, self._shell.user_ns.get("In", []))
+        if found is None:
+            raise ConfigError(
+                f"The error ({failure.etype.__name__}) was not raised inside a function defined "
+                "in a cell, so there is no function to heal. Wrap the failing code in a function "
+                "(or use %%selfheal with a spec)."
+            )
+        function, cell = found
+        error = "".join(traceback.format_exception(failure.etype, failure.value, failure.tb))
+        d = self.defaults
+        node = definition(cell, function)
+        original = ast.get_source_segment(cell, node) if node is not None else ""
+        if original:
+            print(f"selfheal: healing {function}() from the failing cell; original:\n{original}")
+        self._heal(
+            repair_spec(cell, function, error, line),
+            cell=cell,
+            provider=d.provider_for(),
+            config=d.heal_config(autonomy=d.config.get("autonomy", "review_all")),
+            entry_point=function,
+        )
+
+    @magic_arguments()
+    @argument("--reset", action="store_true", help="forget every setting")
+    @argument("settings", nargs="*", type=_setting, help="key=value: any HealConfig field")
+    @line_magic("selfheal_config")  # type: ignore[arg-type]
+    def selfheal_config(self, line: str) -> None:
+        """Show or set the defaults the magics use in this notebook."""
+        args = _parse(SelfhealMagics.selfheal_config, line)
+        d = self.defaults
+        if args.reset:
+            d.reset()
+        updates = dict(args.settings)
+        if updates:
+            trial = {**d.config, **{k: v for k, v in updates.items() if v is not None}}
+            HealConfig.model_validate(trial)  # raises a clear pydantic error on a bad value
+            for k, v in updates.items():
+                if v is None:
+                    d.config.pop(k, None)
+                else:
+                    d.config[k] = v
+        cfg = d.heal_config()
+        shown = {k: getattr(cfg, k) for k in ("model", "autonomy", "max_iterations", "on_headless")}
+        shown.update({k: getattr(cfg, k) for k in d.config})
+        body = "\n".join(f"  {k} = {v!r}" for k, v in shown.items())
+        provider = f"\n  provider = {d.provider!r}" if d.provider is not None else ""
+        print(f"selfheal defaults for this notebook:\n{body}{provider}")
+
+    # -- after a run ------------------------------------------------------------------------
+
+    def _heal(self, spec: str, *, cell: str | None = None, **options: Any) -> None:
+        outcome = heal(spec, executor=self.defaults.executor, **options)
+        self.defaults.last = outcome
+        if isinstance(outcome, HealResult):
+            self._finish(outcome, cell=cell)
+        else:  # a LiveHeal: finish when the run ends (the code cell follows the next execution)
+            outcome.add_done_callback(partial(self._finish, cell=cell))
+
+    def _finish(self, result: HealResult, *, cell: str | None = None) -> None:
+        """Define the verified function in the user's namespace and offer the code as a cell."""
+        shell = self._shell
+        if not result.code:
+            print(f"selfheal: no code was produced (status {result.status}).", file=sys.stderr)
+            return
+        evidence = result.evidence
+        if not result.verified:
+            print(
+                f"selfheal: the code is not verified (status {result.status}); it is offered as "
+                "the next cell for you to review, and was not run.",
+                file=sys.stderr,
+            )
+            if evidence.summary:
+                print(f"selfheal: evidence: {evidence.summary}", file=sys.stderr)
+            if result.status == "unverified" and not evidence.trusted_total:
+                name = result.entry_point or "f"
+                how = (
+                    f"an example to your message (%selfheal ... {name}(<args>) -> <expected>)"
+                    if cell is not None
+                    else f"an example to the spec ({name}(<args>) -> <expected>) or --tests"
+                )
+                print(f"selfheal: to verify it, add {how}.", file=sys.stderr)
+        else:
+            # The user asked for this function in their namespace; only verified code gets here.
+            exec(compile(result.code, f"<selfheal {result.run_id}>", "exec"), shell.user_ns)
+        name = result.entry_point or ""
+        text = fixed_cell(cell, name, result.code) if cell is not None and name else result.code
+        if cell is not None:
+            print(unified_diff(cell, text, a="cell (before)", b="cell (fixed)"))
+        shell.set_next_input(text.rstrip() + "\n", replace=False)
 
 
 # -- registration ---------------------------------------------------------------------------
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register the magics on ``ipython``."""
-    ipython.register_magic_function(
-        lambda line, cell: selfheal_cell_magic(ipython, line, cell), "cell", "selfheal"
-    )
-    ipython.register_magic_function(
-        lambda line: selfheal_line_magic(ipython, line), "line", "selfheal"
-    )
-    ipython.register_magic_function(
-        lambda line: selfheal_config_magic(ipython, line), "line", "selfheal_config"
-    )
+    """Register the magics on ``ipython`` and the handler that records a cell's error."""
+    magics = SelfhealMagics(ipython)
+    ipython.register_magics(magics)
+    ipython.set_custom_exc((Exception,), magics.record_failure)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """Remove the magics (``%unload_ext selfheal``)."""
-    magics = ipython.magics_manager.magics
+    """Remove the magics and the exception handler (``%unload_ext selfheal``)."""
+    table = ipython.magics_manager.magics
     for kind, name in (("cell", "selfheal"), ("line", "selfheal"), ("line", "selfheal_config")):
-        magics[kind].pop(name, None)
-    _DEFAULTS.pop(id(ipython), None)
+        table[kind].pop(name, None)
+    magics = ipython.magics_manager.registry.pop(SelfhealMagics.__name__, None)
+    if magics is not None:  # the exception handler that was there before
+        ipython.custom_exceptions, ipython.CustomTB = magics.previous_handler

@@ -277,5 +277,3 @@ def candidates_view(state: HealState, *, probes: int = 3) -> CandidatesView:
         disputed=disputed,
         oracle=oracle,
     )
-
-

@@ -381,5 +381,3 @@ def _detail_consult(state: HealState, row: TimelineRow, lines: list[str]) -> Non
             if other:
                 line += f" · differ: {', '.join(other)}"
         lines.append(line)
-
-

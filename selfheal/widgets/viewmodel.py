@@ -121,7 +121,6 @@ class ApprovalView(Record):
     them all, an edit replaces the first."""
 
 
-
 # -- timeline ---------------------------------------------------------------------------------
 
 
@@ -130,7 +129,6 @@ def timeline_rows(state: HealState, *, live: bool = False) -> list[TimelineRow]:
     when ``live`` (the run is executing) and ``error`` otherwise (it was interrupted). A run
     waiting for a human gets a final ``waiting`` row; each human decision gets its own row."""
     return _rows(state.events, waiting=awaits_human(state), live=live)
-
 
 
 def awaits_human(state: HealState) -> bool:
@@ -221,13 +219,13 @@ def _rows(events: tuple[Event, ...], *, waiting: bool, live: bool) -> list[Timel
     return rows
 
 
-
 def attempt_at(state: HealState, iteration: int) -> Attempt | None:
     """The attempt of ``iteration`` (None if there is none)."""
     for a in state.attempts:
         if a.iteration == iteration:
             return a
     return None
+
 
 # -- tests ------------------------------------------------------------------------------------
 
@@ -270,6 +268,7 @@ def test_rows(state: HealState) -> list[TestRow]:
 
 
 # -- code, lessons, approval ------------------------------------------------------------------
+
 
 def code_view(state: HealState) -> CodeView:
     """The code to show: the pending proposal while one waits, else the final or latest code,
