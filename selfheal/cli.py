@@ -181,7 +181,7 @@ def evidence_line(result: HealResult) -> str:
 
 
 def cmd_heal(args: argparse.Namespace) -> int:
-    from selfheal.llm.mock import DEMO_SPEC
+    from selfheal.demo import DEMO_SPEC
 
     model = _model_string(args.provider, args.model)
     spec = args.spec
