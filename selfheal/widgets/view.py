@@ -1,8 +1,8 @@
 """``HealView``: the live notebook view of a heal run, built from ipywidgets.
 
 The view is thin: every panel is computed by ``selfheal.widgets.viewmodel`` (and its neighbours
-``candidates`` and ``detail``) from a state; this
-module only turns those rows into widgets and wires the approval buttons to a
+``candidates`` and ``detail``) from a state, and ``fragments`` renders the HTML; this module
+only turns those rows into widgets and wires the approval buttons to a
 ``FutureApprover``. Events may arrive from a worker thread; they are handed to the kernel's
 event loop when one is attached, so widget updates happen on the loop's thread.
 """
@@ -20,8 +20,16 @@ import ipywidgets as w
 from selfheal.approval import Approve, Edit, Reject
 from selfheal.state import Decision, Event, HealState, Proposal
 from selfheal.widgets.approver import FutureApprover
-from selfheal.widgets.candidates import CandidatesView, candidates_view, evidence_summary
-from selfheal.widgets.detail import CallTranscript, row_detail
+from selfheal.widgets.candidates import candidates_view, evidence_summary
+from selfheal.widgets.detail import row_detail
+from selfheal.widgets.fragments import (
+    CSS,
+    candidates_html,
+    diff_html,
+    pre,
+    row_label,
+    transcript_html,
+)
 from selfheal.widgets.text import render_markdown, render_text
 from selfheal.widgets.viewmodel import (
     OUTCOME_ICONS,
@@ -36,110 +44,6 @@ from selfheal.widgets.viewmodel import (
 )
 
 StateGetter = Callable[[], HealState]
-
-_CSS = """
-<style>
-.selfheal-row button, button.selfheal-row { text-align: left !important; font-family: monospace; }
-.selfheal-row-running { background: #fff7d6 !important; }
-.selfheal-row-error { background: #fde2e2 !important; }
-.selfheal-row-waiting { background: #e2ecfd !important; }
-.selfheal-pre { font-family: monospace; white-space: pre; font-size: 12px; margin: 0; }
-.selfheal-wrap { white-space: pre-wrap; max-height: 24em; overflow-y: auto; }
-.selfheal-diff-add { color: #116611; } .selfheal-diff-del { color: #aa1111; }
-table.selfheal-table td, table.selfheal-table th { padding: 1px 8px; text-align: left; }
-tr.selfheal-chosen td { font-weight: bold; background: #e6f4e6; }
-.selfheal-evidence { color: #444; }
-</style>
-"""
-
-
-def _pre(text: str) -> str:
-    return f'<pre class="selfheal-pre">{html.escape(text)}</pre>'
-
-
-def _transcript_html(call: CallTranscript) -> str:
-    """One model call, folded: the messages sent and the raw reply."""
-    parts = [
-        f"<b>{html.escape(m.role)}</b>"
-        f'<pre class="selfheal-pre selfheal-wrap">{html.escape(m.content)}</pre>'
-        for m in call.messages
-    ]
-    parts.append(
-        f'<b>reply</b><pre class="selfheal-pre selfheal-wrap">{html.escape(call.reply)}</pre>'
-    )
-    return (
-        f'<details class="selfheal-call"><summary>model call: {html.escape(call.label)}</summary>'
-        + "".join(parts)
-        + "</details>"
-    )
-
-
-def _diff_html(diff: str) -> str:
-    out = []
-    for line in diff.splitlines():
-        esc = html.escape(line)
-        if line.startswith("+") and not line.startswith("+++"):
-            out.append(f'<span class="selfheal-diff-add">{esc}</span>')
-        elif line.startswith("-") and not line.startswith("---"):
-            out.append(f'<span class="selfheal-diff-del">{esc}</span>')
-        else:
-            out.append(esc)
-    return '<pre class="selfheal-pre">' + "\n".join(out) + "</pre>"
-
-
-def _candidates_html(cv: CandidatesView) -> str:
-    """The population panel: one row per candidate, the chosen one marked, then why it won."""
-    if not cv.rows:
-        return "<p>(no candidates yet)</p>"
-    probe_heads = "".join(f"<th><code>{html.escape(p)}</code></th>" for p in cv.probes)
-    body = []
-    for r in cv.rows:
-        trusted: str
-        if r.state in ("proposed", "not run"):
-            trusted = r.state
-        elif r.state == "no load":
-            trusted = f'<span title="{html.escape(r.load_error)}">does not load</span>'
-        else:
-            trusted = f"{r.trusted_passed}/{r.trusted_total}"
-        failing = ", ".join(r.failing)
-        outs = "".join(f"<td><code>{html.escape(x)}</code></td>" for x in r.outputs)
-        outs += "<td></td>" * (len(cv.probes) - len(r.outputs))
-        cls = ' class="selfheal-chosen"' if r.chosen else ""
-        body.append(
-            f'<tr{cls} data-candidate="{html.escape(r.id)}">'
-            f"<td>{'▶' if r.chosen else ''}</td><td>{r.icon}</td><td>{html.escape(r.id)}</td>"
-            f"<td>{html.escape(r.origin)}</td><td>{r.round}</td>"
-            f"<td>{html.escape(r.parent or '')}</td><td>{trusted}</td>"
-            f'<td title="{html.escape(failing)}">{r.tests_passed}/{r.tests_total}</td>'
-            f"<td>{'' if r.cluster is None else r.cluster}</td>{outs}</tr>"
-        )
-    parts = [
-        f"<p><b>{html.escape(cv.verdict)}</b>",
-        f'<br><span class="selfheal-evidence">Evidence: {html.escape(cv.evidence)}</span>'
-        if cv.evidence
-        else "",
-        "</p>",
-        '<table class="selfheal-table"><tr><th></th><th></th><th>candidate</th><th>origin</th>'
-        "<th>round</th><th>from</th><th>trusted</th><th>tests</th><th>cluster</th>"
-        f"{probe_heads}</tr>" + "".join(body) + "</table>",
-        f"<p><i>{cv.total_probes} probe input(s) in all; the columns show where the candidates "
-        "differ.</i></p>",
-    ]
-    parts += [f"<p>disputed {html.escape(d)}</p>" for d in cv.disputed]
-    parts += [f"<p>spec oracle: <code>{html.escape(o)}</code></p>" for o in cv.oracle]
-    parts += [
-        f'<details class="selfheal-candidate-code"><summary>code of {html.escape(r.id)} '
-        f"({html.escape(r.origin)}){' ▶ chosen' if r.chosen else ''}</summary>"
-        f"{_pre(r.code)}</details>"
-        for r in cv.rows
-    ]
-    return "".join(parts)
-
-
-def _row_label(r: TimelineRow) -> str:
-    model = f"  [{r.model}]" if r.model else ""
-    dur = "…" if r.state == "running" else f"{r.duration:.2f}s"
-    return f"{r.icon} {r.node:<11} it{r.iteration}  {dur:>7}  {r.tokens:>5} tok{model}  {r.detail[:90]}"
 
 
 class HealView(w.VBox):  # type: ignore[misc]
@@ -225,7 +129,7 @@ class HealView(w.VBox):  # type: ignore[misc]
             layout=w.Layout(display="none", border="1px solid #7aa0e0", padding="6px"),
         )
         self.approval_panel.add_class("selfheal-approval")
-        super().__init__([w.HTML(_CSS), self.header, self.approval_panel, self.tabs])
+        super().__init__([w.HTML(CSS), self.header, self.approval_panel, self.tabs])
         self.add_class("selfheal-view")
         self._render()
 
@@ -310,12 +214,12 @@ class HealView(w.VBox):  # type: ignore[misc]
             )
         self.header.value = header
         self._render_timeline(state, live)
-        self.candidates_html.value = _candidates_html(candidates_view(state))
+        self.candidates_html.value = candidates_html(candidates_view(state))
         self._render_tests(state)
         cv = code_view(state)
-        code_html = f"<b>{html.escape(cv.label)}</b>" + _pre(cv.code or "(no code yet)")
+        code_html = f"<b>{html.escape(cv.label)}</b>" + pre(cv.code or "(no code yet)")
         if cv.diff:
-            code_html += "<b>diff against the previous attempt</b>" + _diff_html(cv.diff)
+            code_html += "<b>diff against the previous attempt</b>" + diff_html(cv.diff)
         self.code_html.value = code_html
         lv = lessons_view(state)
         parts = ["<b>Rolling lessons</b>"]
@@ -332,11 +236,11 @@ class HealView(w.VBox):  # type: ignore[misc]
         av = approval_view(state)
         if av is not None and self._approver is not None and self._approver.waiting:
             self.diagnosis_html.value = (
-                f"<b>Diagnosis</b>{_pre(av.diagnosis)}" if av.diagnosis else "<i>first version</i>"
+                f"<b>Diagnosis</b>{pre(av.diagnosis)}" if av.diagnosis else "<i>first version</i>"
             )
             note = approval_note(av)
             self.round_html.value = f"<p>{html.escape(note)}</p>" if note else ""
-            self.diff_html.value = "<b>Proposed change</b>" + _diff_html(av.diff or av.code)
+            self.diff_html.value = "<b>Proposed change</b>" + diff_html(av.diff or av.code)
             if self.edit_area.value == "" or self.approval_panel.layout.display == "none":
                 self.edit_area.value = av.code
             self.approval_panel.layout.display = "flex"
@@ -354,7 +258,7 @@ class HealView(w.VBox):  # type: ignore[misc]
             buttons.append(b)
         buttons = buttons[: len(rows)]
         for b, r in zip(buttons, rows, strict=True):
-            label = _row_label(r)
+            label = row_label(r)
             if b.description != label:
                 b.description = label
                 b.tooltip = r.detail[:300]
@@ -404,8 +308,8 @@ class HealView(w.VBox):  # type: ignore[misc]
         body = "<br>".join(html.escape(x) for x in d.lines)
         code = ""
         if d.code:
-            code = _diff_html(d.code) if d.code.startswith("---") else _pre(d.code)
-        calls = "".join(_transcript_html(c) for c in d.calls)
+            code = diff_html(d.code) if d.code.startswith("---") else pre(d.code)
+        calls = "".join(transcript_html(c) for c in d.calls)
         self.detail.value = f"<div><b>{html.escape(d.title)}</b><br>{body}{code}{calls}</div>"
 
     # -- fallbacks --------------------------------------------------------------------------
