@@ -20,6 +20,7 @@ test: install
 lint:
 	$(VENV)/bin/ruff check selfheal tests evaluation benchmarks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 bench-sandbox:
 	$(PY) benchmarks/bench_sandbox.py

@@ -201,7 +201,9 @@ GRAPH: dict[str, Step] = {
 START: NodeName = "plan_tests"
 """Where every run begins."""
 
-AFTER_DECISION: tuple[NodeName, ...] = ("generate", "repair", "finish", *GRAPH["gate"].next)
+AFTER_DECISION: tuple[NodeName, ...] = tuple(
+    dict.fromkeys(("generate", "repair", "finish", *GRAPH["gate"].next))
+)
 """Where ``after_decision`` may send a run once a human answered at the gate."""
 
 

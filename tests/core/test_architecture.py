@@ -1,0 +1,106 @@
+"""The architecture holds: layers point down (import-linter's contracts in pyproject.toml),
+nothing outside the package imports a private module, long modules are explained, the graph
+diagrams match the table, routes stay on their edges, and plain Python never imports the UI."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from selfheal.graph import table
+
+ROOT = Path(__file__).resolve().parents[2]
+MAX_LINES = 400
+
+
+def _script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_import_contracts_are_kept() -> None:
+    exe = Path(sys.executable).with_name("lint-imports")
+    if not exe.exists():
+        found = shutil.which("lint-imports")
+        assert found, 'lint-imports is missing: pip install -e ".[dev]" (import-linter)'
+        exe = Path(found)
+    proc = subprocess.run(
+        [str(exe), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "broken" in proc.stdout and " 0 broken" in proc.stdout
+
+
+def test_nothing_outside_the_package_imports_a_private_module() -> None:
+    """evaluation/, benchmarks/ and scripts/ use selfheal's public modules only (the tests may
+    test private ones)."""
+    offenders = []
+    for folder in ("evaluation", "benchmarks", "scripts"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(), str(path))
+            for node in ast.walk(tree):
+                names = []
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                elif isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                for name in names:
+                    parts = name.split(".")
+                    if parts[0] == "selfheal" and any(p.startswith("_") for p in parts[1:]):
+                        offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+    assert not offenders, offenders
+
+
+def test_long_modules_are_explained() -> None:
+    """No module over 400 lines unless docs/architecture.md names it and says why."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    explained = set(re.findall(r"`(selfheal/[\w/]+\.py)`", doc.split("## Long modules", 1)[-1]))
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in (ROOT / "selfheal").rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    unexplained = {p: n for p, n in long.items() if p not in explained}
+    assert not unexplained, f"over {MAX_LINES} lines, not in docs/architecture.md: {unexplained}"
+
+
+def test_graph_diagrams_match_the_table() -> None:
+    diagram = _script("graph_diagram")
+    assert diagram.stale() == [], "run: python scripts/graph_diagram.py --write"
+    for step in table.GRAPH.values():  # every edge of the table is drawn
+        for nxt in step.next:
+            if nxt != step.name:
+                assert f"    {step.name} --> {nxt}\n" in diagram.mermaid()
+
+
+def test_a_route_answering_outside_its_edges_is_refused() -> None:
+    step = replace(table.GRAPH["execute"], route=lambda s: "finish")
+    with pytest.raises(RuntimeError, match="not among its next nodes"):
+        step.go(None)  # type: ignore[arg-type]
+
+
+def test_plain_python_never_imports_the_notebook_ui() -> None:
+    code = (
+        "import sys, selfheal, selfheal.api as api\n"
+        "assert api._here() is None\n"
+        "ui = sorted(m for m in sys.modules if m.startswith(('selfheal.notebook', "
+        "'selfheal.widgets', 'ipywidgets')))\n"
+        "print(ui)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
