@@ -33,19 +33,17 @@ def _write(tmp_path: Path, extra: str) -> Path:
     return tmp_path
 
 
-def test_a_schema_block_is_refused_with_the_reason(tmp_path: Path) -> None:
-    prompts.set_prompts_dir(_write(tmp_path, "schema: {type: object}\n"))
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ("schema: {type: object}\n", "reply model"),  # the schema comes from the reply model
+        ("temprature: 0.2\n", "temprature"),  # an unknown key
+    ],
+)
+def test_a_schema_block_or_an_unknown_key_is_refused(tmp_path: Path, extra: str, says: str) -> None:
+    prompts.set_prompts_dir(_write(tmp_path, extra))
     try:
-        with pytest.raises(ConfigError, match="reply model"):
-            prompts.load_prompt("critic")
-    finally:
-        prompts.set_prompts_dir(None)
-
-
-def test_an_unknown_key_is_refused(tmp_path: Path) -> None:
-    prompts.set_prompts_dir(_write(tmp_path, "temprature: 0.2\n"))
-    try:
-        with pytest.raises(ConfigError, match="temprature"):
+        with pytest.raises(ConfigError, match=says):
             prompts.load_prompt("critic")
     finally:
         prompts.set_prompts_dir(None)
