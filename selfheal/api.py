@@ -9,22 +9,25 @@ Jupyter kernel a *frontend* shows the run: ``selfheal.notebook`` registers one w
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+import functools
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, cast
 
 from selfheal.approval import Approver
-from selfheal.config import HealConfig
-from selfheal.context import EventSink, TokenSink
 from selfheal.graph.runner import Run
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.request import HealRequest, ProviderArg
 from selfheal.result import HealResult
-from selfheal.state import Decision, TestCase
+from selfheal.state import Decision
 
 if TYPE_CHECKING:
     from selfheal.notebook import LiveHeal
 
 __all__ = ["Frontend", "aheal", "heal", "resume", "use_frontend"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class Frontend(Protocol):
@@ -56,26 +59,46 @@ def _here() -> Frontend | None:
     return _frontend if _frontend is not None and _frontend.active() else None
 
 
-def heal(
-    spec: str,
-    *,
-    provider: ProviderArg = None,
-    config: HealConfig | None = None,
-    entry_point: str | None = None,
-    tests: Sequence[str | TestCase] | None = None,
-    approver: Approver | None = None,
-    executor: Executor | None = None,
-    on_event: EventSink | None = None,
-    on_token: TokenSink | None = None,
-) -> HealResult | LiveHeal:
+def _keywords_of(
+    make: Callable[P, HealRequest],
+) -> Callable[[Callable[[HealRequest], R]], Callable[P, R]]:
+    """Give a function of a ``HealRequest`` the request's own signature: ``heal(spec,
+    provider=..., config=...)`` builds the request and passes it on, so the keyword list is
+    written once, in ``HealRequest`` (``help(heal)`` and type checkers see it)."""
+
+    def wrap(run: Callable[[HealRequest], R]) -> Callable[P, R]:
+        if inspect.iscoroutinefunction(run):
+
+            @functools.wraps(run)
+            async def acall(*args: P.args, **kwargs: P.kwargs) -> Any:
+                return await run(make(*args, **kwargs))
+
+            call: Callable[P, R] = cast("Callable[P, R]", acall)
+        else:
+
+            @functools.wraps(run)
+            def call(*args: P.args, **kwargs: P.kwargs) -> R:
+                return run(make(*args, **kwargs))
+
+        call.__signature__ = inspect.signature(make).replace(  # type: ignore[attr-defined]
+            return_annotation=inspect.signature(run).return_annotation
+        )
+        return call
+
+    return wrap
+
+
+@_keywords_of(HealRequest)
+def heal(request: HealRequest) -> HealResult | LiveHeal:
     """Turn ``spec`` into tested code, repairing it until it passes or the budget is spent.
 
-    ``provider``: ``"local"``, ``"mock"``, ``"ollama:<model>"``, ``"anthropic:<model>"``,
-    ``"hf:<model>"``, ``"auto"`` (default: ``$SELFHEAL_MODEL`` or auto-detection), or a Provider
-    object. ``tests``: your own assertions (trusted). ``approver``: answers repair proposals
-    when ``config.autonomy`` asks for review; without one the result comes back with status
-    ``awaiting_approval`` and ``selfheal.resume(result, Approve())`` continues it. The other
-    keywords are those of ``HealRequest``.
+    Called as ``heal(spec, provider=..., config=..., tests=[...], ...)``: the keywords are the
+    fields of ``HealRequest``. ``provider``: ``"local"``, ``"mock"``, ``"ollama:<model>"``,
+    ``"anthropic:<model>"``, ``"hf:<model>"``, ``"auto"`` (default: ``$SELFHEAL_MODEL`` or
+    auto-detection), or a Provider object. ``tests``: your own assertions (trusted).
+    ``approver``: answers repair proposals when ``config.autonomy`` asks for review; without
+    one the result comes back with status ``awaiting_approval`` and
+    ``selfheal.resume(result, Approve())`` continues it.
 
     In a Jupyter kernel (see ``selfheal.notebook``) the live view is shown. If a human must
     approve and no ``approver`` is given, a live notebook gets a ``LiveHeal`` handle at once
@@ -83,51 +106,20 @@ def heal(
     ``.code``/``.status``/... reflect the latest state), and a headless one (nbclient,
     papermill) raises ``ApprovalRequired`` unless ``config.on_headless`` decides.
     """
-    request = HealRequest(
-        spec,
-        provider=provider,
-        config=config or HealConfig(),
-        entry_point=entry_point,
-        tests=tests or (),
-        approver=approver,
-        executor=executor,
-        on_event=on_event,
-        on_token=on_token,
-    )
     frontend = _here()
     if frontend is not None:
         return frontend.heal(request)
     return Run.start(request).run(request.approver)
 
 
-async def aheal(
-    spec: str,
-    *,
-    provider: ProviderArg = None,
-    config: HealConfig | None = None,
-    entry_point: str | None = None,
-    tests: Sequence[str | TestCase] | None = None,
-    approver: Approver | None = None,
-    executor: Executor | None = None,
-    on_event: EventSink | None = None,
-    on_token: TokenSink | None = None,
-) -> HealResult:
-    """Async twin of ``heal``; model calls and sandbox runs never block the event loop.
+@_keywords_of(HealRequest)
+async def aheal(request: HealRequest) -> HealResult:
+    """Async twin of ``heal`` (the same keywords); model calls and sandbox runs never block the
+    event loop.
 
     In a Jupyter kernel it shows the live view; an approval with no ``approver`` follows
     ``config.on_headless`` there (an awaited cell holds the kernel, so buttons cannot answer:
     use ``handle = selfheal.heal(...)`` for button approvals)."""
-    request = HealRequest(
-        spec,
-        provider=provider,
-        config=config or HealConfig(),
-        entry_point=entry_point,
-        tests=tests or (),
-        approver=approver,
-        executor=executor,
-        on_event=on_event,
-        on_token=on_token,
-    )
     frontend = _here()
     if frontend is not None:
         return await frontend.aheal(request)

@@ -1,8 +1,8 @@
 """``HealRequest``: the options of one heal, written once.
 
-``selfheal.heal`` and ``selfheal.aheal`` take them as keywords (as the README documents) and
-build one request; the notebook frontend, ``Run.start`` and the CLI pass that record along
-instead of copying the keyword list.
+``selfheal.heal`` and ``selfheal.aheal`` take these fields as their keywords (their signature
+is this record's) and build one request; the notebook frontend, ``Run.start`` and the CLI pass
+that record along instead of copying the keyword list.
 """
 
 from __future__ import annotations
