@@ -41,7 +41,7 @@ class FixedRouter:
 
 @dataclass(frozen=True)
 class Context:
-    """Services for nodes. Build one with ``selfheal.graph.runner.make_context``."""
+    """Services for nodes. Built by ``selfheal.graph.build``."""
 
     llm: ModelRouter
     """Gives each role its provider."""
