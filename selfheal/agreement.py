@@ -7,7 +7,8 @@ Pure functions over the state. The order of standing, strongest first:
    its input (a function that never reads its parameters passed the examples by returning
    them, and stands behind every candidate that passes them honestly);
 2. the size of its behaviour cluster among those candidates (plus one vote per spec-oracle
-   answer it matches, the tie-breaker for inputs where clusters disagree);
+   answer it matches, the tie-breaker for inputs where clusters disagree; an oracle answer on a
+   critic's counterexample weighs as much as every passing candidate);
 3. the credible (not disputed) model-written tests it passes;
 4. the greedy answer, then the earliest candidate.
 
@@ -197,11 +198,14 @@ def select(state: HealState) -> Selection:
         groups.setdefault(_key(c, valid), []).append(c)
     probe_call = {p.id: p.call for p in state.probes}
     oracle = {call: canonical_literal(v) for call, v in state.oracle.items()}
+    # a critic's counterexample that the spec oracle confirms outweighs agreement: the cluster
+    # that returns the confirmed value on it leads
+    critic_calls = {r.counterexample for r in state.reviews if r.counterexample}
 
     def votes(group: list[Candidate]) -> int:
         c = group[0]
         return sum(
-            1
+            len(passing) if probe_call.get(pid) in critic_calls else 1
             for pid in valid
             if (want := oracle.get(probe_call.get(pid, ""))) is not None
             and c.behaviour.get(pid) == want

@@ -327,6 +327,9 @@ class CriticReview(Record):
     """What the critic worries about."""
     added_tests: tuple[str, ...] = ()
     """Ids of the tests the critic added."""
+    counterexample: str = ""
+    """A call on which the critic says the code is wrong (run on every candidate; it counts
+    only if it separates them and the spec oracle sides against the chosen one)."""
 
 
 class Event(Record):

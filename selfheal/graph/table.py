@@ -100,7 +100,7 @@ def after_select(s: HealState) -> NodeName:
         return "diagnose" if can_repair(s) else "finish"
     if _can_top_up(s) and not _settled_early(s):
         return "generate"
-    if 2 * ev.chosen_cluster <= ev.passing and open_questions(s):  # a tie: ask the oracle
+    if open_questions(s):  # a tie, or a critic's counterexample that separates the candidates
         return "consult"
     return _when_passing(s)
 
@@ -117,7 +117,7 @@ def after_critic(s: HealState) -> NodeName:
     tournament: a cluster that agrees against them disputes them, the oracle judges a lone
     candidate's failure); an opinion without a test is advice and ends the run."""
     last = s.reviews[-1]
-    if last.verdict == "reject" and last.added_tests:
+    if last.verdict == "reject" and (last.added_tests or last.counterexample):
         return "execute"
     return "finish"
 

@@ -1,4 +1,6 @@
-"""Critic: reviews a candidate that passes every test; backs a rejection with tests."""
+"""Critic: reviews the chosen candidate; backs a rejection with a counterexample input (run on
+every candidate, it counts only if it separates them and the spec oracle sides against the
+chosen one) or tests (run like any other); an opinion alone is advice."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 
 from selfheal.context import Context
 from selfheal.errors import MalformedReply
+from selfheal.probes import calls_in_test, merge_probes
 from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
 from selfheal.state import CriticReview, Diagnosis, HealState, Verdict
 from selfheal.testsuite import add_tests, parse_test_block, sources
@@ -29,7 +32,25 @@ class CriticReply(BaseModel):
 
     verdict: Annotated[Verdict, BeforeValidator(_verdict)] = "accept"
     concerns: list[str] = Field(default_factory=list)
+    counterexample: str = ""
     tests: list[str] = Field(default_factory=list)
+
+
+def _counterexample(text: str, entry_point: str | None) -> str:
+    """The critic's counterexample when it is one call of the function on literal inputs
+    (else "")."""
+    try:
+        node = ast.parse(text.strip().rstrip(";"), mode="eval").body
+    except SyntaxError:
+        return ""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == entry_point
+    ):
+        return ""
+    calls = calls_in_test(ast.unparse(node), entry_point)  # refuses references to other names
+    return calls[0] if calls else ""
 
 
 def critic(state: HealState, ctx: Context) -> HealState:
@@ -79,13 +100,21 @@ def critic(state: HealState, ctx: Context) -> HealState:
         else ()
     )
     concerns = tuple(c.strip() for c in reply.concerns if c.strip())
+    counter = (
+        _counterexample(reply.counterexample, state.spec.entry_point) if verdict == "reject" else ""
+    )
     review = CriticReview(
         iteration=state.iteration,
         verdict=verdict,
         concerns=concerns,
         added_tests=tuple(t.id for t in new),
+        counterexample=counter,
     )
     update: dict[str, object] = {"reviews": state.reviews + (review,), "tests": state.tests + new}
+    if counter:
+        update["probes"] = merge_probes(
+            state.probes, [(counter, "critic")], limit=len(state.probes) + 1, round=state.iteration
+        )
     if verdict == "reject" and not new and concerns:
         update["diagnoses"] = state.diagnoses + (
             Diagnosis(
@@ -104,6 +133,7 @@ def critic(state: HealState, ctx: Context) -> HealState:
         NODE,
         f"{verdict}"
         + (f": {concerns[0][:120]}" if concerns else "")
-        + (f"; {len(new)} new test(s)" if new else ""),
+        + (f"; {len(new)} new test(s)" if new else "")
+        + (f"; counterexample {counter}" if counter else ""),
     )
     return log.apply(state, **update)

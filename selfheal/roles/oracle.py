@@ -61,15 +61,27 @@ def ask(
 
 
 def open_questions(state: HealState) -> list[str]:
-    """Calls where the two leading clusters, tied in standing, disagree and the oracle has not
-    been asked, within the run's ``oracle_calls`` budget."""
+    """What to ask the oracle, within the run's ``oracle_calls`` budget: a critic's
+    counterexample on which the passing candidates differ, then the inputs where the two leading
+    clusters, tied in standing, disagree; never the same call twice."""
     budget = state.config.oracle_calls - len(state.oracle)
     if budget <= 0:
         return []
     sel = select(state)
-    if not sel.tied:
-        return []
-    calls = [p.call for p in distinguishing_probes(sel, state.probes) if p.call not in state.oracle]
+    calls: list[str] = []
+    # a critic's counterexample counts only if it separates the candidates: ask about it then
+    for call in dict.fromkeys(r.counterexample for r in state.reviews if r.counterexample):
+        probe = next((p for p in state.probes if p.call == call), None)
+        if probe is None or call in state.oracle:
+            continue
+        if len({c.behaviour.get(probe.id) for c in sel.passing}) > 1:
+            calls.append(call)
+    if sel.tied:
+        calls += [
+            p.call
+            for p in distinguishing_probes(sel, state.probes)
+            if p.call not in state.oracle and p.call not in calls
+        ]
     return calls[:budget]
 
 

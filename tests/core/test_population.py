@@ -230,3 +230,60 @@ def test_ignores_input_reads_the_function_body() -> None:
     assert not ignores_input("def f(*xs, **kw):\n    return len(xs) + len(kw)", "f")
     assert not ignores_input("def f():\n    return 1", "f")  # nothing to read
     assert not ignores_input("def g(x):\n    return 1", "f")  # not the entry point
+
+
+BUGGY_DOC = s.block('def clamp(x, lo, hi):\n    """Cap x at hi."""\n    return min(x, hi)')
+
+
+def _critic(counterexample: str) -> str:
+    import json
+
+    return json.dumps(
+        {
+            "verdict": "reject",
+            "concerns": ["values below lo are not raised to lo"],
+            "counterexample": counterexample,
+            "tests": [],
+        }
+    )
+
+
+def test_a_critic_counterexample_the_oracle_confirms_overturns_the_majority(
+    pool: KernelPool,
+) -> None:
+    # two wrong candidates agree (min(x, hi) ignores lo), one right one stands alone
+    result, _ = run(
+        {
+            "generator": [s.BUGGY, BUGGY_DOC, s.GOOD],
+            "test_writer": [s.NO_TESTS],
+            "critic": [_critic("clamp(-5, 0, 3)")],
+            "oracle": [s.oracle_from_truth] * 3,
+        },
+        pool,
+        candidates=3,
+        first_sample=3,
+        critic=True,
+    )
+    assert result.state.reviews[0].counterexample == "clamp(-5, 0, 3)"
+    assert result.state.oracle == {"clamp(-5, 0, 3)": "0"}
+    assert result.function(-5, 0, 3) == 0  # the lone right candidate now leads
+    assert result.status == "verified"
+    assert nodes(result)[-6:] == ["critic", "execute", "select", "consult", "select", "finish"]
+
+
+def test_a_critic_opinion_whose_counterexample_separates_nothing_is_advice(
+    pool: KernelPool,
+) -> None:
+    result, mock = run(
+        {
+            "generator": [s.GOOD, GOOD_DOC],
+            "test_writer": [s.NO_TESTS],
+            "critic": [_critic("clamp(2, 0, 3)")],
+        },
+        pool,
+        critic=True,
+    )
+    assert result.status == "verified"
+    assert result.state.reviews[0].verdict == "reject"
+    assert not mock.calls_for("oracle") and not result.state.oracle
+    assert "max(lo, min(x, hi))" in (result.code or "")
