@@ -8,7 +8,7 @@ import time
 from selfheal.agreement import behaviour_of
 from selfheal.context import Context
 from selfheal.graph.events import record
-from selfheal.kernel_sandbox.types import ExecutionReport, ProbeCall, SandboxTest
+from selfheal.kernel_sandbox.types import ExecutionReport, ProbeCall, SandboxTest, run_many
 from selfheal.roles._calls import CallLog
 from selfheal.roles.generator import normalized
 from selfheal.roles.test_writer import with_probes
@@ -41,18 +41,18 @@ def execute(state: HealState, ctx: Context) -> HealState:
     workload = _workload(state)
     ids = {w.id for w in workload}
     todo = [c for c in state.candidates if _needs_run(c, ids)]
-    by_code: dict[str, ExecutionReport] = {}
-    reports: dict[str, ExecutionReport] = {}
-    runs = 0
-    limits = limits_for(state)
+    distinct: dict[str, str] = {}  # normalized code -> code, identical candidates run once
     for c in todo:
-        key = normalized(c.code)
-        if key not in by_code:
-            by_code[key] = ctx.executor.run(
-                c.code, workload, timeout=state.config.test_timeout, limits=limits
-            )
-            runs += 1
-        reports[c.id] = by_code[key]
+        distinct.setdefault(normalized(c.code), c.code)
+    ran = run_many(
+        ctx.executor,
+        [(code, workload) for code in distinct.values()],
+        timeout=state.config.test_timeout,
+        limits=limits_for(state),
+    )
+    by_code: dict[str, ExecutionReport] = dict(zip(distinct, ran, strict=True))
+    reports = {c.id: by_code[normalized(c.code)] for c in todo}
+    runs = len(ran)
     candidates = tuple(
         c.model_copy(update={"report": reports[c.id]}) if c.id in reports else c
         for c in state.candidates
