@@ -278,6 +278,15 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
     sizes = tuple(len(g) for g in sel.clusters)
     chosen_size = sizes[0] if sizes and chosen is not None and chosen in sel.clusters[0] else 0
     ran = sum(1 for c in state.candidates if c.report is not None)
+    active = [t.id for t in state.tests if not t.quarantined and t.id not in sel.disputed]
+
+    def contends(c: Candidate) -> bool:
+        out = _outcomes(c)
+        return all(out.get(t) in (None, "passed") for t in active)
+
+    contenders = sum(1 for c in sel.passing if contends(c))
+    agreeing = sum(1 for c in sel.clusters[0] if contends(c)) if chosen_size else 0
+    majority = contenders < 2 or 2 * agreeing > contenders
     if not trusted:
         head = "no trusted test (add an example to the spec to verify)"
     else:
@@ -290,6 +299,8 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
             )
             if len(sizes) > 1:
                 agree += f" (clusters {'/'.join(map(str, sizes))})"
+            if not majority:
+                agree += ", no behaviour holds a majority"
             if ran > len(sel.passing):
                 agree += f"; {ran - len(sel.passing)} of {ran} candidates fail a trusted test"
         else:
@@ -314,5 +325,6 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
         disputed=tuple(sorted(sel.disputed)),
         failing=sel.failing,
         oracle=sel.oracle_votes,
+        majority=majority,
         summary="; ".join(parts),
     )

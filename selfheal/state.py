@@ -255,6 +255,12 @@ class Evidence(Record):
     summary: str = ""
     """One sentence for the CLI, the notebook and the benchmark records."""
 
+    majority: bool = True
+    """The chosen behaviour is held by more than half of the contenders: the candidates that
+    pass every trusted test and fail no credible (active, undisputed) model-written one. True
+    with fewer than two contenders. ``verified`` needs it: a plurality of disagreeing samples, or
+    the spec oracle's word, picks the winner but is not evidence enough."""
+
 
 class Attempt(Record):
     """One version of the code and what happened when it ran: the candidate a round chose."""

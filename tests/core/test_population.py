@@ -175,11 +175,32 @@ def test_the_spec_oracle_breaks_a_tie_between_clusters(pool: KernelPool) -> None
         pool,
         candidates=2,
     )
-    assert result.status == "verified"
     assert "consult" in nodes(result)
     assert mock.calls_for("oracle") and result.state.oracle
     assert result.evidence.oracle >= 1
     assert result.function(-5, 0, 3) == 0  # the sample, not the greedy BUGGY
+    # the oracle picks the winner, but one of two is no majority: not evidence enough to verify
+    assert result.status == "unverified" and not result.evidence.majority
+    assert "no behaviour holds a majority" in result.evidence.summary
+
+
+def test_verified_needs_a_strict_majority_of_the_contenders(pool: KernelPool) -> None:
+    # three of four pass the example; two agree (right), one is BUGGY: 2 of 3 is a majority
+    result, _ = run(
+        {"generator": [s.BUGGY, s.GOOD, GOOD_DOC, s.BROKEN], "test_writer": [s.NO_TESTS]},
+        pool,
+        oracle_calls=0,
+    )
+    assert result.evidence.clusters == (2, 1) and result.evidence.majority
+    assert result.status == "verified" and result.function(-5, 0, 3) == 0
+    # two against two with no oracle: the greedy answer wins the tie but verifies nothing
+    result, _ = run(
+        {"generator": [s.BUGGY, s.GOOD, GOOD_DOC, BUGGY_DOC], "test_writer": [s.NO_TESTS]},
+        pool,
+        oracle_calls=0,
+    )
+    assert result.evidence.clusters == (2, 2) and not result.evidence.majority
+    assert result.status == "unverified"
 
 
 def test_one_candidate_per_round_is_the_old_chain(pool: KernelPool) -> None:
@@ -267,7 +288,8 @@ def test_a_critic_counterexample_the_oracle_confirms_overturns_the_majority(
     assert result.state.reviews[0].counterexample == "clamp(-5, 0, 3)"
     assert result.state.oracle == {"clamp(-5, 0, 3)": "0"}
     assert result.function(-5, 0, 3) == 0  # the lone right candidate now leads
-    assert result.status == "verified"
+    # one of three, chosen on the oracle's word: the right code, but no majority to verify it
+    assert result.status == "unverified"
     assert nodes(result)[-6:] == ["critic", "execute", "select", "consult", "select", "finish"]
 
 
