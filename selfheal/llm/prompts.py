@@ -1,7 +1,13 @@
 """Prompts are data: one YAML file per role, shipped inside the wheel.
 
 Each file has ``version``, ``role``, ``system``, ``user`` (Jinja2 templates rendered with
-strict undefined variables) and ``reply`` (``code`` or ``json``). The schema of a JSON reply is
+strict undefined variables) and ``reply`` (``code`` or ``json``). Every role's messages begin
+with the same text, ``{% include "system.j2" %}`` as the system message and
+``{% include "spec.j2" %}`` (the spec and its signature) first in the user message, with the
+role's task after them: the served model's prompt cache then reuses that shared prefix from one
+role's call to the next instead of processing the spec again. The partials live in
+``prompts/partials/``; every render is given the spec's ``spec``, ``signature`` and
+``entry_point``. The schema of a JSON reply is
 not in the file: it is derived from the role's pydantic reply model (``model_json_schema()``,
 next to the role in ``selfheal/roles/``), so the two cannot drift apart. Files are re-read
 when they change on disk (hot reload for prompt work in a notebook). A user directory (``SELFHEAL_PROMPTS_DIR`` or
@@ -12,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -27,7 +34,25 @@ __all__ = ["PromptTemplate", "load_prompt", "prompts_dirs", "render", "set_promp
 
 _REQUIRED = ("version", "role", "system", "user", "reply")
 _OPTIONAL = ("description",)
+
+
+def _partial(name: str) -> tuple[str, str, Callable[[], bool]] | None:
+    """A shared partial (``prompts/partials/<name>``), the user's folder first."""
+    for d in prompts_dirs():
+        path = d / "partials" / name
+        if path.is_file():
+            return path.read_text(encoding="utf-8"), str(path), _unchanged(path)
+    return None
+
+
+def _unchanged(path: Path) -> Callable[[], bool]:
+    """Jinja's up-to-date check: the partial is re-read once its file changes."""
+    mtime = path.stat().st_mtime_ns
+    return lambda: path.is_file() and path.stat().st_mtime_ns == mtime
+
+
 _env = jinja2.Environment(
+    loader=jinja2.FunctionLoader(_partial),
     undefined=jinja2.StrictUndefined,
     keep_trailing_newline=False,
     trim_blocks=True,
@@ -66,6 +91,12 @@ class PromptTemplate(Record):
             raise ConfigError(
                 f"Prompt {self.path or self.role!r} uses a variable that was not given: {exc}. "
                 "Fix the template or pass the variable."
+            ) from exc
+        except jinja2.TemplateNotFound as exc:
+            raise ConfigError(
+                f"Prompt {self.path or self.role!r} includes {exc.name!r}, which is in no "
+                f"partials folder ({', '.join(str(d / 'partials') for d in prompts_dirs())}). "
+                "Add the file or remove the include."
             ) from exc
         return [Message(role="system", content=system), Message(role="user", content=user)]
 

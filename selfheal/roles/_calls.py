@@ -188,6 +188,19 @@ def record_failure(
     ctx.emit(ev)
 
 
+def _messages(state: HealState, prompt: str, variables: dict[str, Any]) -> list[Message]:
+    """The prompt rendered with the spec's own variables under the role's: every role's
+    messages then open with the same system text and spec block (the server's prompt cache
+    reuses that prefix across roles)."""
+    spec = state.spec
+    shared = {
+        "spec": spec.text,
+        "signature": spec.signature or "",
+        "entry_point": spec.entry_point or "",
+    }
+    return load_prompt(prompt).render(**{**shared, **variables})
+
+
 def ask_for_code(
     ctx: Context,
     state: HealState,
@@ -203,7 +216,7 @@ def ask_for_code(
 ) -> tuple[str, str]:
     """Ask ``role`` (with prompt file ``prompt``) for code. Returns ``(code, full_reply)``.
     Raises ``MalformedReply`` when no parseable code came back."""
-    messages = [*load_prompt(prompt).render(**variables), *extra]
+    messages = [*_messages(state, prompt, variables), *extra]
     provider, options = _call(ctx, state, log, role, node)
     reply = ask_code(
         provider,
@@ -232,7 +245,7 @@ def ask_for_tests(
     reply are kept (tests are optional evidence; a retry would cost more than it brings)."""
     provider, options = _call(ctx, state, log, role, node)
     request = CompletionRequest.of(
-        load_prompt(prompt).render(**variables),
+        _messages(state, prompt, variables),
         max_tokens=min(state.config.max_tokens, max_tokens),
         temperature=state.config.temperature,
         **options,
@@ -271,7 +284,7 @@ def ask_for_json(
     provider, options = _call(ctx, state, log, role, node)
     reply = ask_structured(
         provider,
-        load_prompt(prompt).render(**variables),
+        _messages(state, prompt, variables),
         model,
         max_tokens=min(state.config.max_tokens, max_tokens),
         temperature=state.config.temperature,

@@ -38,6 +38,10 @@ def test_wheel_installed_in_a_fresh_venv_finds_the_prompts(tmp_path: Path) -> No
     shipped = sorted(n for n in names if n.startswith("selfheal/prompts/") and n.endswith(".yaml"))
     repo_prompts = sorted(f"selfheal/prompts/{p.name}" for p in (ROOT / "prompts").glob("*.yaml"))
     assert shipped == repo_prompts and shipped
+    partials = sorted(
+        f"selfheal/prompts/partials/{p.name}" for p in (ROOT / "prompts/partials").iterdir()
+    )
+    assert partials and set(partials) <= set(names)
     assert "selfheal/py.typed" in names
 
     venv = tmp_path / "venv"
