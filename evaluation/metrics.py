@@ -69,6 +69,8 @@ class ModeMetrics(Record):
     """Total prompt tokens."""
     completion_tokens: int
     """Total completion tokens."""
+    cached_tokens: int
+    """Total prompt tokens the server reused from its prompt cache (not processed again)."""
     mean_wall_time: float
     """Mean seconds per task (agent only)."""
     median_wall_time: float
@@ -139,6 +141,7 @@ def summarise(records: Iterable[TaskRecord], mode: str) -> ModeMetrics:
         mean_llm_calls=statistics.fmean([r.llm_calls for r in rs]) if rs else 0.0,
         prompt_tokens=sum(r.prompt_tokens for r in rs),
         completion_tokens=sum(r.completion_tokens for r in rs),
+        cached_tokens=sum(r.cached_tokens for r in rs),
         mean_wall_time=statistics.fmean(walls) if walls else 0.0,
         median_wall_time=statistics.median(walls) if walls else 0.0,
         total_wall_time=sum(walls),

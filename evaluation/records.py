@@ -72,6 +72,8 @@ class TaskRecord(Record):
     """Prompt tokens over all calls."""
     completion_tokens: int = 0
     """Completion tokens over all calls."""
+    cached_tokens: int = 0
+    """Prompt tokens the server reused from its prompt cache (so not processed) over all calls."""
     wall_time: float = 0.0
     """Seconds the agent ran (scoring excluded)."""
     score_time: float = 0.0

@@ -162,6 +162,7 @@ class BenchmarkRunner:
             "llm_calls": len(calls),
             "prompt_tokens": sum(c.prompt_tokens for c in completions),
             "completion_tokens": sum(c.completion_tokens for c in completions),
+            "cached_tokens": sum(c.cached_tokens for c in completions),
             "wall_time": wall,
             "honesty": check_calls(task, calls),
             "config": config.model_dump(mode="json"),

@@ -353,6 +353,8 @@ class Event(Record):
     """Prompt tokens (``llm``, and summed on ``end``)."""
     completion_tokens: int = 0
     """Completion tokens (``llm``, and summed on ``end``)."""
+    cached_tokens: int = 0
+    """``llm`` events: prompt tokens the server reused from its prompt cache."""
     model: str = ""
     """Model id used."""
     iteration: int = 0
@@ -374,6 +376,8 @@ class RoleUsage(Record):
     """Prompt tokens."""
     completion_tokens: int = 0
     """Completion tokens."""
+    cached_tokens: int = 0
+    """Prompt tokens the server reused from its prompt cache (not processed again)."""
     latency: float = 0.0
     """Seconds spent waiting for the model."""
 
@@ -387,6 +391,8 @@ class Usage(Record):
     """Prompt tokens."""
     completion_tokens: int = 0
     """Completion tokens."""
+    cached_tokens: int = 0
+    """Prompt tokens the server reused from its prompt cache (not processed again)."""
     latency: float = 0.0
     """Seconds spent waiting for models."""
     executions: int = 0

@@ -77,6 +77,7 @@ def _add_usage(usage: Usage, role: str, c: Completion) -> Usage:
         calls=prev.calls + 1,
         prompt_tokens=prev.prompt_tokens + c.prompt_tokens,
         completion_tokens=prev.completion_tokens + c.completion_tokens,
+        cached_tokens=prev.cached_tokens + c.cached_tokens,
         latency=prev.latency + c.latency,
     )
     return usage.model_copy(
@@ -84,6 +85,7 @@ def _add_usage(usage: Usage, role: str, c: Completion) -> Usage:
             "calls": usage.calls + 1,
             "prompt_tokens": usage.prompt_tokens + c.prompt_tokens,
             "completion_tokens": usage.completion_tokens + c.completion_tokens,
+            "cached_tokens": usage.cached_tokens + c.cached_tokens,
             "latency": usage.latency + c.latency,
             "by_role": by_role,
         }
@@ -131,6 +133,7 @@ def _llm_events(
             duration=c.latency,
             prompt_tokens=c.prompt_tokens,
             completion_tokens=c.completion_tokens,
+            cached_tokens=c.cached_tokens,
             model=c.model,
             iteration=state.iteration,
             detail=label + (f" (retry {i})" if i else ""),

@@ -23,6 +23,7 @@ from evaluation.runner import BenchmarkRunner
 from evaluation.suites import Task
 from selfheal.config import HealConfig
 from selfheal.kernel_sandbox import KernelPool
+from selfheal.llm.base import Completion, CompletionRequest, WrapperProvider
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -274,3 +275,34 @@ def test_parallel_workers_record_every_pair_once(
     assert sorted(r.key for r in ResultsFile(tmp_path / "r.jsonl").read()) == sorted(
         r.key for r in records
     )
+
+
+class _CachingServer(WrapperProvider):
+    """The oracle model behind a server that reports 5 prompt tokens of each call as reused
+    from its prompt cache (as llama-server's ``timings.cache_n`` does)."""
+
+    async def _acomplete(self, request: CompletionRequest) -> Completion:
+        c = await super()._acomplete(request)
+        return c.model_copy(update={"cached_tokens": 5})
+
+
+def test_cached_prompt_tokens_reach_the_timeline_the_record_and_the_metrics(
+    builtin_tasks: list[Task], pool: KernelPool, tmp_path: Path
+) -> None:
+    tasks = builtin_tasks[:1]
+    runner = BenchmarkRunner(
+        tasks=tasks,
+        modes=["heal"],
+        provider=_CachingServer(oracle_provider(tasks)),
+        results=ResultsFile(tmp_path / "r.jsonl"),
+        heal=CountingHeal(),
+        executor_factory=lambda: pool,
+        progress=False,
+    )
+    runner.close = lambda: None  # type: ignore[method-assign]  # the pool is shared
+    (record,) = runner.run()
+    assert record.llm_calls >= 2 and record.cached_tokens == 5 * record.llm_calls
+    llm = [e for e in record.timeline if e["kind"] == "llm"]
+    assert llm and all(e["cached_tokens"] == 5 for e in llm)
+    m = summarise([record], "heal")
+    assert m.cached_tokens == record.cached_tokens
