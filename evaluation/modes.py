@@ -40,6 +40,14 @@ MODES: Mapping[str, Mapping[str, object]] = {
     "heal-no-examples": {"example_tests": False},
     "heal-no-lessons": {"lessons": False},
     "heal-react-debugger": {"debugger_steps": 3},
+    "sample-5": {
+        "candidates": 5,
+        "first_sample": 1,
+        "probes": False,
+        "spec_blind_tests": False,
+        "repair": False,
+        "oracle_calls": 0,
+    },
 }
 """Mode name -> the ``HealConfig`` fields it sets on top of the shared settings.
 ``heal`` is the loop with selfheal's defaults (a population of 4, the first 2 asked first);
@@ -50,7 +58,9 @@ examples, plus repair); ``heal-no-repair`` the first round only; ``heal-critic``
 ``heal-adversarial`` turn on roles that are off by default; ``heal-spec-tests`` asks the
 spec-blind test writer on every task (the default asks it only when the spec has no example); each ``heal-no-*`` turns one
 component off; ``heal-react-debugger`` lets the debugger run up to three probes in the sandbox
-before it diagnoses."""
+before it diagnoses; ``sample-5`` is the plain-sampling yardstick heal must beat: the greedy
+answer, and only if it fails the spec's examples 4 samples, keeping the first that passes them
+(no probes, no model-written tests, no oracle, no repair)."""
 
 DEFAULT_MODES: tuple[str, ...] = ("single_shot", "heal")
 """Modes run when ``--modes`` is not given."""
