@@ -119,3 +119,25 @@ def oracle_from_truth(messages: Sequence[Message]) -> str:
     assert call, messages[-1].content
     x, lo, hi = eval(call.group(1).replace("clamp", ""))
     return json.dumps({"reasoning": "by the spec", "value": repr(max(lo, min(x, hi)))})
+
+
+def every_role() -> dict[str, list[str]]:
+    """A chain run (``chain()``) in which every role speaks: a buggy first version, a repair
+    the critic rejects with a test about floats, and the fix."""
+    reject = json.dumps(
+        {
+            "verdict": "reject",
+            "concerns": ["floats"],
+            "tests": ["assert clamp(1.5, 1.0, 2.0) == 1.5"],
+        }
+    )
+    inty = block("def clamp(x, lo, hi):\n    return max(int(lo), min(int(x), int(hi)))")
+    return {
+        "test_writer": [TESTS],
+        "generator": [BUGGY, inty, GOOD],
+        "adversary": [block("assert clamp(3, 0, 3) == 3")],
+        "oracle": [ORACLE_0, oracle("1.5")],
+        "debugger": [DIAG_CODE, DIAG_CODE],
+        "lessons": [LESSONS, LESSONS],
+        "critic": [reject],
+    }

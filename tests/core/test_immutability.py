@@ -29,19 +29,7 @@ def test_no_node_mutates_its_input(pool: KernelPool, monkeypatch: pytest.MonkeyP
 
         monkeypatch.setitem(table.GRAPH, name, dataclasses.replace(row, run=guarded))
 
-    reject = '{"verdict": "reject", "concerns": ["floats"], "tests": ["assert clamp(1.5, 1.0, 2.0) == 1.5"]}'
-    inty = s.block("def clamp(x, lo, hi):\n    return max(int(lo), min(int(x), int(hi)))")
-    mock = MockProvider(
-        {
-            "test_writer": [s.TESTS],
-            "generator": [s.BUGGY, inty, s.GOOD],
-            "adversary": [s.block("assert clamp(3, 0, 3) == 3")],
-            "oracle": [s.ORACLE_0, s.oracle("1.5")],
-            "debugger": [s.DIAG_CODE, s.DIAG_CODE],
-            "lessons": [s.LESSONS, s.LESSONS],
-            "critic": [reject],
-        }
-    )
+    mock = MockProvider(s.every_role())
     result = Run.start(HealRequest(s.SPEC, provider=mock, config=s.chain(), executor=pool)).run()
     assert result.status == "verified"
     # a population whose two clusters tie: the spec oracle is consulted

@@ -10,22 +10,7 @@ from selfheal.llm.mock import MockProvider
 
 
 def test_every_role_shares_the_system_message_and_the_spec_block(pool: KernelPool) -> None:
-    reject = (
-        '{"verdict": "reject", "concerns": ["floats"], '
-        '"tests": ["assert clamp(1.5, 1.0, 2.0) == 1.5"]}'
-    )
-    inty = s.block("def clamp(x, lo, hi):\n    return max(int(lo), min(int(x), int(hi)))")
-    mock = MockProvider(
-        {
-            "test_writer": [s.TESTS],
-            "generator": [s.BUGGY, inty, s.GOOD],
-            "adversary": [s.block("assert clamp(3, 0, 3) == 3")],
-            "oracle": [s.ORACLE_0, s.oracle("1.5")],
-            "debugger": [s.DIAG_CODE, s.DIAG_CODE],
-            "lessons": [s.LESSONS, s.LESSONS],
-            "critic": [reject],
-        }
-    )
+    mock = MockProvider(s.every_role())
     Run.start(HealRequest(s.SPEC, provider=mock, config=s.chain(), executor=pool)).run()
     roles = {c.role for c in mock.calls}
     assert roles >= {"test_writer", "generator", "adversary", "debugger", "lessons", "critic"}
