@@ -69,8 +69,9 @@ class ModeMetrics(Record):
     """Total prompt tokens."""
     completion_tokens: int
     """Total completion tokens."""
-    cached_tokens: int
-    """Total prompt tokens the server reused from its prompt cache (not processed again)."""
+    cached_tokens: int = 0
+    """Total prompt tokens the server reused from its prompt cache (not processed again); 0 in
+    summaries written before it was kept."""
     mean_wall_time: float
     """Mean seconds per task (agent only)."""
     median_wall_time: float
