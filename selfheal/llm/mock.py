@@ -8,7 +8,9 @@ is recorded in ``calls`` (``calls_for(role)`` picks one role's).
 
 ``MockProvider.demo()`` replays a scripted session for :data:`DEMO_SPEC` (a median function):
 a first population that fails the spec's even example, a diagnosis, a repair round whose three
-candidates agree, and a verified result, without any model.
+candidates agree, and a verified result, without any model. When a reviewer rejects that
+repair round (``Reject(reason)``), a second one follows whose candidates use
+``statistics.median``, so every human decision of the tutorials can be replayed.
 """
 
 from __future__ import annotations
@@ -297,6 +299,39 @@ def median(values):
 ```"""
 
 
+_DEMO_AFTER_REJECT = """```python
+import statistics
+
+
+def median(values):
+    if not values:
+        raise ValueError("median() of an empty list")
+    return statistics.median(values)
+```"""
+
+_DEMO_AFTER_REJECT_B = """```python
+from statistics import median as _median
+
+
+def median(values):
+    if len(values) == 0:
+        raise ValueError("no values")
+    return _median(values)
+```"""
+
+_DEMO_AFTER_REJECT_C = """```python
+import statistics
+
+
+def median(values):
+    \"\"\"The median of the values, by statistics.median.\"\"\"
+    values = list(values)
+    if not values:
+        raise ValueError("median() of an empty list")
+    return statistics.median(values)
+```"""
+
+
 def _demo_oracle(messages: Sequence[Message]) -> str:
     """The demo's spec oracle: the true median of the list in the question."""
     import ast
@@ -318,7 +353,8 @@ _DEMO_CRITIC = '{"verdict": "accept", "concerns": [], "tests": []}'
 DEMO_SCRIPT: dict[str, list[Reply]] = {
     "test_writer": [_DEMO_TESTS],
     # round 1: the greedy answer and a sample, both wrong on the even example; two more samples,
-    # still wrong; round 2: a patch of the greedy one, a patch of the next, a rewrite: all right
+    # still wrong; round 2: a patch of the greedy one, a patch of the next, a rewrite: all right;
+    # only when a reviewer rejects round 2: three more, with statistics.median
     "generator": [
         _DEMO_FIRST,
         _DEMO_LOWER,
@@ -327,6 +363,9 @@ DEMO_SCRIPT: dict[str, list[Reply]] = {
         _DEMO_REPAIR,
         _DEMO_REPAIR_B,
         _DEMO_REPAIR_C,
+        _DEMO_AFTER_REJECT,
+        _DEMO_AFTER_REJECT_B,
+        _DEMO_AFTER_REJECT_C,
     ],
     "adversary": [_DEMO_ADVERSARIAL],
     "oracle": [_demo_oracle] * 8,

@@ -84,6 +84,13 @@ class _Request:
     parent: str | None = None
 
 
+def _shown_lessons(state: HealState) -> list[str]:
+    """The lessons the prompts show: the rolling ones when the lessons role is on, and always
+    those a human gave a fork (``Run.fork(lessons=...)``), which would otherwise be dropped."""
+    given = state.parent is not None and "lessons" in state.parent.changes
+    return [lesson.text for lesson in state.lessons] if state.config.lessons or given else []
+
+
 def _base_variables(state: HealState) -> dict[str, Any]:
     spec = state.spec
     return {
@@ -91,7 +98,7 @@ def _base_variables(state: HealState) -> dict[str, Any]:
         "signature": spec.signature or "",
         "entry_point": spec.entry_point or "",
         "examples": [f"{e.call} == {e.expected}" for e in spec.examples],
-        "lessons": [lesson.text for lesson in state.lessons] if state.config.lessons else [],
+        "lessons": _shown_lessons(state),
         "feedback": state.feedback,
         "failures": [],
     }
