@@ -29,9 +29,7 @@ def _proposal_run(pool: KernelPool) -> tuple[Run, HealResult]:
 
 
 def _repair_prompts(state: HealState) -> list[str]:
-    return [
-        e.messages[-1].content for e in state.events if e.kind == "llm" and e.node == "repair"
-    ]
+    return [e.messages[-1].content for e in state.events if e.kind == "llm" and e.node == "repair"]
 
 
 def test_the_demo_stops_before_its_repair_with_a_diagnosis_and_three_candidates(
@@ -58,7 +56,7 @@ def test_an_edit_replaces_the_first_candidate_and_wins(pool: KernelPool) -> None
     done = run.resume(Edit(STATISTICS))
     assert done.status == "verified"
     assert done.code == STATISTICS
-    assert [c.origin for c in done.candidates if c.round == 2][0] == "human_edit"
+    assert next(c.origin for c in done.candidates if c.round == 2) == "human_edit"
 
 
 def test_a_rejected_demo_repair_brings_a_second_round_that_heeds_the_reason(
