@@ -13,7 +13,7 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from evaluation.environment import RunInfo, collect_run_info
@@ -25,6 +25,7 @@ from evaluation.runner import BenchmarkRunner
 from evaluation.suites import SUITES, get_suite, select_tasks
 from selfheal.config import HealConfig
 from selfheal.errors import SelfHealError
+from selfheal.llm.base import Provider
 
 __all__ = ["build_parser", "main"]
 
@@ -90,19 +91,38 @@ def _interrupt_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, handler)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, provider: Provider | None = None) -> int:
+    """The command line. ``provider``: a provider built already (e.g. a transformers model
+    loaded once in a notebook) to use instead of building one from ``--model``, which then
+    only names it in the results."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(args_list)
     if argv is None:
         _interrupt_on_sigterm()
     try:
-        return _main(args, args_list)
+        return _main(args, args_list, provider)
     except SelfHealError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
 
-def _main(args: argparse.Namespace, args_list: list[str]) -> int:
+def _providers(
+    model: str, provider: Provider | None
+) -> tuple[Provider | None, Callable[[], Provider] | None]:
+    """The shared provider, or a factory of one provider per run: the scripted demo
+    (``mock``) replays one heal per script, so each run gets a fresh one; a YAML mock script
+    (``mock:FILE``) spans the whole benchmark and is shared like a real model."""
+    from selfheal.llm.router import parse_model_string, resolve_provider
+
+    if provider is not None:
+        return provider, None
+    spec = parse_model_string(model)
+    if spec is not None and spec.provider == "mock" and spec.model == "demo":
+        return None, lambda: resolve_provider(model)
+    return resolve_provider(model), None
+
+
+def _main(args: argparse.Namespace, args_list: list[str], provider: Provider | None) -> int:
     suite = get_suite(args.suite)
     task_ids = None
     if args.task_ids:
@@ -148,14 +168,13 @@ def _main(args: argparse.Namespace, args_list: list[str]) -> int:
                 "resume it with the same settings, or choose another --out."
             )
 
-    from selfheal.llm.router import resolve_provider
-
     info = collect_run_info(args.model, args_list, hash_file=not args.no_hash)
-    provider = resolve_provider(args.model)
+    shared, factory = _providers(args.model, provider)
     runner = BenchmarkRunner(
         tasks=tasks,
         modes=modes,
-        provider=provider,
+        provider=shared,
+        provider_factory=factory,
         results=results,
         max_iterations=settings.max_iterations,
         temperature=args.temperature,

@@ -59,7 +59,8 @@ class BenchmarkRunner:
         *,
         tasks: Sequence[Task],
         modes: Sequence[str],
-        provider: Provider,
+        provider: Provider | None = None,
+        provider_factory: Callable[[], Provider] | None = None,
         results: ResultsFile,
         heal: HealFunction | None = None,
         executor_factory: Callable[[], Executor] = default_executor,
@@ -73,9 +74,18 @@ class BenchmarkRunner:
     ) -> None:
         if workers < 1:
             raise ConfigError(f"--workers must be at least 1 (got {workers}).")
+        if (provider is None) == (provider_factory is None):
+            raise ConfigError(
+                "BenchmarkRunner needs exactly one of provider= (shared by every run) and "
+                "provider_factory= (a new provider for each run)."
+            )
         self.tasks = list(tasks)
         self.modes = list(modes)
         self.provider = provider
+        """The provider every (task, mode) run shares (None with ``provider_factory``)."""
+        self.provider_factory = provider_factory
+        """Builds each run's own provider: for providers that keep per-run state, like the
+        scripted demo, whose script replays one heal."""
         self.results = results
         self._heal = heal
         self._executor_factory = executor_factory
@@ -119,7 +129,9 @@ class BenchmarkRunner:
         """Run the agent on ``task`` in ``mode``, then score it. Never raises for a bad
         candidate or a failing agent: both end as a failing record."""
         config = self.configs[mode]
-        recorder = RecordingProvider(self.provider)
+        provider = self.provider_factory() if self.provider_factory else self.provider
+        assert provider is not None  # one of the two is set (checked in __init__)
+        recorder = RecordingProvider(provider)
         started = self._clock()
         try:
             result = self._heal_fn()(

@@ -1,4 +1,5 @@
-"""Benchmark suites: the ``Task`` record, the ``Suite`` protocol and the two built-in suites.
+"""Benchmark suites: the ``Task`` record, the ``Suite`` protocol and the suites ``--suite``
+names (``builtin``, ``humaneval``, and ``demo``, the scripted demo's one task).
 
 A task has two halves that never mix:
 
@@ -26,6 +27,7 @@ from selfheal.records import Record
 __all__ = [
     "SUITES",
     "BuiltinSuite",
+    "DemoSuite",
     "HumanEvalSuite",
     "Suite",
     "Task",
@@ -209,9 +211,54 @@ class HumanEvalSuite:
         return tasks
 
 
-SUITES: dict[str, type[BuiltinSuite] | type[HumanEvalSuite]] = {
+# --------------------------------------------------------------------------- demo
+
+DEMO_REFERENCE_TESTS = (
+    "assert median([5]) == 5",
+    "assert median([10, 20]) == 15",
+    "assert median([9, -4, 0, 7, 3]) == 3",
+    "assert median([2.5, 1.0, 4.0, 3.5]) == 3.0",
+    "assert median([10, 2, 38, 23, 38, 23, 21]) == 23",
+    "data = [3, 1, 2]\nmedian(data)\nassert data == [3, 1, 2]",
+    "try:\n    median([])\nexcept ValueError:\n    pass\nelse:\n"
+    "    raise AssertionError('median([]) must raise ValueError')",
+)
+"""The demo task's hidden reference tests (none of them is an example of the spec)."""
+
+
+class DemoSuite:
+    """One task, the scripted demo's median spec (``selfheal.demo.DEMO_SPEC``): the suite the
+    mock provider can answer, to try the harness end to end without a model
+    (``--suite demo --model mock``). Its numbers measure the script, not a model."""
+
+    @property
+    def name(self) -> str:
+        return "demo"
+
+    def tasks(self) -> list[Task]:
+        from selfheal.demo import DEMO_SPEC
+
+        return [
+            Task(
+                id="demo/median",
+                suite=self.name,
+                category="demo",
+                prompt=DEMO_SPEC + "\n",
+                entry_point="median",
+                reference_tests=DEMO_REFERENCE_TESTS,
+                canonical_solution=(
+                    "import statistics\n\n\ndef median(values):\n    if not values:\n"
+                    "        raise ValueError('median() of an empty list')\n"
+                    "    return statistics.median(values)\n"
+                ),
+            )
+        ]
+
+
+SUITES: dict[str, type[BuiltinSuite] | type[HumanEvalSuite] | type[DemoSuite]] = {
     "builtin": BuiltinSuite,
     "humaneval": HumanEvalSuite,
+    "demo": DemoSuite,
 }
 """Suites selectable with ``--suite``."""
 

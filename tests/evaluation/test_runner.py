@@ -222,6 +222,43 @@ def test_command_line_writes_every_report(
     assert len(json.loads((out / "results.json").read_text())["runs"]) == 1
 
 
+def test_demo_suite_with_the_mock_gets_a_fresh_script_per_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--suite demo --model mock``: every (task, mode) run replays the demo script from its
+    start, so the baseline fails (the script's first answer) and heal passes (its repair)."""
+    monkeypatch.setenv("SELFHEAL_RUNS_DIR", str(tmp_path / "runs"))
+    out = tmp_path / "out"
+    args = ["--suite", "demo", "--model", "mock", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    records = {r.mode: r for r in ResultsFile(out / "results.jsonl").read()}
+    assert not records["single_shot"].passed and not records["single_shot"].error
+    assert records["heal"].passed and records["heal"].verified and records["heal"].iterations == 2
+    assert records["heal"].honesty.clean
+    assert "| heal | 1 | 1 (100.0%)" in (out / "results.md").read_text()
+
+
+def test_a_provider_built_already_is_used_and_named_by_model(
+    builtin_tasks: list[Task], tmp_path: Path
+) -> None:
+    """``main(argv, provider=...)``: a model loaded once (a notebook's GPU model) is used as is;
+    ``--model`` only names it."""
+    tasks = builtin_tasks[:1]
+    provider = oracle_provider(tasks)
+    out = tmp_path / "out"
+    args = ["--suite", "builtin", "--model", "hf:my/model", "--modes", "single_shot",
+            "--limit", "1", "--out", str(out), "--no-progress"]  # fmt: skip
+    assert main(args, provider=provider) == 0
+    (record,) = ResultsFile(out / "results.jsonl").read()
+    assert record.passed and record.llm_calls == 1
+    assert json.loads((out / "results.json").read_text())["settings"]["model"] == "hf:my/model"
+
+
+def test_runner_needs_exactly_one_provider_source(tmp_path: Path) -> None:
+    with pytest.raises(selfheal.ConfigError, match="exactly one of provider"):
+        BenchmarkRunner(tasks=[], modes=["heal"], results=ResultsFile(tmp_path / "r.jsonl"))
+
+
 @pytest.mark.slow
 def test_killed_process_resumes_from_the_file(builtin_tasks: list[Task], tmp_path: Path) -> None:
     tasks = builtin_tasks[:4]

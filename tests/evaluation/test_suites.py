@@ -88,3 +88,16 @@ def test_invalid_task_file_is_reported_with_its_path(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("id: x\ncategory: y\n", encoding="utf-8")
     with pytest.raises(SuiteError, match=r"bad\.yaml"):
         BuiltinSuite(tmp_path).tasks()
+
+
+def test_demo_suite_scores_the_demo_script_right_and_wrong(pool: KernelPool) -> None:
+    """The ``demo`` suite is the one task the mock answers; its hidden tests accept a correct
+    median and reject the script's first (upper-middle) answer."""
+    (task,) = get_suite("demo").tasks()
+    assert task.id == "demo/median" and task.entry_point == "median"
+    assert task.canonical_solution is not None
+    assert score(task, task.canonical_solution, pool).passed
+    upper_middle = "def median(values):\n    return sorted(values)[len(values) // 2]\n"
+    verdict = score(task, upper_middle, pool)
+    assert not verdict.passed and "median([10, 20]) == 15" in verdict.message
+    assert not any(t in task.prompt for t in ("[10, 20]", "[5]", "[9, -4")), "tests stay hidden"
