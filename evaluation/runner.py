@@ -22,7 +22,7 @@ from selfheal.errors import ConfigError
 from selfheal.kernel_sandbox.types import Executor, Limits
 from selfheal.llm.base import Provider
 
-__all__ = ["BenchmarkRunner", "HealFunction", "default_executor"]
+__all__ = ["BenchmarkRunner", "HealFunction", "default_executor", "heal_quietly"]
 
 
 class HealFunction(Protocol):
@@ -31,6 +31,15 @@ class HealFunction(Protocol):
     def __call__(
         self, spec: str, *, provider: Any, config: HealConfig, entry_point: str | None
     ) -> Any: ...
+
+
+def heal_quietly(spec: str, *, provider: Any, config: HealConfig, entry_point: str | None) -> Any:
+    """``selfheal.heal`` without a frontend: run inside a notebook, a benchmark shows no view
+    per task (the records hold everything a view would show)."""
+    from selfheal import HealRequest, Run
+
+    request = HealRequest(spec, provider=provider, config=config, entry_point=entry_point)
+    return Run.start(request).run()
 
 
 def default_executor() -> Executor:
@@ -119,10 +128,7 @@ class BenchmarkRunner:
 
     def _heal_fn(self) -> HealFunction:
         if self._heal is None:
-            import selfheal
-
-            heal: HealFunction = selfheal.heal
-            self._heal = heal
+            self._heal = heal_quietly
         return self._heal
 
     def run_one(self, task: Task, mode: str) -> TaskRecord:

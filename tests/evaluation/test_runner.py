@@ -254,6 +254,44 @@ def test_a_provider_built_already_is_used_and_named_by_model(
     assert json.loads((out / "results.json").read_text())["settings"]["model"] == "hf:my/model"
 
 
+def test_a_benchmark_in_a_notebook_shows_no_view_per_task(
+    builtin_tasks: list[Task], pool: KernelPool, tmp_path: Path
+) -> None:
+    """Inside a kernel ``selfheal.heal`` hands runs to the notebook frontend (a view each); the
+    runner's default heal goes to the engine directly."""
+    from selfheal import api
+
+    shown: list[str] = []
+
+    class Watching:
+        def active(self) -> bool:
+            return True
+
+        def heal(self, request: Any) -> Any:
+            shown.append(request.spec)
+            raise AssertionError("the benchmark went through the notebook frontend")
+
+        async def aheal(self, request: Any) -> Any:
+            raise AssertionError("not used")
+
+    tasks = builtin_tasks[:1]
+    runner = BenchmarkRunner(
+        tasks=tasks,
+        modes=["single_shot"],
+        provider=oracle_provider(tasks),
+        results=ResultsFile(tmp_path / "r.jsonl"),
+        executor_factory=lambda: pool,
+        progress=False,
+    )
+    runner.close = lambda: None  # type: ignore[method-assign]  # the pool is shared
+    api.use_frontend(Watching())
+    try:
+        (record,) = runner.run()
+    finally:
+        api.use_frontend(None)
+    assert record.passed and not record.error and shown == []
+
+
 def test_runner_needs_exactly_one_provider_source(tmp_path: Path) -> None:
     with pytest.raises(selfheal.ConfigError, match="exactly one of provider"):
         BenchmarkRunner(tasks=[], modes=["heal"], results=ResultsFile(tmp_path / "r.jsonl"))
