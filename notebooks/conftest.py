@@ -1,7 +1,9 @@
 """Runs the tutorials with nbmake: ``pytest --nbmake notebooks/``.
 
-Every ``*.ipynb`` in this folder is a test; adding a tutorial is adding a notebook (stored
-without outputs). The kernels inherit this environment: the mock model by default
+Every ``*.ipynb`` in this folder is a test; adding a tutorial is adding a notebook, stored
+with the small outputs of a mock run (``python scripts/store_tutorials.py NOTEBOOK``). A cell
+that must raise carries the tag ``raises-exception``. The kernels inherit this environment:
+the mock model by default
 (``SELFHEAL_MODEL=mock``; set it to a real model to run the tutorials against one), run logs
 in a temporary folder, and this checkout on ``PYTHONPATH`` so an uninstalled tree works.
 """
