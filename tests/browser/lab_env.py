@@ -8,6 +8,7 @@ skip and say so.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -17,8 +18,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
+import nbformat
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("SELFHEAL_CHROMIUM", "/usr/bin/chromium")
@@ -133,3 +136,40 @@ def running_lab(root: Path, app: str = "jupyterlab") -> Iterator[Lab]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def write_notebook(root: Path, name: str, cells: list[str]) -> str:
+    """A notebook of code ``cells`` in ``root`` for this venv's ``python3`` kernel; its name."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, root / name)
+    return name
+
+
+def run_cell(page: Any, index: int) -> None:
+    """Run cell ``index`` with Shift+Enter, retrying while the kernel is still connecting."""
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    prompt = cell.locator(".jp-InputArea-prompt")
+    for _ in range(6):
+        cell.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if re.search(r"\[(\*|\d+)\]", prompt.inner_text()):
+                return
+            time.sleep(0.2)
+    raise AssertionError(f"cell {index} never started running")
+
+
+def open_notebook(page: Any, lab: Lab, name: str) -> None:
+    """Open ``name`` and wait for its cells; dismiss the "Jupyter news?" toast if shown."""
+    page.goto(lab.notebook_url(name), timeout=60_000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    no_news = page.get_by_role("button", name="No", exact=True)
+    if no_news.count():
+        no_news.first.click()

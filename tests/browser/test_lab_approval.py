@@ -4,15 +4,20 @@ healed function works in the next cell."""
 
 from __future__ import annotations
 
-import re
 import shutil
-import time
 from pathlib import Path
-from typing import Any
 
-import nbformat
 import pytest
-from lab_env import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, REPO, Lab
+from lab_env import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    REPO,
+    Lab,
+    open_notebook,
+    run_cell,
+    write_notebook,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -25,38 +30,10 @@ median = r.function
 print("RESULT", r.status, r.verified, median([4, 1, 3, 2]))"""
 
 
-def _write_notebook(root: Path) -> str:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(CELL_HEAL), nbformat.v4.new_code_cell(CELL_RESULT)]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    name = "approval.ipynb"
-    nbformat.write(nb, root / name)
-    return name
-
-
-def _run_cell(page: Any, index: int) -> None:
-    """Run cell ``index`` with Shift+Enter, retrying while the kernel is still connecting."""
-    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
-    prompt = cell.locator(".jp-InputArea-prompt")
-    for _ in range(6):
-        cell.locator(".jp-InputArea-editor").click()
-        page.keyboard.press("Shift+Enter")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if re.search(r"\[(\*|\d+)\]", prompt.inner_text()):
-                return
-            time.sleep(0.2)
-    raise AssertionError(f"cell {index} never started running")
-
-
 def test_live_view_approve_in_the_browser(lab: Lab) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    name = _write_notebook(lab.root)
+    name = write_notebook(lab.root, "approval.ipynb", [CELL_HEAL, CELL_RESULT])
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / f"{lab.app}_approval.png"
     done_shot = ARTIFACTS / f"{lab.app}_done.png"
@@ -66,13 +43,8 @@ def test_live_view_approve_in_the_browser(lab: Lab) -> None:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 1000})
         try:
-            page.goto(lab.notebook_url(name), timeout=60_000)
-            # the kernel is up when the status says Idle
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-            no_news = page.get_by_role("button", name="No", exact=True)
-            if no_news.count():
-                no_news.first.click()  # the "get notified about Jupyter news?" toast
-            _run_cell(page, 0)
+            open_notebook(page, lab, name)
+            run_cell(page, 0)
             view = page.locator(".selfheal-view")
             expect(view).to_have_count(1, timeout=60_000)
             rows = page.locator(".selfheal-timeline .selfheal-row")
@@ -108,7 +80,7 @@ def test_live_view_approve_in_the_browser(lab: Lab) -> None:
             expect(panel).to_contain_text("cluster 0 won with 3 of 3")
             page.locator(".selfheal-view").scroll_into_view_if_needed()
             page.screenshot(path=str(candidates_shot), full_page=False)
-            _run_cell(page, 1)
+            run_cell(page, 1)
             out = page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-OutputArea-output")
             expect(out).to_contain_text("RESULT verified True 2.5", timeout=60_000)
             page.screenshot(path=str(done_shot), full_page=False)
