@@ -5,7 +5,6 @@ healed function works in the next cell."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 from lab_env import (
