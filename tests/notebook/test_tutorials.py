@@ -114,3 +114,11 @@ def test_the_colab_notebook_opens_in_colab_on_a_t4() -> None:
     assert badge, "the first cell carries the Open in Colab badge, linking to this notebook"
     assert "placeholder" in first, "a placeholder owner/repo is said to be one"
     assert nb["metadata"]["colab"]["gpuType"] == "T4" and nb["metadata"]["accelerator"] == "GPU"
+
+
+def test_every_tutorial_is_listed_in_the_readme_and_the_notebook_doc() -> None:
+    readme = (ROOT / "README.md").read_text()
+    doc = (ROOT / "docs" / "notebook.md").read_text()
+    for path in NOTEBOOKS:
+        assert f"notebooks/{path.name}" in readme, path.name
+        assert f"notebooks/{path.name}" in doc, path.name
