@@ -32,7 +32,9 @@ def run(
 def test_two_agreeing_candidates_that_pass_the_examples_stop_early(pool: KernelPool) -> None:
     result, mock = run({"generator": [s.GOOD, GOOD_DOC], "test_writer": [s.NO_TESTS]}, pool)
     assert result.status == "verified"
-    assert nodes(result) == ["plan_tests", "generate", "gate", "execute", "select", "finish"]
+    assert nodes(result) == [
+        "recall", "plan_tests", "generate", "gate", "execute", "select", "finish",
+    ]  # fmt: skip
     assert [c.origin for c in result.candidates] == ["greedy", "sample"]
     assert [c.cluster for c in result.candidates] == [0, 0]
     ev = result.evidence
@@ -49,8 +51,9 @@ def test_disagreement_tops_up_and_the_majority_beats_the_greedy_answer(pool: Ker
     )
     assert result.status == "verified"
     assert len(mock.calls_for("generator")) == 4
-    assert nodes(result)[:8] == [
-        "plan_tests", "generate", "gate", "execute", "select", "generate", "gate", "execute",
+    assert nodes(result)[:9] == [
+        "recall", "plan_tests", "generate", "gate", "execute", "select", "generate", "gate",
+        "execute",
     ]  # fmt: skip
     greedy, *samples = result.candidates
     assert greedy.origin == "greedy" and greedy.cluster == 1
