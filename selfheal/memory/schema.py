@@ -14,7 +14,7 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     """CREATE TABLE IF NOT EXISTS lessons (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
-        text TEXT NOT NULL UNIQUE,
+        text TEXT NOT NULL,
         spec TEXT NOT NULL,
         spec_key TEXT NOT NULL,
         entry_point TEXT,
@@ -22,7 +22,8 @@ SCHEMA = (
         source TEXT NOT NULL,
         verified INTEGER NOT NULL,
         run_id TEXT NOT NULL,
-        created REAL NOT NULL)""",
+        created REAL NOT NULL,
+        UNIQUE (spec_key, text))""",
     """CREATE VIRTUAL TABLE IF NOT EXISTS lessons_fts USING fts5(
         text, spec, content='lessons', content_rowid='id', tokenize='porter unicode61')""",
     """CREATE TRIGGER IF NOT EXISTS lessons_added AFTER INSERT ON lessons BEGIN

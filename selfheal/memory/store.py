@@ -172,7 +172,10 @@ class Memory:
             weight = 0.5 ** row["harm"] * (1.0 if row["verified"] else 0.5)
             ranked.append((-row["rank"] * weight, lesson_from_row(row, round(close, 3))))
         ranked.sort(key=lambda pair: (-pair[0], pair[1].created))
-        return [lesson for _, lesson in ranked[:k]]
+        best: dict[str, MemoryLesson] = {}  # the same lesson learnt on several specs: once
+        for _, lesson in ranked:
+            best.setdefault(lesson.text, lesson)
+        return list(best.values())[:k]
 
     def solutions_for(
         self, spec: str, *, entry_point: str | None = None, k: int = 1
@@ -365,14 +368,26 @@ class Memory:
     # -- forgetting -------------------------------------------------------------------------
 
     def forget(self, entry_id: str) -> MemoryEntry:
-        """Remove the lesson or solution ``entry_id`` (its text is overwritten in the file);
-        returns what was removed."""
+        """Remove the lesson or solution ``entry_id``; its text is overwritten in the file, not
+        only unlinked (as far as no other process holds the file open at that moment: a
+        reader keeps the old log frames until it lets go). Returns what was removed."""
         entry = self.show(entry_id)
         kind, number = _number(entry_id)
         table = "lessons" if kind == "L" else "solutions"
         with self._connect(write=True) as conn:
             conn.execute(f"DELETE FROM {table} WHERE id = ?", (number,))
+        self._scrub()
         return entry
+
+    def _scrub(self) -> None:
+        """After a removal: merge the full-text indexes (their old segments still hold the
+        removed words) and fold the write-ahead log into the file (its old frames still hold
+        the removed text); ``secure_delete`` has zeroed the freed pages."""
+        with self._connect(write=True) as conn:
+            for index in ("lessons_fts", "solutions_fts"):
+                conn.execute(f"INSERT INTO {index}({index}) VALUES ('optimize')")
+        with self._connect() as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def clear(self) -> int:
         """Remove every lesson, solution and run record; returns how many lessons and
@@ -384,4 +399,5 @@ class Memory:
             )
             for table in ("harms", "uses", "lessons", "solutions", "runs"):
                 conn.execute(f"DELETE FROM {table}")
+        self._scrub()
         return n
