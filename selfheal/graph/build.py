@@ -10,6 +10,7 @@ from __future__ import annotations
 from selfheal.config import HealConfig
 from selfheal.context import Context, EventSink, FixedRouter, ModelRouter, TokenSink
 from selfheal.kernel_sandbox.types import Executor
+from selfheal.memory import open_memory
 from selfheal.request import HealRequest, ProviderArg
 
 __all__ = ["context_for", "make_context", "make_router"]
@@ -39,8 +40,6 @@ def make_context(
     the shared kernel pool), the memory across runs (when ``config.memory``; a memory that
     cannot be opened is a ``MemoryUnavailable`` here, before any model call) and the live
     sinks."""
-    from selfheal.memory import open_memory
-
     llm = make_router(config, provider)
     memory = open_memory(config)
     if executor is None:
