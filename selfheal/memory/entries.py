@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from selfheal._record import Record
+from selfheal.errors import ConfigError
 
 __all__ = [
     "Learning",
@@ -15,6 +16,7 @@ __all__ = [
     "MemoryLesson",
     "MemorySolution",
     "lesson_from_row",
+    "parse_id",
     "solution_from_row",
 ]
 
@@ -141,3 +143,15 @@ def solution_from_row(row: sqlite3.Row, score: float = 0.0) -> MemorySolution:
         created=row["created"],
         score=score,
     )
+
+
+def parse_id(entry_id: str) -> tuple[Literal["L", "S"], int]:
+    """``"L3"`` -> ``("L", 3)``; a ``ConfigError`` that says what ids look like otherwise."""
+    text = entry_id.strip().upper()
+    kind, digits = text[:1], text[1:]
+    if kind not in ("L", "S") or not digits.isdigit():
+        raise ConfigError(
+            f"{entry_id!r} is not a memory id: they look like L3 (a lesson) or S2 (a verified "
+            "solution). List them with `selfheal memory list`."
+        )
+    return ("L" if kind == "L" else "S"), int(digits)

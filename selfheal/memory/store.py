@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
 
 from selfheal.errors import ConfigError, MemoryUnavailable
 from selfheal.memory.entries import (
@@ -26,6 +25,7 @@ from selfheal.memory.entries import (
     MemoryLesson,
     MemorySolution,
     lesson_from_row,
+    parse_id,
     solution_from_row,
 )
 from selfheal.memory.learn import Learnt, learnt_from
@@ -54,17 +54,6 @@ function name, when both are known)."""
 MAX_HARM = 2
 """A lesson that led to a worse result this many times is no longer recalled; each such result
 halves its rank before that."""
-
-
-def _number(entry_id: str) -> tuple[Literal["L", "S"], int]:
-    text = entry_id.strip().upper()
-    kind, digits = text[:1], text[1:]
-    if kind not in ("L", "S") or not digits.isdigit():
-        raise ConfigError(
-            f"{entry_id!r} is not a memory id: they look like L3 (a lesson) or S2 (a verified "
-            "solution). List them with `selfheal memory list`."
-        )
-    return ("L" if kind == "L" else "S"), int(digits)
 
 
 class Memory:
@@ -223,7 +212,7 @@ class Memory:
 
     def show(self, entry_id: str) -> MemoryEntry:
         """The lesson (``L3``) or solution (``S2``) with this id."""
-        kind, number = _number(entry_id)
+        kind, number = parse_id(entry_id)
         with self._connect() as conn:
             if kind == "L":
                 row = conn.execute(
@@ -372,7 +361,7 @@ class Memory:
         only unlinked (as far as no other process holds the file open at that moment: a
         reader keeps the old log frames until it lets go). Returns what was removed."""
         entry = self.show(entry_id)
-        kind, number = _number(entry_id)
+        kind, number = parse_id(entry_id)
         table = "lessons" if kind == "L" else "solutions"
         with self._connect(write=True) as conn:
             conn.execute(f"DELETE FROM {table} WHERE id = ?", (number,))
