@@ -9,7 +9,15 @@ from collections.abc import Iterable, Sequence
 from evaluation.records import TaskRecord
 from selfheal.records import Record
 
-__all__ = ["CategoryMetrics", "Comparison", "ModeMetrics", "compare", "summarise"]
+__all__ = [
+    "CategoryMetrics",
+    "Comparison",
+    "MemoryUse",
+    "ModeMetrics",
+    "compare",
+    "memory_use",
+    "summarise",
+]
 
 
 class CategoryMetrics(Record):
@@ -101,6 +109,24 @@ class Comparison(Record):
     """Failed in both."""
 
 
+class MemoryUse(Record):
+    """What the runs of one mode recalled from the memory across runs, and what it did."""
+
+    mode: str
+    """The mode (a pass of ``heal-memory``)."""
+    tasks: int
+    """Tasks scored in this mode."""
+    lessons: int
+    """Tasks whose prompts got at least one remembered lesson."""
+    solutions: int
+    """Tasks where a remembered verified solution joined the first round."""
+    chosen: int
+    """Of those, tasks whose chosen candidate is the remembered solution (not a model answer
+    with the same behaviour)."""
+    chosen_passed: int
+    """Of those, tasks where it passes the reference tests."""
+
+
 def _rate(part: int, whole: int) -> float:
     return part / whole if whole else 0.0
 
@@ -163,4 +189,24 @@ def compare(records: Sequence[TaskRecord], baseline: str, mode: str) -> Comparis
         gained=tuple(t for t in common if other[t] and not base[t]),
         lost=tuple(t for t in common if base[t] and not other[t]),
         neither=sum(not base[t] and not other[t] for t in common),
+    )
+
+
+def memory_use(records: Iterable[TaskRecord], mode: str) -> MemoryUse:
+    """What ``mode``'s runs recalled (``TaskRecord.remembered``) and how often a remembered
+    solution was the chosen candidate."""
+    rs = [r for r in records if r.mode == mode]
+    recalled = [r for r in rs if any(x.get("kind") == "solution" for x in r.remembered)]
+    chosen = [
+        r
+        for r in recalled
+        if any(c.get("origin") == "memory" and c.get("chosen") for c in r.candidates)
+    ]
+    return MemoryUse(
+        mode=mode,
+        tasks=len(rs),
+        lessons=sum(any(x.get("kind") == "lesson" for x in r.remembered) for r in rs),
+        solutions=len(recalled),
+        chosen=len(chosen),
+        chosen_passed=sum(r.passed for r in chosen),
     )

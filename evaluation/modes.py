@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from evaluation.errors import SuiteError
 from selfheal.config import HealConfig
 
-__all__ = ["DEFAULT_MODES", "MODES", "config_for", "parse_modes"]
+__all__ = ["DEFAULT_MODES", "MODES", "PASSES", "config_for", "parse_modes", "split_mode"]
 
 
 def _single_shot_switches() -> dict[str, object]:
@@ -48,6 +48,7 @@ MODES: Mapping[str, Mapping[str, object]] = {
         "repair": False,
         "oracle_calls": 0,
     },
+    "heal-memory": {"memory": True},
 }
 """Mode name -> the ``HealConfig`` fields it sets on top of the shared settings.
 ``heal`` is the loop with selfheal's defaults (a population of 4, the first 2 asked first);
@@ -60,7 +61,15 @@ spec-blind test writer on every task (the default asks it only when the spec has
 component off; ``heal-react-debugger`` lets the debugger run up to three probes in the sandbox
 before it diagnoses; ``sample-5`` is the plain-sampling yardstick heal must beat: the greedy
 answer, and only if it fails the spec's examples 4 samples, keeping the first that passes them
-(no probes, no model-written tests, no oracle, no repair)."""
+(no probes, no model-written tests, no oracle, no repair); ``heal-memory`` is ``heal`` with the
+memory across runs, run twice (see ``PASSES``). Every other mode runs with the memory off, so no
+task can learn from another."""
+
+PASSES: Mapping[str, int] = {"heal-memory": 2}
+"""Modes that run the whole suite more than once, in order, sharing one memory that starts
+empty (``memory.sqlite3`` beside the results): their records are ``heal-memory:1`` (the first
+pass, which remembers as it goes) and ``heal-memory:2`` (the suite again, recalling what the
+first pass learnt). The report pairs the second pass with the first."""
 
 DEFAULT_MODES: tuple[str, ...] = ("single_shot", "heal")
 """Modes run when ``--modes`` is not given."""
@@ -75,33 +84,51 @@ def config_for(
 ) -> HealConfig:
     """The ``HealConfig`` of ``mode``. ``extra`` holds settings shared by every mode
     (e.g. timeouts); the mode's own switches win over it, so a mode means the same thing in
-    every run. Repair runs always use ``headless approve`` so nothing waits for a human."""
-    try:
-        switches = MODES[mode]
-    except KeyError:
-        raise SuiteError(f"Unknown mode {mode!r}. Choose from: {', '.join(MODES)}.") from None
+    every run. Repair runs always use ``headless approve`` so nothing waits for a human, and
+    the memory across runs is off unless the mode turns it on. ``mode`` may name a pass of a
+    mode in ``PASSES`` (``heal-memory:2``)."""
+    switches = MODES[split_mode(mode)[0]]
     fields: dict[str, object] = {
         "temperature": temperature,
         "max_iterations": max_iterations or HealConfig().max_iterations,
         "autonomy": "full_auto",
         "on_headless": "approve",
+        "memory": False,  # tasks never learn from each other, except in the memory modes
     }
     fields.update(extra or {})
     fields.update(switches)
     return HealConfig.model_validate(fields)
 
 
+def split_mode(label: str) -> tuple[str, int]:
+    """``"heal-memory:2"`` -> ``("heal-memory", 2)``; ``"heal"`` -> ``("heal", 1)``. Raises
+    ``SuiteError`` for an unknown mode or pass."""
+    mode, sep, number = label.partition(":")
+    if mode not in MODES:
+        raise SuiteError(f"Unknown mode {mode!r}. Choose from: {', '.join(MODES)}.")
+    passes = PASSES.get(mode, 1)
+    if not sep:
+        return mode, 1
+    if not number.isdigit() or not 1 <= int(number) <= passes or mode not in PASSES:
+        raise SuiteError(
+            f"Unknown pass {label!r}: "
+            + (f"{mode} has passes 1 to {passes}." if mode in PASSES else f"{mode} has one.")
+        )
+    return mode, int(number)
+
+
 def parse_modes(text: str | Sequence[str]) -> tuple[str, ...]:
-    """``"single_shot,heal"`` -> ``("single_shot", "heal")``, validated, order kept, no repeats."""
+    """``"single_shot,heal"`` -> ``("single_shot", "heal")``, validated, order kept, no
+    repeats; a mode in ``PASSES`` becomes one label per pass (``heal-memory`` ->
+    ``heal-memory:1``, ``heal-memory:2``)."""
     items = text.split(",") if isinstance(text, str) else list(text)
     modes: list[str] = []
     for item in (i.strip() for i in items):
         if not item:
             continue
-        if item not in MODES:
-            raise SuiteError(f"Unknown mode {item!r}. Choose from: {', '.join(MODES)}.")
-        if item not in modes:
-            modes.append(item)
+        mode, _ = split_mode(item)
+        labels = [f"{mode}:{n}" for n in range(1, PASSES[mode] + 1)] if mode in PASSES else [mode]
+        modes += [label for label in labels if label not in modes]
     if not modes:
         raise SuiteError(f"No mode given. Choose from: {', '.join(MODES)}.")
     return tuple(modes)

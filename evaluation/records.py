@@ -53,7 +53,8 @@ class TaskRecord(Record):
     category: str
     """Task category."""
     mode: str
-    """Benchmark mode (see ``evaluation.modes``)."""
+    """Benchmark mode (see ``evaluation.modes``); a pass of a mode run several times is
+    ``MODE:N`` (``heal-memory:2``)."""
     model: str
     """``provider:model`` that served the run."""
     passed: bool
@@ -100,6 +101,9 @@ class TaskRecord(Record):
     candidates: tuple[dict[str, Any], ...] = ()
     """The population: each candidate's origin, round, parent, cluster, test outcomes, probe
     outputs and code."""
+    remembered: tuple[dict[str, Any], ...] = ()
+    """What the run recalled from the memory across runs (``heal-memory`` only): lessons and
+    a verified solution, each with the run it was learnt in."""
     honesty: HonestyReport | None = None
     """Check that no reference assertion was sent to the model."""
     config: dict[str, Any] = Field(default_factory=dict)

@@ -9,7 +9,15 @@ from typing import Any
 
 from evaluation.environment import RunInfo
 from evaluation.errors import ResultsFileError
-from evaluation.metrics import Comparison, ModeMetrics, compare, summarise
+from evaluation.metrics import (
+    Comparison,
+    MemoryUse,
+    ModeMetrics,
+    compare,
+    memory_use,
+    summarise,
+)
+from evaluation.modes import split_mode
 from evaluation.records import TaskRecord
 from selfheal.records import Record
 
@@ -43,7 +51,10 @@ class Summary(Record):
     metrics: dict[str, ModeMetrics]
     """Per-mode metrics over the records finished so far."""
     comparisons: tuple[Comparison, ...]
-    """Each mode against the first mode (the baseline)."""
+    """Each mode against the first mode (the baseline), and each later pass of a mode run
+    several times (``heal-memory:2``) against its first pass."""
+    memory: tuple[MemoryUse, ...] = ()
+    """For each pass of a memory mode: what its runs recalled and what that did."""
     complete: bool
     """True when every selected (task, mode) has a record."""
     tasks: tuple[dict[str, Any], ...]
@@ -93,12 +104,20 @@ def build_summary(
     order = {t: i for i, t in enumerate(task_ids)}
     chosen = sorted(latest.values(), key=lambda r: (order[r.task_id], settings.modes.index(r.mode)))
     baseline = settings.modes[0]
+    comparisons = [compare(chosen, baseline, m) for m in settings.modes[1:]]
+    for m in settings.modes:
+        mode, n = split_mode(m)
+        first = f"{mode}:1"
+        if n > 1 and first in settings.modes and first != baseline:
+            comparisons.append(compare(chosen, first, m))
+    memory_modes = [m for m in settings.modes if ":" in m]
     return Summary(
         settings=settings,
         runs=tuple(runs),
         tasks_selected=len(task_ids),
         metrics={m: summarise(chosen, m) for m in settings.modes},
-        comparisons=tuple(compare(chosen, baseline, m) for m in settings.modes[1:]),
+        comparisons=tuple(comparisons),
+        memory=tuple(memory_use(chosen, m) for m in memory_modes),
         complete=len(latest) == len(task_ids) * len(settings.modes),
         tasks=tuple(_compact(r) for r in chosen),
     )
@@ -148,7 +167,7 @@ def render_markdown(summary: Summary) -> str:
                 f"{m.disputed_passed} of those {m.disputed} pass the reference tests.",
             ]
     if summary.comparisons:
-        lines += ["", "Paired against the baseline (same tasks):", ""]
+        lines += ["", "Paired comparisons (same tasks):", ""]
         for c in summary.comparisons:
             gained = ", ".join(c.gained) or "none"
             lost = ", ".join(c.lost) or "none"
@@ -156,6 +175,15 @@ def render_markdown(summary: Summary) -> str:
                 f"- `{c.mode}` vs `{c.baseline}` on {c.tasks} tasks: both pass {c.both}, "
                 f"gained {len(c.gained)} ({gained}), lost {len(c.lost)} ({lost}), "
                 f"neither {c.neither}."
+            )
+    if summary.memory:
+        lines += ["", "Memory across runs (each pass in order, one memory that starts empty):", ""]
+        for u in summary.memory:
+            lines.append(
+                f"- `{u.mode}`: remembered lessons went into the prompts on {u.lessons} of "
+                f"{u.tasks} task(s); a remembered verified solution joined the first round on "
+                f"{u.solutions} and was the chosen candidate on {u.chosen} (passing the "
+                f"reference tests on {u.chosen_passed} of those)."
             )
     categories = sorted({c for m in summary.metrics.values() for c in m.by_category})
     if len(categories) > 1:

@@ -10,8 +10,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from evaluation.errors import ResultsFileError
 from evaluation.honesty import check_calls
-from evaluation.modes import config_for
+from evaluation.modes import config_for, split_mode
 from evaluation.recording import RecordingProvider
 from evaluation.records import AttemptRecord, TaskRecord, TestRecord
 from evaluation.results_file import ResultsFile
@@ -105,6 +106,12 @@ class BenchmarkRunner:
             )
             for m in self.modes
         }
+        # the memory modes share one memory of their own, beside the results (never the
+        # user's); it starts empty with the run and is kept for --resume
+        self.memory_path = results.path.parent / "memory.sqlite3"
+        for m, config in self.configs.items():
+            if config.memory and config.memory_path is None:
+                self.configs[m] = config.model_copy(update={"memory_path": str(self.memory_path)})
         self._score_limits = score_limits
         self._progress = progress
         self._clock = clock
@@ -114,9 +121,11 @@ class BenchmarkRunner:
     # ------------------------------------------------------------------ planning
 
     def plan(self, *, resume: bool) -> list[tuple[Task, str]]:
-        """The (task, mode) pairs still to run, task-major so partial runs stay paired."""
+        """The (task, mode) pairs still to run, task-major so partial runs stay paired; a
+        later pass of a mode (``heal-memory:2``) after every earlier one, the suite in order."""
         done = self.results.done() if resume else set()
-        return [(t, m) for t in self.tasks for m in self.modes if (t.id, m) not in done]
+        pairs = [(t, m) for t in self.tasks for m in self.modes if (t.id, m) not in done]
+        return sorted(pairs, key=lambda pair: split_mode(pair[1])[1])  # stable: order kept
 
     # ------------------------------------------------------------------ one task
 
@@ -256,7 +265,10 @@ class BenchmarkRunner:
             lessons=tuple(str(getattr(lesson, "text", lesson)) for lesson in result.lessons),
             timeline=tuple(_dump(e) for e in result.timeline),
             evidence=_dump(result.evidence) if hasattr(result, "evidence") else None,
-            candidates=tuple(_candidate(c) for c in population),
+            candidates=tuple(
+                _candidate(c, chosen=c.id == _chosen(attempts, final_code)) for c in population
+            ),
+            remembered=tuple(_dump(r) for r in getattr(result, "remembered", ()) or ()),
             run_id=str(getattr(result, "run_id", "")),
             finished_at=time.time(),
         )
@@ -284,6 +296,13 @@ class BenchmarkRunner:
         re-raises (the file then holds everything that finished)."""
         if resume:
             self.results.repair_tail()
+        elif self.memory_path.exists() and any(
+            c.memory_path == str(self.memory_path) for c in self.configs.values()
+        ):
+            raise ResultsFileError(
+                f"{self.memory_path} already holds a memory, and a memory mode's first pass must "
+                "start from an empty one. Move it away, or pass --resume to continue that run."
+            )
         pending = self.plan(resume=resume)
         previous = self.results.latest() if resume else {}
         counts: dict[str, list[int]] = {m: [0, 0] for m in self.modes}  # passed, total
@@ -308,11 +327,15 @@ class BenchmarkRunner:
 
         try:
             with self._bar(len(pending)) as bar:
-                if self.workers == 1:
-                    for task, mode in pending:
-                        finished(self.run_one(task, mode), bar)
-                else:
-                    self._run_parallel(pending, lambda r: finished(r, bar))
+                # each pass starts once the one before it has finished (a second pass recalls
+                # what the whole first pass learnt)
+                for n in sorted({split_mode(m)[1] for _, m in pending}):
+                    phase = [(t, m) for t, m in pending if split_mode(m)[1] == n]
+                    if self.workers == 1:
+                        for task, mode in phase:
+                            finished(self.run_one(task, mode), bar)
+                    else:
+                        self._run_parallel(phase, lambda r: finished(r, bar))
         finally:
             self.close()
         return new
@@ -346,14 +369,21 @@ class BenchmarkRunner:
             closer()
 
 
-def _candidate(c: Any) -> dict[str, Any]:
+def _chosen(attempts: Sequence[Any], code: str | None) -> str | None:
+    """The id of the candidate the final code is (the last attempt with that code)."""
+    return next((a.candidate for a in reversed(attempts) if a.code == code), None)
+
+
+def _candidate(c: Any, *, chosen: bool = False) -> dict[str, Any]:
     """One member of the population, as the record keeps it."""
     report = getattr(c, "report", None)
     return {
         "id": c.id,
+        "chosen": chosen,
         "origin": c.origin,
         "round": c.round,
         "parent": c.parent,
+        "memory_id": getattr(c, "memory_id", None),
         "temperature": c.temperature,
         "cluster": c.cluster,
         "loaded": bool(report is not None and report.load.ok),

@@ -3,6 +3,7 @@
 selfheal heal "SPEC" [--provider P] [--model M] [--max-iterations N] [--autonomy A]
                      [--out FILE] [--json] [--entry-point NAME] [--test ASSERT ...]
 selfheal runs list | show ID [--calls] | fork ID --at K [...] | resume ID [--approve|--reject R|--edit F]
+selfheal memory list | show ID | forget ID... | clear [--yes]
 selfheal doctor [--no-load]
 selfheal serve [--port N] [--slots N] [--ctx N] [--threads N] [--model GGUF] [--api-key KEY]
 """
@@ -22,6 +23,7 @@ from selfheal.config import HealConfig
 from selfheal.errors import SelfHealError
 from selfheal.graph.checkpoint import find_run, list_runs, read_states
 from selfheal.graph.runner import Run
+from selfheal.memory.command import add_parser as add_memory_parser
 from selfheal.request import HealRequest
 from selfheal.result import HealResult
 from selfheal.state import Decision, Event, HealState, Proposal
@@ -73,6 +75,7 @@ def _config(args: argparse.Namespace) -> HealConfig:
         ("candidates", "candidates"),
         ("critic", "critic"),
         ("adversarial", "adversarial_tests"),
+        ("memory", "memory"),
     ):
         value = getattr(args, option)
         if value is not None:
@@ -146,6 +149,8 @@ def _finish(result: HealResult, args: argparse.Namespace) -> int:
             print("\n" + evidence_line(result), file=out)
         if result.lessons:
             print("\nlessons:\n" + "\n".join(f"  - {x}" for x in result.lessons), file=out)
+        if result.remembered:
+            print("\nremembered from earlier runs:\n" + result.remembered_text(), file=out)
         if result.error:
             print(f"\nerror: {result.error}", file=out)
         if result.code:
@@ -238,6 +243,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(f"run {result.run_id}  ({len(states)} checkpoints)  {path}")
         print(f"status {result.status}, {result.iterations} iteration(s)\n")
         print(result.timeline_text())
+        if result.remembered:
+            print("\nremembered from earlier runs:\n" + result.remembered_text())
         print("\ntests:\n" + result.tests_text())
         if result.candidates:
             print("\ncandidates:\n" + result.candidates_text())
@@ -364,6 +371,12 @@ def build_parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         help="ask for edge-case tests against the first candidate (off by default)",
     )
+    h.add_argument(
+        "--memory",
+        action=argparse.BooleanOptionalAction,
+        help="recall lessons and verified solutions from earlier runs, and remember this one "
+        "(on by default; see `selfheal memory`)",
+    )
     h.add_argument("--no-spec-tests", action="store_true")
     h.add_argument(
         "--debugger-steps",
@@ -406,6 +419,8 @@ def build_parser() -> argparse.ArgumentParser:
     res.add_argument("--json", action="store_true")
     res.add_argument("--out")
     r.set_defaults(func=cmd_runs)
+
+    add_memory_parser(sub)
 
     d = sub.add_parser("doctor", help="what works here: providers, the local model, kernels, GPU")
     d.add_argument(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Literal, get_args
 
 from pydantic import Field
@@ -113,6 +115,14 @@ class HealConfig(Record):
     result, notebook row detail, benchmark records). Off keeps only tokens and timings."""
     runs_dir: str | None = None
     """Where run logs go; default ``$SELFHEAL_RUNS_DIR`` or ``~/.local/state/selfheal/runs``."""
+    memory: bool = True
+    """Remember across runs (``selfheal.memory``): at the start, a few lessons learnt on similar
+    specs go into the generator's prompts and a verified solution of a very similar spec joins
+    the first round as one more candidate (it must pass this spec's trusted tests like any
+    other); at the end, the run's lessons and, when verified, its solution are written down."""
+    memory_path: str | None = None
+    """The memory's SQLite file; default ``$SELFHEAL_MEMORY``, else ``memory.sqlite3`` beside the
+    run logs in the runs directory (so a runs directory and its memory go together)."""
 
     @classmethod
     def single_shot(cls, **changes: object) -> HealConfig:
@@ -132,3 +142,28 @@ class HealConfig(Record):
         }
         base.update(changes)
         return cls.model_validate(base)
+
+
+def default_runs_dir() -> Path:
+    """``$SELFHEAL_RUNS_DIR``, else ``$XDG_STATE_HOME/selfheal/runs``, else ``~/.local/state/selfheal/runs``."""
+    env = os.environ.get("SELFHEAL_RUNS_DIR")
+    if env:
+        return Path(env).expanduser()
+    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state_home) / "selfheal" / "runs"
+
+
+def runs_dir_for(configured: str | None) -> Path:
+    """The runs directory of a config's ``runs_dir`` (None: the default)."""
+    return Path(configured).expanduser() if configured else default_runs_dir()
+
+
+def memory_path_for(config: HealConfig) -> Path:
+    """Where ``config``'s memory lives: ``memory_path``, else ``$SELFHEAL_MEMORY``, else
+    ``memory.sqlite3`` beside the run logs in its runs directory."""
+    if config.memory_path:
+        return Path(config.memory_path).expanduser()
+    env = os.environ.get("SELFHEAL_MEMORY")
+    if env:
+        return Path(env).expanduser()
+    return runs_dir_for(config.runs_dir) / "memory.sqlite3"

@@ -1,4 +1,5 @@
-"""``Context``: the effectful services a node may use (models, sandbox, clock, event sink).
+"""``Context``: the effectful services a node may use (models, sandbox, memory, clock, event
+sink).
 
 Nodes are pure functions ``(state, ctx) -> state``: everything that talks to the world goes
 through ``ctx``, so tests swap in a scripted provider and a real (or fake) executor.
@@ -13,7 +14,7 @@ from typing import Any, Protocol
 
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.llm.base import Provider
-from selfheal.state import Event
+from selfheal.state import Event, HealState, Remembered
 
 EventSink = Callable[[Event], None]
 """Receives events as they happen (the CLI's progress lines, the notebook view)."""
@@ -26,6 +27,22 @@ class ModelRouter(Protocol):
     """Gives the provider for a role (``selfheal.llm.router.Router`` is the real one)."""
 
     def for_role(self, role: str) -> Provider: ...
+
+
+class MemoryStore(Protocol):
+    """Remembers across runs (``selfheal.memory.Memory`` is the real one)."""
+
+    path: Any
+    """Where it lives (shown on the timeline)."""
+
+    def recall(self, state: HealState) -> tuple[Remembered, ...]:
+        """What a new run of ``state``'s spec should be shown."""
+        ...
+
+    def learn(self, state: HealState) -> Any:
+        """Write down what the finished run ``state`` teaches; the result has
+        ``summary(path) -> str``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -53,6 +70,8 @@ class Context:
     """Live event receiver."""
     on_token: TokenSink | None = None
     """Live token receiver."""
+    memory: MemoryStore | None = None
+    """The memory across runs (None: off)."""
     extras: Mapping[str, Any] = field(default_factory=dict)
     """Anything else a caller wants nodes to see (unused by the built-in nodes)."""
 

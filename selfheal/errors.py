@@ -4,7 +4,8 @@ The tree is small on purpose::
 
     SelfHealError
     ├── ConfigError                  you asked for something that cannot work as asked
-    │   └── MissingDependency        an optional extra is not installed (also an ImportError)
+    │   ├── MissingDependency        an optional extra is not installed (also an ImportError)
+    │   └── MemoryUnavailable        the memory across runs cannot be opened or written
     ├── ProviderError                a language-model call failed
     │   ├── ProviderUnavailable      the server/backend cannot be reached
     │   ├── ModelNotFound            the backend does not have that model
@@ -32,6 +33,7 @@ __all__ = [
     "CandidateTimeout",
     "ConfigError",
     "MalformedReply",
+    "MemoryUnavailable",
     "MissingDependency",
     "ModelNotFound",
     "ProviderError",
@@ -61,6 +63,11 @@ class MissingDependency(ConfigError, ImportError):
         super().__init__(
             f"{package!r} is needed{what} but is not installed. Install it with: {how}"
         )
+
+
+class MemoryUnavailable(ConfigError):
+    """The memory across runs (``selfheal.memory``) cannot be opened, read or written: an
+    unwritable path, a file that is not a SQLite database, a lock held too long."""
 
 
 class ProviderError(SelfHealError):

@@ -16,8 +16,8 @@ failing function through ``linecache``, where IPython keeps every cell's source.
   trusted test, and without one the fix cannot be verified), show the change for approval
   (autonomy ``review_all`` by default) and, once verified, offer the fixed cell.
 - ``%selfheal_config [key=value ...]``: show or set the defaults the magics use in this
-  notebook (``model``, ``autonomy``, ``max_iterations``, ``on_headless`` and any other
-  ``HealConfig`` field).
+  notebook (``model``, ``autonomy``, ``max_iterations``, ``on_headless``, ``memory=off`` and
+  any other ``HealConfig`` field).
 """
 
 from __future__ import annotations
@@ -118,7 +118,8 @@ def _count(value: str) -> int:
 
 def _setting(word: str) -> tuple[str, Any]:
     """``key=value`` of ``%selfheal_config``: a ``HealConfig`` field and its value (``none``
-    unsets it; ``true``/``false`` are booleans; the rest pydantic validates)."""
+    unsets it; ``true``/``false`` and ``on``/``off`` are booleans, as in ``memory=off``; the
+    rest pydantic validates)."""
     key, sep, raw = word.partition("=")
     key = key.strip().replace("-", "_")
     if not sep:
@@ -132,8 +133,8 @@ def _setting(word: str) -> tuple[str, Any]:
     low = raw.lower()
     if low in ("none", "null", ""):
         return key, None
-    if low in ("true", "false"):
-        return key, low == "true"
+    if low in ("true", "false", "on", "off"):
+        return key, low in ("true", "on")
     return key, raw
 
 
@@ -263,7 +264,10 @@ class SelfhealMagics(Magics):
                 else:
                     d.config[k] = v
         cfg = d.heal_config()
-        shown = {k: getattr(cfg, k) for k in ("model", "autonomy", "max_iterations", "on_headless")}
+        shown = {
+            k: getattr(cfg, k)
+            for k in ("model", "autonomy", "max_iterations", "on_headless", "memory")
+        }
         shown.update({k: getattr(cfg, k) for k in d.config})
         body = "\n".join(f"  {k} = {v!r}" for k, v in shown.items())
         provider = f"\n  provider = {d.provider!r}" if d.provider is not None else ""

@@ -17,6 +17,7 @@ from selfheal.state import (
     Event,
     Evidence,
     HealState,
+    Remembered,
     Status,
     TestCase,
     Usage,
@@ -25,6 +26,22 @@ from selfheal.state import (
 
 def _dump_all(records: Sequence[Record]) -> list[dict[str, Any]]:
     return [r.model_dump(mode="json") for r in records]
+
+
+def remembered_lines(state: HealState) -> tuple[str, ...]:
+    """One line per thing the run recalled from the memory across runs, saying which run it
+    came from (and, for a verified solution, the candidate it became)."""
+    out: list[str] = []
+    for r in state.remembered:
+        if r.kind == "lesson":
+            out.append(f"{r.text} ({r.id}, remembered from run {r.run_id})")
+            continue
+        joined = next((c.id for c in state.candidates if c.memory_id == r.id), None)
+        out.append(
+            f"verified solution {r.id} of a spec {r.score:.0%} alike, remembered from run "
+            f"{r.run_id}" + (f": candidate {joined}" if joined else "")
+        )
+    return tuple(out)
 
 
 _ICON = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "crashed": "☠"}
@@ -100,6 +117,15 @@ class HealResult(Record):
     def lessons(self) -> tuple[str, ...]:
         """The final lessons."""
         return tuple(lesson.text for lesson in self.state.lessons)
+
+    @property
+    def remembered(self) -> tuple[Remembered, ...]:
+        """What the run recalled from the memory across runs (lessons, a verified solution)."""
+        return self.state.remembered
+
+    def remembered_text(self) -> str:
+        """One line per remembered lesson or solution, with the run it came from."""
+        return "\n".join(f"  - {x}" for x in remembered_lines(self.state))
 
     @property
     def timeline(self) -> tuple[Event, ...]:
@@ -188,6 +214,7 @@ class HealResult(Record):
             "attempts": _dump_all(s.attempts),
             "diagnoses": _dump_all(s.diagnoses),
             "lessons": list(self.lessons),
+            "remembered": _dump_all(s.remembered),
             "timeline": _dump_all(s.events),
             "usage": s.usage.model_dump(mode="json"),
             "config": s.config.model_dump(mode="json"),
@@ -203,6 +230,7 @@ class HealResult(Record):
                 "origin": c.origin,
                 "round": c.round,
                 "parent": c.parent,
+                "memory_id": c.memory_id,
                 "cluster": c.cluster,
                 "loaded": bool(c.report and c.report.load.ok),
                 "behaviour": c.behaviour,
@@ -319,6 +347,9 @@ class HealResult(Record):
                 )
         if self.lessons:
             lines += ["", "Lessons:"] + [f"- {x}" for x in self.lessons]
+        if self.remembered:
+            lines += ["", "Remembered from earlier runs:"]
+            lines += [f"- {x}" for x in remembered_lines(self.state)]
         if self.error:
             lines += ["", f"Error: {self.error}"]
         return "\n".join(lines)

@@ -32,6 +32,7 @@ Origin = Literal["spec_blind", "adversarial", "example", "user", "critic"]
 """Where a test came from. ``example`` and ``user`` tests are trusted; model-written ones are not."""
 
 NodeName = Literal[
+    "recall",
     "plan_tests",
     "generate",
     "gate",
@@ -227,6 +228,9 @@ class Candidate(Record):
     cluster: int | None = None
     """Its cluster (0 = the largest) among candidates that pass every trusted test; None when it
     fails one or did not load."""
+    memory_id: str | None = None
+    """For a ``memory`` candidate: the id of the remembered solution it is (``S3``, one of
+    ``HealState.remembered``)."""
 
 
 class Evidence(Record):
@@ -277,6 +281,25 @@ class Attempt(Record):
     """The sandbox's verdict, once executed."""
     candidate: str | None = None
     """The id of the candidate this attempt is (population runs)."""
+
+
+class Remembered(Record):
+    """Something a run recalled from the memory across runs at its start (``selfheal.memory``)."""
+
+    id: str
+    """Its id in the memory: ``L3`` a lesson, ``S2`` a verified solution (``selfheal memory
+    show ID``)."""
+    kind: Literal["lesson", "solution"]
+    """A lesson (goes into the generator's prompts) or a verified solution (joins the first
+    round as a ``memory`` candidate)."""
+    text: str
+    """The lesson, or the solution's code."""
+    run_id: str
+    """The run it was learnt in."""
+    spec: str
+    """The spec of that run."""
+    score: float = 0.0
+    """How closely that spec matches this one: 0..1, the share of their keywords in common."""
 
 
 class Lesson(Record):
@@ -431,7 +454,7 @@ class HealState(Record):
     """The config it runs with."""
     status: Status = "running"
     """Where the run stands."""
-    next: NodeName = "plan_tests"
+    next: NodeName = "recall"
     """The node the runner executes next (``done`` when finished)."""
     step: int = 0
     """Number of nodes executed."""
@@ -454,6 +477,9 @@ class HealState(Record):
     """Every diagnosis, in order."""
     lessons: tuple[Lesson, ...] = ()
     """The rolling lessons (at most five)."""
+    remembered: tuple[Remembered, ...] = ()
+    """What the run recalled from the memory across runs (lessons and at most one verified
+    solution), at its start."""
     reviews: tuple[CriticReview, ...] = ()
     """Every critic review."""
     decisions: tuple[Decision, ...] = ()

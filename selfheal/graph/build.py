@@ -10,6 +10,7 @@ from __future__ import annotations
 from selfheal.config import HealConfig
 from selfheal.context import Context, EventSink, FixedRouter, ModelRouter, TokenSink
 from selfheal.kernel_sandbox.types import Executor
+from selfheal.memory import open_memory
 from selfheal.request import HealRequest, ProviderArg
 
 __all__ = ["context_for", "make_context", "make_router"]
@@ -36,14 +37,16 @@ def make_context(
     on_token: TokenSink | None = None,
 ) -> Context:
     """The services of a run: the router for ``provider``/``config``, ``executor`` (default:
-    the shared kernel pool) and the live sinks."""
+    the shared kernel pool), the memory across runs (when ``config.memory``; a memory that
+    cannot be opened is a ``MemoryUnavailable`` here, before any model call) and the live
+    sinks."""
+    llm = make_router(config, provider)
+    memory = open_memory(config)
     if executor is None:
         from selfheal.kernel_sandbox import get_default_pool
 
         executor = get_default_pool()
-    return Context(
-        llm=make_router(config, provider), executor=executor, sink=sink, on_token=on_token
-    )
+    return Context(llm=llm, executor=executor, sink=sink, on_token=on_token, memory=memory)
 
 
 def context_for(request: HealRequest) -> Context:

@@ -8,21 +8,18 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from selfheal.config import default_runs_dir, runs_dir_for
 from selfheal.errors import ConfigError
 from selfheal.state import HealState
 
-
-def default_runs_dir() -> Path:
-    """``$SELFHEAL_RUNS_DIR``, else ``$XDG_STATE_HOME/selfheal/runs``, else ``~/.local/state/selfheal/runs``."""
-    env = os.environ.get("SELFHEAL_RUNS_DIR")
-    if env:
-        return Path(env).expanduser()
-    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state_home) / "selfheal" / "runs"
-
-
-def runs_dir_for(configured: str | None) -> Path:
-    return Path(configured).expanduser() if configured else default_runs_dir()
+__all__ = [
+    "RunLog",
+    "default_runs_dir",
+    "find_run",
+    "list_runs",
+    "read_states",
+    "runs_dir_for",
+]
 
 
 class RunLog:

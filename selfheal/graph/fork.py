@@ -80,7 +80,7 @@ def fork(
         and model is None
         and models is None
     ):
-        ctx = Context(llm=run.ctx.llm, executor=executor, sink=sink)
+        ctx = Context(llm=run.ctx.llm, executor=executor, sink=sink, memory=run.ctx.memory)
     else:
         ctx = make_context(cfg, provider, executor=executor, sink=sink)
     return type(run).new(forked, ctx, persist=run.log is not None)

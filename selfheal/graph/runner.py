@@ -248,7 +248,7 @@ def _end_detail(state: HealState, node: str, first_new_event: int) -> str:
         if e.kind in ("info", "error", "decision") and e.detail
     ]
     if node == "finish":
-        return f"status {state.status}"
+        return f"status {state.status}" + (f"; {infos[-1]}" if infos else "")
     if node in ("generate", "repair") and state.pending is not None:
         lines = state.pending.code.count("\n") + 1
         return f"proposed {lines} line(s)" + (f"; {infos[-1]}" if infos else "")

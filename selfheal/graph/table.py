@@ -1,16 +1,18 @@
 """The pipeline as one table: each node, the pure function it runs, and where it goes next.
 
-    plan_tests ─▶ generate ─▶ gate ─▶ [adversarial] ─▶ execute ─▶ select ─┬─ settled ─▶ [critic] ─▶ finish
-                     ▲  ▲       ▲                        ▲                 ├─ top up ──▶ generate
-                     │  │       │                        │                 ├─ split ───▶ consult ─▶ select
-                     │  │       └── repair ◀── [lessons] ◀── diagnose ◀────┴─ failing
-                     │  └── (review_all / review_repairs: a human answers at the gate)
+    recall ─▶ plan_tests ─▶ generate ─▶ gate ─▶ [adversarial] ─▶ execute ─▶ select ─┬─ settled ─▶ [critic] ─▶ finish
+                               ▲  ▲       ▲                        ▲                 ├─ top up ──▶ generate
+                               │  │       │                        │                 ├─ split ───▶ consult ─▶ select
+                               │  │       └── repair ◀── [lessons] ◀── diagnose ◀────┴─ failing
+                               │  └── (review_all / review_repairs: a human answers at the gate)
 
 ``generate`` asks for a population (the greedy answer plus samples, with the spec-blind test
 writer at the same time); ``execute`` runs every candidate on every test and probe input;
 ``select`` ranks them (trusted tests, then agreement) and keeps the winner as the round's
-attempt. A node is ``(state, ctx) -> state``; a route is ``state -> next node name``. Routing
-reads only the state, so every path can be tested by scripting the provider.
+attempt. ``recall`` (first) brings in what the memory across runs holds for the spec;
+``finish`` (last) writes down what the run taught. A node is ``(state, ctx) -> state``; a
+route is ``state -> next node name``. Routing reads only the state, so every path can be
+tested by scripting the provider.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from selfheal.context import Context
 from selfheal.graph.execute import execute
 from selfheal.graph.gate import finish, gate
+from selfheal.graph.memory import recall, remember
 from selfheal.graph.select import select
 from selfheal.roles.adversary import adversarial
 from selfheal.roles.critic import critic
@@ -141,6 +144,11 @@ def after_decision(s: HealState) -> NodeName:
     return after_gate(s)
 
 
+def finish_and_remember(s: HealState, ctx: Context) -> HealState:
+    """``finish``, then the run's lessons and verified solution go into the memory."""
+    return remember(finish(s, ctx), ctx)
+
+
 # -- the table --------------------------------------------------------------------------------
 
 
@@ -172,6 +180,7 @@ GRAPH: dict[str, Step] = {
     s.name: s
     for s in (
         #    node          function     next nodes                                 route
+        Step("recall", recall, ("plan_tests",)),
         Step("plan_tests", plan_tests, ("generate",), role="test_writer"),
         Step("generate", generate, ("gate", "finish"), after_generate, role="generator"),
         Step("gate", gate, ("gate", "adversarial", "execute", "finish"), after_gate),
@@ -194,11 +203,11 @@ GRAPH: dict[str, Step] = {
         ),
         Step("lessons", summarize, ("repair",), role="lessons"),
         Step("repair", repair, ("gate", "finish"), after_repair, role="generator"),
-        Step("finish", finish, ("done",)),
+        Step("finish", finish_and_remember, ("done",)),
     )
 }
 
-START: NodeName = "plan_tests"
+START: NodeName = "recall"
 """Where every run begins."""
 
 AFTER_DECISION: tuple[NodeName, ...] = tuple(

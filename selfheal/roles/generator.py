@@ -17,6 +17,7 @@ from selfheal.diffs import unified_diff
 from selfheal.errors import MalformedReply, ProviderError
 from selfheal.llm.base import Message
 from selfheal.llm.parsing import prose
+from selfheal.memory.recall import remembered_candidates
 from selfheal.roles._calls import CallLog, ask_for_code, concurrently, info, record_failure
 from selfheal.roles.test_writer import spec_blind_tests, with_examples
 from selfheal.spec import find_examples
@@ -99,6 +100,7 @@ def _base_variables(state: HealState) -> dict[str, Any]:
         "entry_point": spec.entry_point or "",
         "examples": [f"{e.call} == {e.expected}" for e in spec.examples],
         "lessons": _shown_lessons(state),
+        "remembered": [r.text for r in state.remembered if r.kind == "lesson"],
         "feedback": state.feedback,
         "failures": [],
     }
@@ -174,7 +176,8 @@ def _name_the_function(state: HealState, code: str, ctx: Context, log: CallLog) 
 
 def generate(state: HealState, ctx: Context) -> HealState:
     """The first round: the greedy answer plus samples (``first_sample`` of them first), with
-    the spec-blind test writer asked at the same time; or the top-up to ``candidates``."""
+    the spec-blind test writer asked at the same time, and a remembered verified solution of a
+    very similar spec when the run recalled one; or the top-up to ``candidates``."""
     cfg = state.config
     log = CallLog()
     first_round = [c for c in state.candidates if c.round <= 1]
@@ -183,7 +186,8 @@ def generate(state: HealState, ctx: Context) -> HealState:
         want = min(cfg.first_sample, cfg.candidates)
         requests = [_Request("greedy", "generator", base, cfg.temperature)]
     else:
-        want = cfg.candidates - len(first_round)
+        # the model's own answers count; a remembered solution is one more
+        want = cfg.candidates - sum(c.origin in ("greedy", "sample") for c in first_round)
         requests = []
     requests += [
         _Request("sample", "generator", base, cfg.sample_temperature)
@@ -207,6 +211,12 @@ def generate(state: HealState, ctx: Context) -> HealState:
     if isinstance(results[0], BaseException):
         raise results[0]
     candidates: list[Candidate] = results[0]
+    if not first_round and state.pending is None:  # the first request: remembered solutions join
+        remembered = remembered_candidates(state, len(state.candidates) + len(candidates))
+        candidates += [
+            c.model_copy(update={"code": with_prelude(c.code, state.spec.prelude)})
+            for c in remembered
+        ]
     if not candidates:
         return log.apply(state, status="failed", error="The generator gave no usable code.")
     if write_tests:

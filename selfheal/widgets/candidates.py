@@ -34,7 +34,8 @@ class CandidateRow(Record):
     round: int
     """The round (iteration) that produced it."""
     parent: str | None = None
-    """The candidate it was patched from."""
+    """The candidate it was patched from, or the remembered solution (``S2``) a ``memory``
+    candidate is."""
     temperature: float = 0.0
     """Sampling temperature of its request."""
     state: CandidateState
@@ -151,7 +152,7 @@ def candidate_row(
         id=c.id,
         origin=c.origin,
         round=c.round,
-        parent=c.parent,
+        parent=c.parent or c.memory_id,
         temperature=c.temperature,
         state="proposed" if proposed else "not run",
         icon=CANDIDATE_ICONS["proposed" if proposed else "not run"],

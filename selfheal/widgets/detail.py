@@ -11,6 +11,7 @@ from selfheal.agreement import canonical_literal
 from selfheal.diffs import unified_diff
 from selfheal.llm.base import Message
 from selfheal.records import Record
+from selfheal.result import remembered_lines
 from selfheal.state import Candidate, HealState
 from selfheal.widgets.candidates import (
     CandidateRow,
@@ -209,6 +210,8 @@ def row_detail(
                     lines.extend(f"concern: {c}" for c in rv.concerns)
     elif row.node == "lessons":
         lines.extend(f"lesson: {x.text}" for x in state.lessons)
+    elif row.node == "recall":
+        lines.extend(f"remembered: {x}" for x in remembered_lines(state))
     elif row.node == "approval" and row.state == "waiting" and state.pending is not None:
         prop = state.pending
         code = unified_diff(prop.previous_code, prop.code) if prop.previous_code else prop.code

@@ -91,6 +91,8 @@ def render_text(state: HealState, *, live: bool = False) -> str:
         out += ["", "Lessons:"] + [f"  - {x}" for x in lv.current]
     if lv.carried:
         out += ["Carried in from earlier:"] + [f"  - {x}" for x in lv.carried]
+    if lv.remembered:
+        out += ["", "Remembered from earlier runs:"] + [f"  - {x}" for x in lv.remembered]
     av = approval_view(state)
     if av is not None:
         out += ["", f"Approval needed ({av.kind}, would be attempt {av.iteration}):"]
@@ -159,6 +161,8 @@ def render_markdown(state: HealState, *, live: bool = False) -> str:
     lv = lessons_view(state)
     if lv.current:
         out += ["", "Lessons:"] + [f"- {x}" for x in lv.current]
+    if lv.remembered:
+        out += ["", "Remembered from earlier runs:"] + [f"- {_md_cell(x)}" for x in lv.remembered]
     av = approval_view(state)
     if av is not None:
         out += ["", f"**Approval needed** ({av.kind}):"]

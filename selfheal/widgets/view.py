@@ -232,6 +232,10 @@ class HealView(w.VBox):  # type: ignore[misc]
             parts.append("<b>Carried in from earlier</b><ul>")
             parts += [f"<li>{html.escape(x)}</li>" for x in lv.carried]
             parts.append("</ul>")
+        if lv.remembered:
+            parts.append("<b>Remembered from earlier runs</b><ul>")
+            parts += [f"<li>{html.escape(x)}</li>" for x in lv.remembered]
+            parts.append("</ul>")
         self.lessons_html.value = "".join(parts)
         av = approval_view(state)
         if av is not None and self._approver is not None and self._approver.waiting:

@@ -13,6 +13,7 @@ from typing import Literal
 
 from selfheal.diffs import unified_diff
 from selfheal.records import Record
+from selfheal.result import remembered_lines
 from selfheal.state import Attempt, Event, HealState, TestCase
 
 RowState = Literal["running", "done", "error", "waiting"]
@@ -101,6 +102,9 @@ class LessonsView(Record):
     """The lessons the run holds now (at most five)."""
     carried: tuple[str, ...]
     """Lessons the run started with (written before its first attempt, e.g. given to a fork)."""
+    remembered: tuple[str, ...] = ()
+    """What the run recalled from the memory across runs, each saying where from: a lesson
+    (``... (L3, remembered from run X)``) or a verified solution and the candidate it became."""
 
 
 class ApprovalView(Record):
@@ -309,7 +313,11 @@ def lessons_view(state: HealState) -> LessonsView:
     if state.parent is not None and "lessons" in state.parent.changes:
         start = state.parent.at_iteration
     carried = tuple(x.text for x in state.lessons if x.iteration <= start)
-    return LessonsView(current=tuple(x.text for x in state.lessons), carried=carried)
+    return LessonsView(
+        current=tuple(x.text for x in state.lessons),
+        carried=carried,
+        remembered=remembered_lines(state),
+    )
 
 
 def approval_view(state: HealState) -> ApprovalView | None:

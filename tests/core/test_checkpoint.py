@@ -107,8 +107,11 @@ def test_killed_run_resumes_to_the_same_result(
     }
     resumed = Run.load(logs[0], provider=MockProvider(rest), executor=pool).run()
 
+    # a memory of its own: the run above remembered its verified solution, which would settle
+    # a second run of the same spec in the first round
+    fresh = s.chain(memory_path=str(tmp_path / "fresh-memory.sqlite3"))
     uninterrupted = Run.start(
-        HealRequest(s.SPEC, provider=MockProvider(SCRIPT), config=s.chain(), executor=pool)
+        HealRequest(s.SPEC, provider=MockProvider(SCRIPT), config=fresh, executor=pool)
     ).run()
     assert resumed.status == "verified"
     assert comparable(resumed.state) == comparable(uninterrupted.state)

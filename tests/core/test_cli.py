@@ -31,6 +31,7 @@ def test_heal_with_the_mock_prints_the_loop(runs_dir: Path) -> None:
     assert p.returncode == 0, p.stderr
     lines = [line.split()[1] for line in p.stderr.splitlines() if line.startswith("  ✓ ")]
     assert lines == [
+        "recall",  # nothing remembered yet
         "plan_tests", "generate", "gate", "execute", "select",  # greedy + 1 sample: both fail
         "generate", "gate", "execute", "select",  # topped up to 4: all fail the even example
         "diagnose", "repair", "gate", "execute", "select",  # 3 repairs agree

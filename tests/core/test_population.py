@@ -25,14 +25,17 @@ def run(
     script: dict[str, list[object]], pool: KernelPool, spec: str = s.SPEC, **cfg: object
 ) -> tuple[HealResult, MockProvider]:
     mock = MockProvider(script)  # type: ignore[arg-type]
-    config = HealConfig(**{"lessons": False, **cfg})  # type: ignore[arg-type]
+    # the memory off: several tests heal the same spec twice to compare populations
+    config = HealConfig(**{"lessons": False, "memory": False, **cfg})  # type: ignore[arg-type]
     return heal(spec, provider=mock, config=config, executor=pool), mock
 
 
 def test_two_agreeing_candidates_that_pass_the_examples_stop_early(pool: KernelPool) -> None:
     result, mock = run({"generator": [s.GOOD, GOOD_DOC], "test_writer": [s.NO_TESTS]}, pool)
     assert result.status == "verified"
-    assert nodes(result) == ["plan_tests", "generate", "gate", "execute", "select", "finish"]
+    assert nodes(result) == [
+        "recall", "plan_tests", "generate", "gate", "execute", "select", "finish",
+    ]  # fmt: skip
     assert [c.origin for c in result.candidates] == ["greedy", "sample"]
     assert [c.cluster for c in result.candidates] == [0, 0]
     ev = result.evidence
@@ -49,8 +52,9 @@ def test_disagreement_tops_up_and_the_majority_beats_the_greedy_answer(pool: Ker
     )
     assert result.status == "verified"
     assert len(mock.calls_for("generator")) == 4
-    assert nodes(result)[:8] == [
-        "plan_tests", "generate", "gate", "execute", "select", "generate", "gate", "execute",
+    assert nodes(result)[:9] == [
+        "recall", "plan_tests", "generate", "gate", "execute", "select", "generate", "gate",
+        "execute",
     ]  # fmt: skip
     greedy, *samples = result.candidates
     assert greedy.origin == "greedy" and greedy.cluster == 1

@@ -44,6 +44,7 @@ def test_pass_first_time(pool: KernelPool) -> None:
     assert result.status == "verified" and result.verified
     assert result.iterations == 1
     assert nodes(result) == [
+        "recall",
         "plan_tests",
         "generate",
         "gate",
@@ -70,7 +71,7 @@ def test_fail_diagnose_repair_pass(pool: KernelPool) -> None:
     assert result.status == "verified"
     assert result.iterations == 2
     assert nodes(result) == [
-        "plan_tests", "generate", "gate", "adversarial", "execute", "select",
+        "recall", "plan_tests", "generate", "gate", "adversarial", "execute", "select",
         "diagnose", "lessons", "repair", "gate", "execute", "select", "critic", "finish",
     ]  # fmt: skip
     first = result.attempts[0].report
@@ -141,7 +142,7 @@ def test_critic_rejects_with_a_test_that_forces_a_repair(pool: KernelPool) -> No
         pool,
     )
     assert result.status == "verified"
-    assert nodes(result)[4:] == [
+    assert nodes(result)[5:] == [
         "execute", "select", "critic", "execute", "select", "diagnose", "lessons", "repair",
         "gate", "execute", "select", "finish",
     ]  # fmt: skip
@@ -427,7 +428,7 @@ def test_single_shot_is_unverified(pool: KernelPool) -> None:
     result = heal(s.SPEC, provider=mock, config=HealConfig.single_shot(), executor=pool)
     assert result.status == "unverified" and not result.verified
     assert result.tests == () and result.iterations == 1
-    assert nodes(result) == ["plan_tests", "generate", "gate", "finish"]
+    assert nodes(result) == ["recall", "plan_tests", "generate", "gate", "finish"]
     assert result.evidence.summary.startswith("not executed")
     assert result.code is not None and "max(lo, min(x, hi))" in result.code
 

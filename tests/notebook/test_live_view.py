@@ -64,12 +64,12 @@ async def test_view_follows_a_live_run_and_buttons_answer(review_run: Run) -> No
     assert 'data-candidate="c7"' in view.candidates_html.value
     assert "proposed" in view.candidates_html.value
     # a click on a timeline row shows its detail
-    view.timeline_box.children[3].click()
+    view.timeline_box.children[4].click()
     assert "✓ execute" in view.detail.value and "ex2 failed" in view.detail.value
     assert "c1 greedy, round 1: trusted 1/2" in view.detail.value
     # a model call's exchange folds out under the row's detail (the test writer is asked
     # with the first generation)
-    view.timeline_box.children[1].click()
+    view.timeline_box.children[2].click()
     assert '<details class="selfheal-call"><summary>model call: test_writer via' in (
         view.detail.value
     )

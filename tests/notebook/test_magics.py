@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -95,6 +96,29 @@ def test_config_magic_shows_and_sets_defaults(
     assert defaults(shell).heal_config().autonomy == "review_repairs"  # unchanged by the error
     _run(shell, "%selfheal_config --reset")
     assert defaults(shell).heal_config().autonomy == "full_auto"
+
+
+def test_config_magic_turns_the_memory_off_and_on(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], memory_path: Path
+) -> None:
+    def heal_twice() -> HealResult:
+        for _ in range(2):
+            defaults(shell).provider = MockProvider.demo()
+            _run(shell, f"%%selfheal\n{DEMO_SPEC}\n")
+        last: HealResult = defaults(shell).last
+        assert last.verified
+        return last
+
+    _run(shell, "%selfheal_config memory=off")
+    assert "memory = False" in capsys.readouterr().out
+    assert defaults(shell).heal_config().memory is False
+    assert heal_twice().remembered == ()
+    assert not memory_path.exists()  # nothing read, nothing written
+    _run(shell, "%selfheal_config memory=on")
+    assert defaults(shell).heal_config().memory is True
+    last = heal_twice()  # the second run recalls what the first learnt
+    assert [r.kind for r in last.remembered] == ["lesson", "solution"]
+    assert any(c.origin == "memory" for c in last.candidates)
 
 
 def test_review_outside_a_kernel_returns_the_paused_result_without_defining_code(

@@ -32,6 +32,7 @@ from selfheal.widgets.viewmodel import (
 # the demo: greedy + sample fail the even example, the top-up to 4 fails too, a diagnosis,
 # lessons, a repair round of 3 candidates (patch, patch, rewrite) that agree
 DEMO_NODES = [
+    "recall",
     "plan_tests",
     "generate",
     "gate",
@@ -62,21 +63,27 @@ def test_timeline_has_one_row_per_node_with_tokens_and_model(demo_run: Run) -> N
     by_node = {r.node: r for r in rows}
     assert by_node["diagnose"].model == "mock:demo"
     assert by_node["execute"].model == "" and by_node["select"].model == ""
-    assert rows[3].detail.startswith("ran 2 candidate(s)")
-    assert rows[13].detail.startswith("ran 3 candidate(s)")
-    assert "no candidate of 4 passes every trusted test" in rows[8].detail
-    assert rows[14].detail.startswith("chose c5 (patch): 2/2 trusted tests pass")
-    assert rows[-1].detail == "status verified"
+    assert rows[4].detail.startswith("ran 2 candidate(s)")
+    assert rows[14].detail.startswith("ran 3 candidate(s)")
+    assert "no candidate of 4 passes every trusted test" in rows[9].detail
+    assert rows[15].detail.startswith("chose c5 (patch): 2/2 trusted tests pass")
+    assert rows[0].detail.startswith("nothing remembered for this spec")
+    assert rows[-1].detail.startswith("status verified; remembered ")
     assert summary_line(result.state).startswith("median: verified · iteration 2/2")
 
 
 def test_live_start_event_shows_a_running_row(demo_run: Run) -> None:
+    demo_run.step()  # recall
     demo_run.step()  # plan_tests
     s = demo_run.state
     start = Event(time=time.time(), node="generate", kind="start", iteration=s.iteration)
     live = s.model_copy(update={"events": (*s.events, start)})
     rows = timeline_rows(live, live=True)
-    assert [(r.node, r.state) for r in rows] == [("plan_tests", "done"), ("generate", "running")]
+    assert [(r.node, r.state) for r in rows] == [
+        ("recall", "done"),
+        ("plan_tests", "done"),
+        ("generate", "running"),
+    ]
     assert "running generate" in summary_line(live, live=True)
     # the same unfinished node in a log that is not live was interrupted
     assert timeline_rows(live, live=False)[-1].state == "error"
@@ -179,21 +186,21 @@ def test_lessons_current_and_carried_into_a_fork(demo_run: Run) -> None:
 def test_row_detail_shows_calls_report_and_diagnosis(demo_run: Run) -> None:
     state = demo_run.run().state
     rows = timeline_rows(state)
-    execute = row_detail(state, rows[3])
+    execute = row_detail(state, rows[4])
     assert execute.title == "✓ execute"
     assert "ran 2 new candidate(s) on every test and probe:" in execute.lines
     assert "  ✗ c1 greedy, round 1: trusted 1/2, tests 3/5, fails ex2, sb3" in execute.lines
     assert any(line.startswith("✗ ex2 failed AssertionError") for line in execute.lines)
     assert any(line.startswith("probe outputs: median(") for line in execute.lines)
     assert "ordered[len(ordered) // 2]" in execute.code
-    diagnose = row_detail(state, rows[9])
+    diagnose = row_detail(state, rows[10])
     assert any(line.startswith("model call: mock:demo") for line in diagnose.lines)
     assert any("blame code" in line and "upper middle" in line for line in diagnose.lines)
-    generate = row_detail(state, rows[1])
+    generate = row_detail(state, rows[2])
     assert generate.code == state.attempts[0].code
     assert any(line.startswith("+ sb1 (spec_blind)") for line in generate.lines)
     assert "proposed c2: sample, round 1, temperature 0.8" in generate.lines
-    plan = row_detail(state, rows[0])
+    plan = row_detail(state, rows[1])
     assert any(line.startswith("+ ex1 (example)") for line in plan.lines)
     assert "+ probe p1 (mutation): median([3, 2, 2])" in plan.lines
     # each model call of a row, as the model saw it: the messages sent and the raw reply
@@ -213,27 +220,27 @@ def test_row_detail_of_the_population_rounds(demo_run: Run) -> None:
     rows = timeline_rows(state)
     about = row_candidates(state, rows)
     # which candidates each row is about, read from the run's own events
-    assert about[1].ids == ("c1", "c2") and about[5].ids == ("c3", "c4")
-    assert about[11].ids == ("c5", "c6", "c7")
-    assert about[3].ids == ("c1", "c2") and about[7].ids == ("c3", "c4")
-    assert about[13].ids == ("c5", "c6", "c7") and about[13].reran == 0
-    assert about[8].ids == ("c1", "c2", "c3", "c4")
+    assert about[2].ids == ("c1", "c2") and about[6].ids == ("c3", "c4")
+    assert about[12].ids == ("c5", "c6", "c7")
+    assert about[4].ids == ("c1", "c2") and about[8].ids == ("c3", "c4")
+    assert about[14].ids == ("c5", "c6", "c7") and about[14].reran == 0
+    assert about[9].ids == ("c1", "c2", "c3", "c4")
     # the top-up's execute row shows the two new samples, not the first two again
-    topup = row_detail(state, rows[7])
+    topup = row_detail(state, rows[8])
     assert [line.split(",")[0] for line in topup.lines if line.startswith("  ")] == [
         "  ✗ c3 sample",
         "  ✗ c4 sample",
     ]
-    repair = row_detail(state, rows[11])
+    repair = row_detail(state, rows[12])
     assert "proposed c5: patch, round 2, temperature 0, from c1" in repair.lines
     assert "proposed c7: rewrite, round 2, temperature 0.8" in repair.lines
     assert repair.code == state.final_code
     # an earlier selection: the candidates it ranked, the one it chose marked
-    first = row_detail(state, rows[8])
+    first = row_detail(state, rows[9])
     assert "  ✗ c1 greedy, round 1: trusted 1/2, tests 3/5, fails ex2, sb3 ◀ chosen" in first.lines
     assert first.code == state.attempts[0].code
     # the latest selection: the clusters, which won and why
-    last = row_detail(state, rows[14])
+    last = row_detail(state, rows[15])
     assert "ranked 7 candidate(s)" in last.lines
     assert any(line.startswith("c5 (patch, round 2) chosen: cluster 0 won") for line in last.lines)
     assert any(
@@ -317,8 +324,8 @@ def test_consult_row_shows_the_oracle_answers_and_who_agrees() -> None:
     ).run()
     state = result.state
     rows = timeline_rows(state)
-    assert [r.node for r in rows][3:7] == ["execute", "select", "consult", "select"]
-    consult = row_detail(state, rows[5])
+    assert [r.node for r in rows][4:8] == ["execute", "select", "consult", "select"]
+    consult = row_detail(state, rows[6])
     assert "oracle: median([1, 2]) -> 1.5 · agree: c2 · differ: c1 (1)" in consult.lines
     assert [c.label.split()[0] for c in consult.calls] == ["oracle", "oracle"]
     cv = candidates_view(state)
@@ -353,7 +360,7 @@ def test_one_candidate_per_round_and_a_candidate_that_does_not_load() -> None:
     assert c1.load_error.startswith("ModuleNotFoundError")
     assert (c2.origin, c2.parent, c2.chosen, c2.cluster) == ("patch", "c1", True, 0)
     rows = timeline_rows(state)
-    execute = row_detail(state, rows[3], rows)
+    execute = row_detail(state, rows[4], rows)
     assert any("c1 greedy, round 1: does not load (ModuleNotFoundError" in x for x in execute.lines)
     assert any(x.startswith("load failed: ModuleNotFoundError") for x in execute.lines)
     assert "    ☠ c1   greedy     round 1          does not load (ModuleNotFoundError" in (
@@ -363,7 +370,7 @@ def test_one_candidate_per_round_and_a_candidate_that_does_not_load() -> None:
     # execute row falls back to its attempt's report
     old = state.model_copy(update={"candidates": (), "evidence": None})
     details = [row_detail(old, r) for r in timeline_rows(old)]
-    assert any(x.startswith("load failed: ModuleNotFoundError") for x in details[3].lines)
+    assert any(x.startswith("load failed: ModuleNotFoundError") for x in details[4].lines)
     assert candidates_view(old).rows == () and candidates_view(old).chosen is None
     assert "| candidate |" not in render_markdown(old)
 
