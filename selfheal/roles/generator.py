@@ -7,7 +7,6 @@ them in parallel slots. A candidate that repeats a known version is replaced by 
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ from selfheal.llm.base import Message
 from selfheal.llm.parsing import prose
 from selfheal.memory.recall import remembered_candidates
 from selfheal.roles._calls import CallLog, ask_for_code, concurrently, info, record_failure
+from selfheal.roles._source import entry_point_of, normalized, with_prelude
 from selfheal.roles.test_writer import spec_blind_tests, with_examples
 from selfheal.spec import find_examples
 from selfheal.state import Candidate, CandidateOrigin, Diagnosis, HealState, Proposal
@@ -26,52 +26,6 @@ from selfheal.testsuite import failure_lines
 
 LOW_CONFIDENCE = 0.4
 """A diagnosis below this confidence routes to fresh samples instead of a targeted patch."""
-
-
-def with_prelude(code: str, prelude: str) -> str:
-    """Prepend what the spec's prelude defines and the code lacks: its imports
-    (``from typing import List``) and its helper functions (HumanEval/32's ``poly``)."""
-    if not prelude:
-        return code
-    try:
-        defined = {
-            n.name
-            for n in ast.parse(code).body
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-        }
-    except SyntaxError:
-        defined = set()
-    try:
-        blocks = ast.parse(prelude).body
-    except SyntaxError:
-        blocks = []
-    missing: list[str] = []
-    for node in blocks:
-        src = ast.get_source_segment(prelude, node) or ""
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            if node.name not in defined:
-                missing.append(src)
-        elif src.strip() and src.strip() not in code:
-            missing.append(src)
-    return "\n".join([*missing, code]) if missing else code
-
-
-def normalized(code: str) -> str:
-    """The code's AST dump (comments and formatting ignored), or the stripped text."""
-    try:
-        return ast.dump(ast.parse(code))
-    except SyntaxError:
-        return code.strip()
-
-
-def entry_point_of(code: str) -> str | None:
-    """The last top-level function the code defines (the usual shape of a reply)."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return None
-    names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-    return names[-1] if names else None
 
 
 @dataclass(frozen=True)
