@@ -94,13 +94,16 @@ async def test_reject_button_sends_the_reason(review_run: Run) -> None:
     view.bind(approver)
     task = asyncio.create_task(review_run.arun(approver))
     await _wait_for(lambda: approver.waiting)
+    first = approver.proposal
     view.reason.value = "keep the first version's style"
     view.reject_button.click()
-    # the mock's demo script has no third generator reply: the run stops with that error
-    with pytest.raises(Exception, match="mock script"):
-        await asyncio.wait_for(task, 120)
+    # the rejection and its reason reach the run, which asks for another repair: a new proposal
+    await _wait_for(lambda: approver.waiting and approver.proposal is not first)
     decisions = review_run.state.decisions
     assert [(d.kind, d.reason) for d in decisions] == [("reject", "keep the first version's style")]
+    view.approve_button.click()
+    result = await asyncio.wait_for(task, 120)
+    assert [d.kind for d in result.state.decisions] == ["reject", "approve"]
 
 
 def test_view_of_a_finished_state_and_text_fallback(demo_run: Run) -> None:
