@@ -49,6 +49,8 @@ class Progress:
             line = f"  ✓ {e.node:<11} {e.duration:6.2f}s {tok:6d} tok  {e.detail}{model}"
         elif e.kind in ("error", "degraded"):
             line = f"  {_ICONS[e.kind]} {e.node:<11} {e.detail}"
+        elif e.kind == "tool":  # one of the debugger's tool calls
+            line = f"    {e.node:<11} {e.duration:6.2f}s  {e.detail}"
         elif e.kind == "start":
             line = ""
         else:

@@ -117,7 +117,8 @@ def trace_text(result: TraceResult, code: str, *, max_chars: int = 2400) -> str:
     depth = max((s.depth for s in result.steps), default=0)
     head += (
         f"\n{result.total_steps} step(s) in the candidate"
-        + (f", {calls} call(s) shown, deepest recursion {depth}" if calls else "")
+        + (f", {calls} call(s) shown" if calls else "")
+        + (f", calls nested {depth} deep" if depth > 1 else "")
         + (f"; {result.omitted} step(s) in the middle were not recorded" if result.omitted else "")
     )
     if result.notes:

@@ -78,6 +78,12 @@ class Message(Record):
     tool_call_id: str = ""
     """A ``tool`` message: the id of the call it answers."""
 
+    def shown(self) -> str:
+        """The message as a transcript shows it: the text, then one line per tool call."""
+        text = f"[result of {self.tool_call_id}]\n{self.content}" if self.tool_call_id else self.content
+        calls = [f"[tool call] {c.name} {c.arguments}" for c in self.tool_calls]
+        return "\n".join([text, *calls] if text else calls)
+
 
 class Completion(Record):
     """A model's reply and what it cost."""

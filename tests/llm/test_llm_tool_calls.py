@@ -6,11 +6,9 @@ tool call and its result goes back in the wire format. No internet, no model."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from typing import Any
 
-from llm_fakes import FakeServer, Request, Response
+from llm_fakes import FakeServer, Request, Response, openai_stream
 from test_llm_anthropic import message
 
 from selfheal.llm import Message, OpenAICompatible, RetryPolicy
@@ -33,50 +31,6 @@ CHAT = [
 ]
 
 
-def tool_chunks(name: str, parts: list[str], call_id: str = "call_7") -> Response:
-    """A streamed tool call as llama-server sends it: the id and name first, then the
-    arguments in fragments, then ``finish_reason: tool_calls`` and the usage."""
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {
-            "id": "chatcmpl-9",
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
-
-    first = {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "index": 0,
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": ""},
-            }
-        ],
-    }
-    events = [chunk(first)]
-    events += [
-        chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in parts
-    ]
-    events.append(chunk({}, "tool_calls"))
-    events.append(
-        {
-            "id": "chatcmpl-9",
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": "m",
-            "choices": [],
-            "usage": {"prompt_tokens": 120, "completion_tokens": 14, "total_tokens": 134},
-        }
-    )
-    body = [f"data: {json.dumps(e)}\n\n".encode() for e in events] + [b"data: [DONE]\n\n"]
-    return Response(status=200, body=body, headers={"content-type": "text/event-stream"})
-
-
 def openai_provider(server: FakeServer) -> OpenAICompatible:
     return OpenAICompatible(
         model="m",
@@ -95,7 +49,8 @@ def test_which_providers_call_tools_natively(http_server: Callable[..., FakeServ
 
 
 def test_openai_tool_call_round_trip(http_server: Callable[..., FakeServer]) -> None:
-    server = http_server(lambda r: tool_chunks("trace_failure", ['{"test', '_id": ', '"ex2"}']))
+    parts = ['{"test', '_id": ', '"ex2"}']
+    server = http_server(lambda r: openai_stream(parts, tool="trace_failure"))
     p = openai_provider(server)
     c = p.complete(CHAT, tools=[TRACE], tool_choice="required", max_tokens=64)
     assert c.tool_calls == (
@@ -144,7 +99,7 @@ def test_openai_tool_call_round_trip(http_server: Callable[..., FakeServer]) -> 
 
 def test_a_request_without_tools_sends_none(http_server: Callable[..., FakeServer]) -> None:
     def handle(r: Request) -> Response:
-        return tool_chunks("x", ["{}"])
+        return openai_stream(["ok"])
 
     server = http_server(handle)
     openai_provider(server).complete(CHAT)

@@ -52,7 +52,7 @@ def test_a_recursive_function(pool: KernelPool, limits: Limits) -> None:
     text = trace_text(r, FIB)
     assert "→ fib(n=3)" in text and "\n  → fib(n=2)" in text and "\n    → fib(n=1)" in text
     assert "      L4: return n" in text and "← fib returns 2" in text
-    assert "deepest recursion 3" in text
+    assert "calls nested 3 deep" in text
 
 
 def test_a_function_that_raises(pool: KernelPool, limits: Limits) -> None:
