@@ -78,6 +78,7 @@ def _config(args: argparse.Namespace) -> HealConfig:
         ("critic", "critic"),
         ("adversarial", "adversarial_tests"),
         ("memory", "memory"),
+        ("debugger_tool_calls", "debugger_tool_calls"),
     ):
         value = getattr(args, option)
         if value is not None:
@@ -384,7 +385,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--debugger-steps",
         type=int,
         default=0,
-        help="let the debugger run up to N snippets against the candidate before diagnosing",
+        help="let the debugger make up to N tool calls before diagnosing (run a snippet, "
+        "inspect a function, diff two candidates, trace a failing test)",
+    )
+    h.add_argument(
+        "--debugger-tool-calls",
+        choices=["native", "structured"],
+        help="native: the provider's own tool calling where it has one (default); "
+        "structured: JSON replies",
     )
     h.add_argument("--token-budget", type=int)
     h.add_argument("--time-budget", type=float)
