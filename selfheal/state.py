@@ -55,7 +55,7 @@ EventKind = Literal["start", "end", "llm", "degraded", "error", "decision", "inf
 DebugTool = Literal[
     "run_snippet", "inspect_function", "diff_candidates", "trace_failure", "unknown"
 ]
-"""The debugger's tools (``roles/debug_tools.py``); ``unknown``: the model named none of them."""
+"""The debugger's tools (``roles/debugtools/``); ``unknown``: the model named none of them."""
 
 DiagnosisCategory = Literal[
     "logic",

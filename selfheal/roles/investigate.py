@@ -2,7 +2,7 @@
 times, before the structured diagnosis.
 
 With ``HealConfig.debugger_steps`` > 0 the debugger may make that many tool calls
-(``roles/debug_tools.py``: ``run_snippet``, ``inspect_function``, ``diff_candidates``,
+(``roles/debugtools/``: ``run_snippet``, ``inspect_function``, ``diff_candidates``,
 ``trace_failure``; every one runs through the kernel sandbox). It calls them through the
 provider's native tool calling where the provider has it (``supports_tools``: OpenAI-compatible
 servers including the local llama-server, Anthropic), as one conversation of tool calls and
@@ -26,7 +26,7 @@ from selfheal.errors import MalformedReply
 from selfheal.llm.base import Completion, Message, ToolCall, supports_tools
 from selfheal.llm.parsing import fold_choice
 from selfheal.roles._calls import CallLog, ask_for_json, ask_with_tools, info, record_failure
-from selfheal.roles.debug_tools import (
+from selfheal.roles.debugtools import (
     FINISH,
     TOOL_NAMES,
     TOOLS,

@@ -224,9 +224,7 @@ def _detail_diagnose(state: HealState, iteration: int, lines: list[str]) -> str:
     """A diagnose row: the diagnosis, then the investigation's tool calls, each with what it
     cost; the code block holds every call with its whole observation."""
     shown: list[str] = []
-    for d in state.diagnoses:
-        if d.iteration != iteration:
-            continue
+    for d in (d for d in state.diagnoses if d.iteration == iteration):
         lines.append(
             f"diagnosis ({d.source}, {d.category}, blame {d.blame}, "
             f"{d.confidence:.0%}): {d.root_cause}"
@@ -236,12 +234,11 @@ def _detail_diagnose(state: HealState, iteration: int, lines: list[str]) -> str:
         if d.suspect_tests:
             lines.append("suspect tests: " + ", ".join(d.suspect_tests))
         for n, p in enumerate(d.probes, 1):
-            how = "native tool call" if p.native else "structured reply"
             call = p.code.splitlines()[0][:100] if p.code else p.tool
             first = p.observation.splitlines()[0][:160] if p.observation else ""
             lines.append(
-                f"tool {n}: {call} -> {first} · {p.seconds:.2f}s in the sandbox · "
-                f"{p.prompt_tokens}+{p.completion_tokens} tokens ({how})"
+                f"tool {n}: {call} -> {first} · {p.seconds:.2f}s in the sandbox · {p.prompt_tokens}"
+                f"+{p.completion_tokens} tokens ({'native tool call' if p.native else 'structured reply'})"
             )
             head = f"# tool {n}: {p.tool}" + (f" — {p.thought}" if p.thought else "")
             shown += [head, *(f"#   {x}" for x in p.code.splitlines()), p.observation, ""]

@@ -307,3 +307,12 @@ def test_structured_tool_calls_can_be_forced(pool: KernelPool, openai_server: An
     assert probe.observation == "value -1" and not probe.native
     first = server.requests[0].json()
     assert "tools" not in first and "response_format" in first
+
+
+def test_observations_share_what_fits_the_context() -> None:
+    from selfheal.roles.debugtools import CONTEXT_CHARS, observation_limit
+
+    assert observation_limit("trace_failure", 1) == 2400  # the tool's own limit
+    assert observation_limit("trace_failure", 3) == CONTEXT_CHARS // 3 == 1800
+    assert observation_limit("diff_candidates", 10) == 600  # never below 600
+    assert observation_limit("run_snippet", 1) == 600

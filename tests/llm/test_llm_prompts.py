@@ -10,8 +10,8 @@ import pytest
 from selfheal.errors import ConfigError
 from selfheal.llm import prompts
 from selfheal.roles.critic import CriticReply
-from selfheal.roles.debug_tools import TOOL_NAMES
 from selfheal.roles.debugger import DiagnosisReply
+from selfheal.roles.debugtools import TOOL_NAMES
 from selfheal.roles.investigate import StepReply
 from selfheal.state import Blame, DiagnosisCategory, Verdict
 

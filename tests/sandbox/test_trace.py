@@ -133,6 +133,8 @@ def test_a_candidate_that_does_not_load(pool: KernelPool, limits: Limits) -> Non
 
 
 TAMPER = """
+import os
+import signal
 import sys
 
 def switch_off(x):
@@ -152,6 +154,15 @@ def from_traceback(x):
         raise ValueError(x)
     except ValueError as e:
         return e.__traceback__.tb_frame
+
+def gen_frame(x):
+    g = (i for i in range(2))
+    return g.gi_frame
+
+def signal_self(x):
+    signal.signal(signal.SIGUSR1, lambda s, f: None)
+    os.kill(os.getpid(), signal.SIGUSR1)
+    return x
 
 def ask_gettrace(x):
     return sys.gettrace()
@@ -184,6 +195,8 @@ def loud(x):
         ("own_tracer(1)", "error", "sys.settrace"),
         ("grab_frame(1)", "error", "sys._getframe"),
         ("from_traceback(1)", "error", "the tb_frame attribute"),
+        ("gen_frame(1)", "error", "the gi_frame attribute"),
+        ("signal_self(1)", "error", "os.kill"),
     ],
 )
 def test_a_candidate_cannot_switch_off_or_reach_the_tracer(
