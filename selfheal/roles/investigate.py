@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, model_validator
 
 from selfheal.context import Context
-from selfheal.errors import MalformedReply
+from selfheal.errors import MalformedReply, ProviderError
 from selfheal.llm.base import Completion, Message, ToolCall, supports_tools
 from selfheal.llm.parsing import fold_choice
 from selfheal.roles._calls import CallLog, ask_for_json, ask_with_tools, info, record_failure
@@ -202,7 +202,16 @@ def investigate(state: HealState, ctx: Context, log: CallLog) -> tuple[Probe, ..
     seen: set[str] = set()
     for step in range(budget):
         left = budget - step
-        got = native.next(step) if native is not None else _structured(state, ctx, log, probes, left)
+        got = None
+        if native is not None:
+            try:
+                got = native.next(step)
+            except ProviderError as exc:  # e.g. a server whose chat template has no tools
+                record_failure(log, ctx, state, NODE, "debugger", exc)
+                info(log, ctx, state, NODE, "native tool calls failed: going on with JSON replies")
+                native = None
+        if native is None:
+            got = _structured(state, ctx, log, probes, left)
         if got is None:
             break
         thought, tool, args, completion = got

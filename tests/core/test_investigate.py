@@ -316,3 +316,32 @@ def test_observations_share_what_fits_the_context() -> None:
     assert observation_limit("trace_failure", 3) == CONTEXT_CHARS // 3 == 1800
     assert observation_limit("diff_candidates", 10) == 600  # never below 600
     assert observation_limit("run_snippet", 1) == 600
+
+
+def test_a_server_refusing_tools_falls_back_to_json_replies(
+    pool: KernelPool, openai_server: Any
+) -> None:
+    """llama-server without --jinja answers a request with tools with a 400; the
+    investigation says so on the timeline and goes on with JSON replies."""
+    server, _ = openai_server
+
+    def handle(request: Request) -> Response:
+        body = request.json()
+        if body.get("tools"):
+            error = {"code": 400, "message": "tools param requires --jinja flag", "type": "x"}
+            return Response.json({"error": error}, 400)
+        schema = body["response_format"]["json_schema"]["schema"]
+        if "tool" in schema["properties"]:
+            return openai_stream([tool("run_snippet", code="clamp(-1, 0, 3)")])
+        return openai_stream([s.DIAG_CODE])
+
+    server.handler = handle
+    mock = MockProvider(s.repair_script([]))
+    cfg = s.chain(debugger_steps=1, models={"debugger": "openai:m"})
+    result = heal(s.SPEC, provider=mock, config=cfg, executor=pool)
+    assert result.status == "verified"
+    probe = result.diagnoses[0].probes[0]
+    assert probe.observation == "value -1" and not probe.native
+    notes = [e.detail for e in result.timeline if e.node == "diagnose"]
+    assert any("requires --jinja" in d for d in notes)
+    assert "native tool calls failed: going on with JSON replies" in notes
