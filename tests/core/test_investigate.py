@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import scripts as s
-from selfheal import HealConfig, heal
+from selfheal import HealConfig, Run, heal
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider
 from selfheal.widgets.detail import row_detail
@@ -291,6 +291,10 @@ def test_native_tool_calls_over_the_openai_wire(pool: KernelPool, openai_server:
         for m in c.messages
     )
     assert '[tool call] inspect_function {"name": "clamp"}' in result.transcript_text()
+    # the run log keeps the calls and the conversation (tool calls, tool results)
+    reloaded = Run.load(result.run_id).state
+    assert reloaded.diagnoses == result.diagnoses
+    assert [e.messages for e in reloaded.events] == [e.messages for e in result.timeline]
 
 
 def test_structured_tool_calls_can_be_forced(pool: KernelPool, openai_server: Any) -> None:
