@@ -160,8 +160,6 @@ def row_detail(
                 f"model call: {e.model or '?'} · {e.prompt_tokens} prompt + "
                 f"{e.completion_tokens} completion tokens · {e.duration:.2f}s · {e.detail}"
             )
-        elif e.kind == "tool":
-            lines.append(f"tool call: {e.detail} · {e.duration:.2f}s in the sandbox")
         elif e.kind in ("info", "degraded", "error", "decision") and e.detail:
             lines.append(f"{e.kind}: {e.detail}")
     code = ""

@@ -72,7 +72,8 @@ def test_snippets_run_in_the_sandbox_and_reach_the_diagnosis(pool: KernelPool) -
         line.startswith("tool 1: clamp(-1, 0, 3) -> value -1 · ") and "(structured reply)" in line
         for line in detail.lines
     )
-    assert any(line.startswith("tool call: tool 3: clamp(None, 0, 3)") for line in detail.lines)
+    assert any(line.startswith("tool 3: clamp(None, 0, 3) -> raised TypeError") for line in detail.lines)
+    assert "# tool 2: run_snippet — checking\n#   print('lo is', 0)" in detail.code
 
 
 def test_every_tool_on_a_real_kernel(pool: KernelPool) -> None:
