@@ -306,20 +306,22 @@ def ask_with_tools(
     ctx: Context,
     state: HealState,
     log: CallLog,
-    messages: Sequence[Message],
     tools: Sequence[ToolSpec],
     *,
     node: str,
     role: RoleName,
     prompt: str,
+    variables: dict[str, Any],
+    extra: Sequence[Message] = (),
     max_tokens: int = 384,
 ) -> Completion:
     """One call offering ``tools`` through the provider's native tool calling, a tool call
-    required (``Completion.tool_calls``); recorded like every call. No retry: the caller
-    decides what a reply without a tool call means."""
+    required (``Completion.tool_calls``): the prompt, then ``extra`` (the calls so far and
+    their results); recorded like every call. No retry: the caller decides what a reply
+    without a tool call means."""
     provider, options = _call(ctx, state, log, role, node)
     request = CompletionRequest.of(
-        messages,
+        [*_messages(state, prompt, variables), *extra],
         max_tokens=min(state.config.max_tokens, max_tokens),
         temperature=state.config.temperature,
         tools=tuple(tools),

@@ -84,7 +84,6 @@ def _variables(state: HealState, native: bool, probes: list[Probe], left: int) -
     assert current is not None and current.report is not None
     return {
         "native": native,
-        "spec": state.spec.text,
         "code": current.code,
         "failures": failure_lines(state, current.report),
         "candidates": candidate_lines(state) if len(state.candidates) > 1 else [],
@@ -126,24 +125,21 @@ class _Native:
     """The native path: one conversation of tool calls and tool results."""
 
     def __init__(self, state: HealState, ctx: Context, log: CallLog) -> None:
-        from selfheal.llm.prompts import load_prompt
-
         self.state, self.ctx, self.log = state, ctx, log
-        budget = state.config.debugger_steps
-        self.messages: list[Message] = load_prompt(PROMPT).render(
-            **_variables(state, True, [], budget)
-        )
+        self.variables = _variables(state, True, [], state.config.debugger_steps)
+        self.history: list[Message] = []  # the calls so far and their results
 
     def next(self, step: int) -> tuple[str, str, dict[str, str] | None, Completion] | None:
         c = ask_with_tools(
             self.ctx,
             self.state,
             self.log,
-            self.messages,
             TOOLS,
             node=NODE,
             role="debugger",
             prompt=PROMPT,
+            variables=self.variables,
+            extra=self.history,
             max_tokens=384,
         )
         call = c.tool_calls[0] if c.tool_calls else _salvage(c.text)
@@ -156,7 +152,7 @@ class _Native:
         return c.text.strip(), call.name, _parse_arguments(call), c
 
     def observed(self, text: str, left: int) -> None:
-        self.messages += [
+        self.history += [
             Message(role="assistant", content="", tool_calls=(self.call,)),
             Message(
                 role="tool",
