@@ -37,7 +37,7 @@ from selfheal.roles.debugtools import (
 from selfheal.state import DebugTool, Event, HealState, Probe
 from selfheal.testsuite import failure_lines
 
-__all__ = ["StepReply", "investigate"]
+__all__ = ["StepReply", "investigate", "salvage"]
 
 NODE = "diagnose"
 PROMPT = "debugger_step"
@@ -95,9 +95,10 @@ def _variables(state: HealState, native: bool, probes: list[Probe], left: int) -
 _TOOL_CALL_TEXT = re.compile(r"\{.*\}", re.DOTALL)
 
 
-def _salvage(text: str) -> ToolCall | None:
-    """A tool call written as text instead of a native call (a ``<tool_call>`` block, or a
-    JSON object with ``name`` and ``arguments``)."""
+def salvage(text: str) -> ToolCall | None:
+    """A tool call written as text instead of a native call: a ``<tool_call>`` block or a JSON
+    object with ``name`` and ``arguments``, or a step reply's shape (``tool`` and its
+    fields)."""
     m = _TOOL_CALL_TEXT.search(text or "")
     if m is None:
         return None
@@ -105,10 +106,19 @@ def _salvage(text: str) -> ToolCall | None:
         data = json.loads(m.group(0))
     except ValueError:
         return None
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+    if not isinstance(data, dict):
         return None
-    args = data.get("arguments", {})
-    return ToolCall(name=data["name"], arguments=json.dumps(args if isinstance(args, dict) else {}))
+    if isinstance(data.get("tool"), str):
+        try:
+            step = StepReply.model_validate(data)
+        except ValueError:
+            return None
+        return ToolCall(name=step.tool, arguments=json.dumps(step.arguments()))
+    if isinstance(data.get("name"), str):
+        args = data.get("arguments", {})
+        args = args if isinstance(args, dict) else {}
+        return ToolCall(name=data["name"], arguments=json.dumps(args))
+    return None
 
 
 def _parse_arguments(call: ToolCall) -> dict[str, str] | None:
@@ -128,6 +138,7 @@ class _Native:
         self.state, self.ctx, self.log = state, ctx, log
         self.variables = _variables(state, True, [], state.config.debugger_steps)
         self.history: list[Message] = []  # the calls so far and their results
+        self.call = ToolCall(name="")  # the call being answered
 
     def next(self, step: int) -> tuple[str, str, dict[str, str] | None, Completion] | None:
         c = ask_with_tools(
@@ -142,7 +153,7 @@ class _Native:
             extra=self.history,
             max_tokens=384,
         )
-        call = c.tool_calls[0] if c.tool_calls else _salvage(c.text)
+        call = c.tool_calls[0] if c.tool_calls else salvage(c.text)
         if call is None:
             info(self.log, self.ctx, self.state, NODE, "the debugger called no tool: investigation ends")
             return None

@@ -350,3 +350,14 @@ def test_a_server_refusing_tools_falls_back_to_json_replies(
     notes = [e.detail for e in result.timeline if e.node == "diagnose"]
     assert any("requires --jinja" in d for d in notes)
     assert "native tool calls failed: going on with JSON replies" in notes
+
+
+def test_a_tool_call_written_as_text_is_read() -> None:
+    from selfheal.llm.base import ToolCall
+    from selfheal.roles.investigate import salvage
+
+    block = '<tool_call>\n{"name": "trace_failure", "arguments": {"test_id": "ex2"}}\n</tool_call>'
+    assert salvage(block) == ToolCall(name="trace_failure", arguments='{"test_id": "ex2"}')
+    step = '{"thought": "t", "tool": "Inspect_Function", "name": "f", "code": "ignored"}'
+    assert salvage(step) == ToolCall(name="inspect_function", arguments='{"name": "f"}')
+    assert salvage("I think the bug is on line 2.") is None
