@@ -116,7 +116,10 @@ def inspect_function(name: str, state: HealState, ctx: Context) -> tuple[str, in
     doc = ast.get_docstring(node)
     out.append(f"docstring: {cut(' '.join(doc.split()), 300)}" if doc else "docstring: none")
     if not isinstance(node, ast.ClassDef):
-        out.append(_complexity(node, name))
+        try:
+            out.append(_complexity(node, name))
+        except RecursionError:  # an absurdly deep expression: the facts above still hold
+            out.append("complexity: not computed (the code nests too deeply)")
     body = [f"{i:>3} | {lines[i - 1]}" for i in range(first, min(last, first + 39) + 1)]
     if last > first + 39:
         body.append(f"    … {last - first - 39} more line(s)")
