@@ -39,7 +39,8 @@ MODES: Mapping[str, Mapping[str, object]] = {
     "heal-no-spec-tests": {"spec_blind_tests": False},
     "heal-no-examples": {"example_tests": False},
     "heal-no-lessons": {"lessons": False},
-    "heal-react-debugger": {"debugger_steps": 3},
+    "heal-debugger": {"debugger_steps": 3},
+    "heal-debugger-json": {"debugger_steps": 3, "debugger_tool_calls": "structured"},
     "sample-5": {
         "candidates": 5,
         "first_sample": 1,
@@ -58,8 +59,10 @@ then chosen by the trusted tests alone, greedy first: sampling plus a filter by 
 examples, plus repair); ``heal-no-repair`` the first round only; ``heal-critic`` /
 ``heal-adversarial`` turn on roles that are off by default; ``heal-spec-tests`` asks the
 spec-blind test writer on every task (the default asks it only when the spec has no example); each ``heal-no-*`` turns one
-component off; ``heal-react-debugger`` lets the debugger run up to three probes in the sandbox
-before it diagnoses; ``sample-5`` is the plain-sampling yardstick heal must beat: the greedy
+component off; ``heal-debugger`` lets the debugger make up to three tool calls (run a snippet,
+inspect a function, diff two candidates, trace a failing test; through the provider's native
+tool calling where it has one) before it diagnoses, ``heal-debugger-json`` the same through
+structured JSON replies; ``sample-5`` is the plain-sampling yardstick heal must beat: the greedy
 answer, and only if it fails the spec's examples 4 samples, keeping the first that passes them
 (no probes, no model-written tests, no oracle, no repair); ``heal-memory`` is ``heal`` with the
 memory across runs, run twice (see ``PASSES``). Every other mode runs with the memory off, so no

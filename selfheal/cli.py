@@ -49,6 +49,8 @@ class Progress:
             line = f"  ✓ {e.node:<11} {e.duration:6.2f}s {tok:6d} tok  {e.detail}{model}"
         elif e.kind in ("error", "degraded"):
             line = f"  {_ICONS[e.kind]} {e.node:<11} {e.detail}"
+        elif e.kind == "tool":  # one of the debugger's tool calls
+            line = f"    {e.node:<11} {e.duration:6.2f}s  {e.detail}"
         elif e.kind == "start":
             line = ""
         else:
@@ -76,6 +78,7 @@ def _config(args: argparse.Namespace) -> HealConfig:
         ("critic", "critic"),
         ("adversarial", "adversarial_tests"),
         ("memory", "memory"),
+        ("debugger_tool_calls", "debugger_tool_calls"),
     ):
         value = getattr(args, option)
         if value is not None:
@@ -382,7 +385,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--debugger-steps",
         type=int,
         default=0,
-        help="let the debugger run up to N snippets against the candidate before diagnosing",
+        help="let the debugger make up to N tool calls before diagnosing (run a snippet, "
+        "inspect a function, diff two candidates, trace a failing test)",
+    )
+    h.add_argument(
+        "--debugger-tool-calls",
+        choices=["native", "structured"],
+        help="native: the provider's own tool calling where it has one (default); "
+        "structured: JSON replies",
     )
     h.add_argument("--token-budget", type=int)
     h.add_argument("--time-budget", type=float)

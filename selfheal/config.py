@@ -89,10 +89,14 @@ class HealConfig(Record):
     max_critic_tests: int = Field(default=3, ge=0, le=30)
     """Most tests the critic may add."""
     debugger_steps: int = Field(default=0, ge=0, le=10)
-    """Tool steps of the debugger's ReAct investigation before it diagnoses: each step the
-    debugger may run a snippet against the candidate in the sandbox and read the result.
-    0 (the default, the measured configuration) means one structured diagnosis from the
-    failing tests alone."""
+    """Tool calls of the debugger's investigation before it diagnoses (think, call a tool,
+    read what it shows): ``run_snippet``, ``inspect_function``, ``diff_candidates``,
+    ``trace_failure``, all run through the kernel sandbox. 0 (the default, the measured
+    configuration) means one structured diagnosis from the failing tests alone."""
+    debugger_tool_calls: Literal["native", "structured"] = "native"
+    """How the debugger calls its tools: ``native`` through the provider's own tool calling
+    where it has one (OpenAI-compatible servers, the local llama-server, Anthropic) and a
+    structured JSON reply otherwise; ``structured`` always the JSON reply."""
     critic_rounds: int = Field(default=1, ge=0, le=5)
     """How many times the critic may send a passing candidate back."""
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)

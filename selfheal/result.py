@@ -267,7 +267,7 @@ class HealResult(Record):
                 out.append("(transcript not kept)")
                 continue
             for m in e.messages:
-                out += [f"--- {m.role}", m.content.rstrip()]
+                out += [f"--- {m.role}", m.shown().rstrip()]
             out += ["--- reply", e.reply.rstrip()]
         return "\n".join(out) if out else "(no model calls)"
 

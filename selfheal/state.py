@@ -48,7 +48,14 @@ NodeName = Literal[
     "done",
 ]
 
-EventKind = Literal["start", "end", "llm", "degraded", "error", "decision", "info"]
+EventKind = Literal["start", "end", "llm", "degraded", "error", "decision", "info", "tool"]
+"""``tool``: one of the debugger's tool calls ran (its seconds in the sandbox in
+``duration``; the model call that chose it is the ``llm`` event before it)."""
+
+DebugTool = Literal[
+    "run_snippet", "inspect_function", "diff_candidates", "trace_failure", "unknown"
+]
+"""The debugger's tools (``roles/debugtools/``); ``unknown``: the model named none of them."""
 
 DiagnosisCategory = Literal[
     "logic",
@@ -147,14 +154,29 @@ class TestCase(Record):
 
 
 class Probe(Record):
-    """One step of the debugger's investigation: a snippet run against the candidate."""
+    """One step of the debugger's investigation: a tool call and what it showed."""
 
     thought: str
-    """Why the debugger ran it (the model's words)."""
+    """Why the debugger made the call (the model's words)."""
     code: str
-    """The snippet, run in the sandbox after the candidate was loaded."""
+    """The call: the snippet for ``run_snippet`` (run after the candidate was loaded), else
+    the call as text, e.g. ``trace_failure(test_id='ex2')``."""
     observation: str
-    """What came back: the last expression's value, stdout, or the exception."""
+    """What came back (bounded to fit the model's context): a value, the printed output or
+    the exception; a function's facts; a diff and the inputs where two candidates differ;
+    the traced lines with the locals."""
+    tool: DebugTool = "run_snippet"
+    """The tool called."""
+    arguments: dict[str, str] = Field(default_factory=dict)
+    """Its arguments, as the model gave them."""
+    seconds: float = 0.0
+    """Seconds the tool took (its runs in the sandbox)."""
+    prompt_tokens: int = 0
+    """Prompt tokens of the model call that chose it."""
+    completion_tokens: int = 0
+    """Completion tokens of that call."""
+    native: bool = False
+    """Chosen through the provider's native tool calling (else a structured JSON reply)."""
 
 
 class Diagnosis(Record):

@@ -9,6 +9,7 @@ before the candidate existed. See ``docs/sandbox.md``.
 from __future__ import annotations
 
 from selfheal.kernel_sandbox.pool import KernelPool, get_default_pool
+from selfheal.kernel_sandbox.traces import trace_text
 from selfheal.kernel_sandbox.types import (
     AssertTest,
     CallTest,
@@ -21,6 +22,10 @@ from selfheal.kernel_sandbox.types import (
     SandboxTest,
     SnippetResult,
     TestResult,
+    TraceLimits,
+    TraceResult,
+    TraceStep,
+    TracingExecutor,
     arun_many,
     run_many,
 )
@@ -38,7 +43,12 @@ __all__ = [
     "SandboxTest",
     "SnippetResult",
     "TestResult",
+    "TraceLimits",
+    "TraceResult",
+    "TraceStep",
+    "TracingExecutor",
     "arun_many",
     "get_default_pool",
     "run_many",
+    "trace_text",
 ]

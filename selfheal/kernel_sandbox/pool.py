@@ -17,8 +17,17 @@ from selfheal._sync import sync_twin
 from selfheal.errors import ConfigError, SandboxError
 from selfheal.kernel_sandbox.containment import netns_available
 from selfheal.kernel_sandbox.kernel import SandboxKernel
-from selfheal.kernel_sandbox.runner import execute, execute_snippet
-from selfheal.kernel_sandbox.types import ExecutionReport, Limits, SandboxTest, SnippetResult
+from selfheal.kernel_sandbox.runner import execute, execute_snippet, execute_trace
+from selfheal.kernel_sandbox.types import (
+    AssertTest,
+    ExecutionReport,
+    Limits,
+    ProbeCall,
+    SandboxTest,
+    SnippetResult,
+    TraceLimits,
+    TraceResult,
+)
 from selfheal.kernel_sandbox.zygote import Zygote
 
 __all__ = ["KernelPool", "get_default_pool"]
@@ -326,9 +335,25 @@ class KernelPool:
 
         return list(await asyncio.gather(*(one(c, t) for c, t in items)))
 
+    async def arun_trace(
+        self,
+        code: str,
+        test: str | AssertTest | ProbeCall,
+        *,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+        trace: TraceLimits | None = None,
+    ) -> TraceResult:
+        """Load ``code``, run ``test`` with the candidate's lines traced (the debugger's
+        ``trace_failure``): the lines that ran, in which call, with the locals at each step,
+        bounded by ``trace``. No verdict is taken from it."""
+        lim = self._limits(timeout, limits)
+        return await self._offload(execute_trace, self, code, test, lim, trace or TraceLimits())
+
     run = sync_twin(arun)
     run_snippet = sync_twin(arun_snippet)
     run_many = sync_twin(arun_many)
+    run_trace = sync_twin(arun_trace)
 
 
 _default: KernelPool | None = None

@@ -10,6 +10,7 @@ from selfheal.errors import ConfigError
 from selfheal.kernel_sandbox._run import KILL_GRACE, KernelSource, Run
 from selfheal.kernel_sandbox._wire import encode_value
 from selfheal.kernel_sandbox.rewrite import rewrite_test, split_snippet
+from selfheal.kernel_sandbox.traces import read_steps
 from selfheal.kernel_sandbox.types import (
     AssertTest,
     CallTest,
@@ -19,9 +20,18 @@ from selfheal.kernel_sandbox.types import (
     ProbeCall,
     SandboxTest,
     SnippetResult,
+    TraceLimits,
+    TraceResult,
 )
 
-__all__ = ["KILL_GRACE", "KernelSource", "execute", "execute_snippet", "normalize_tests"]
+__all__ = [
+    "KILL_GRACE",
+    "KernelSource",
+    "execute",
+    "execute_snippet",
+    "execute_trace",
+    "normalize_tests",
+]
 
 
 def normalize_tests(tests: Sequence[str | SandboxTest]) -> list[SandboxTest]:
@@ -106,4 +116,50 @@ def execute_snippet(source: KernelSource, code: str, setup: str, limits: Limits)
         message=r.message,
         traceback=r.traceback,
         duration=r.duration,
+    )
+
+
+def execute_trace(
+    source: KernelSource,
+    code: str,
+    test: str | AssertTest | ProbeCall,
+    limits: Limits,
+    trace: TraceLimits,
+) -> TraceResult:
+    """Load ``code``, then run ``test`` (statements, or a probe's expression) with the
+    candidate's lines traced; see ``_harness/trace.py``."""
+    if isinstance(test, str):
+        test = AssertTest(id="t0", code=test)
+    body = test.code if isinstance(test, AssertTest) else test.expr
+    try:
+        wired, wrapped = rewrite_test(body)
+    except SyntaxError as e:
+        return TraceResult(
+            test_id=test.id,
+            outcome="error",
+            exc_type="SyntaxError",
+            message=f"{e.msg} (line {e.lineno})",
+        )
+    settings = (trace.head, trace.tail, trace.value_chars, trace.max_values, trace.max_total)
+    stand_in = AssertTest(id=test.id, code=body)
+    run = Run(source, code, [stand_in], [("trace", test.id, wired, wrapped, settings)], limits)
+    run.go()
+    assert run.load is not None
+    if not run.load.ok:
+        return TraceResult(
+            test_id=test.id,
+            outcome="error" if run.load.outcome == "passed" else run.load.outcome,
+            exc_type=run.load.exc_type,
+            message=f"the candidate did not load: {run.load.message}",
+            loaded=False,
+        )
+    r = run.report().results[0]
+    return TraceResult(
+        test_id=test.id,
+        outcome=r.outcome,
+        exc_type=r.exc_type,
+        message=r.message,
+        stdout=r.stdout,
+        duration=r.duration,
+        **read_steps(run.values[0]),
     )

@@ -188,6 +188,81 @@ class SnippetResult(Record):
     """Seconds it ran."""
 
 
+TraceStepKind = Literal["call", "line", "exception", "return", "raise"]
+"""A step of a trace: a candidate function was entered (``call``), a line is about to run
+(``line``), an exception reached a frame (``exception``; caught there when a ``line``
+follows), a frame returned (``return``) or let an exception out (``raise``)."""
+
+
+class TraceLimits(Record):
+    """How much of a traced run is kept: the first ``head`` and last ``tail`` steps, values
+    cut at ``value_chars``, at most ``max_values`` changed locals per step; tracing stops
+    after ``max_total`` steps."""
+
+    head: int = Field(default=100, ge=0, le=10_000)
+    """Steps kept from the start."""
+    tail: int = Field(default=200, ge=1, le=10_000)
+    """Steps kept from the end (where a failing run fails)."""
+    value_chars: int = Field(default=60, ge=8, le=1000)
+    """Longest value shown, in characters (longer ones end with ``…``)."""
+    max_values: int = Field(default=8, ge=1, le=50)
+    """Most locals shown per step (the rest are counted)."""
+    max_total: int = Field(default=200_000, ge=1)
+    """Steps after which tracing stops (the test runs on untraced)."""
+
+
+class TraceStep(Record):
+    """One step of a traced run of the candidate."""
+
+    kind: TraceStepKind
+    """What happened (:data:`TraceStepKind`)."""
+    frame: int
+    """Which call it belongs to: 1 for the first candidate call, then in call order."""
+    depth: int
+    """Candidate frames on the stack (1: called from the test; more: recursion or calls
+    between candidate functions)."""
+    function: str
+    """The function's name."""
+    line: int
+    """The candidate's line."""
+    values: tuple[tuple[str, str], ...] = ()
+    """``call``: the arguments; other steps: the locals whose value changed since the
+    frame's previous step (the effect of the line before), as ``(name, short repr)``."""
+    value: str = ""
+    """``return``: the value returned; ``exception``/``raise``: ``Type: arguments``."""
+
+
+class TraceResult(Record):
+    """A failing test run again with line-level tracing of the candidate (the debugger's
+    ``trace_failure``). Informative only: no verdict is taken from it."""
+
+    test_id: str
+    """The test traced."""
+    outcome: Outcome
+    """How the test ended under the trace."""
+    exc_type: str | None = None
+    """Exception class name, if any."""
+    message: str = ""
+    """Exception message (for a failed comparison: both sides)."""
+    stdout: str = ""
+    """Captured standard output (capped)."""
+    duration: float = 0.0
+    """Seconds the traced test ran (tracing slows a run down)."""
+    loaded: bool = True
+    """False when the candidate did not load (then no step ran)."""
+    steps: tuple[TraceStep, ...] = ()
+    """The kept steps, in order: the first ``head``, then the last ones."""
+    total_steps: int = 0
+    """Every step of the candidate, kept or not."""
+    omitted: int = 0
+    """Steps not kept, between the first ``gap_at`` steps and the rest."""
+    gap_at: int = 0
+    """Index in ``steps`` where the ``omitted`` steps were."""
+    notes: tuple[str, ...] = ()
+    """What else happened to the trace: what the candidate tried against the tracer and was
+    refused, tracing stopped early, the tracer switched off."""
+
+
 @runtime_checkable
 class Executor(Protocol):
     """Runs untrusted candidates against tests. ``KernelPool`` is the real one."""
@@ -245,3 +320,21 @@ async def arun_many(
     import asyncio
 
     return await asyncio.to_thread(run_many, executor, items, timeout=timeout, limits=limits)
+
+
+@runtime_checkable
+class TracingExecutor(Protocol):
+    """An executor that can also trace a test (``KernelPool``): the debugger's
+    ``trace_failure`` needs one."""
+
+    def run_trace(
+        self,
+        code: str,
+        test: str | AssertTest | ProbeCall,
+        *,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+        trace: TraceLimits | None = None,
+    ) -> TraceResult:
+        """Load ``code``, run ``test`` with the candidate's lines traced."""
+        ...

@@ -28,11 +28,14 @@ from selfheal.llm.base import (
     Provider,
     ProviderBase,
     TokenCallback,
+    ToolCall,
+    ToolSpec,
     WrapperProvider,
     acomplete_many,
     asend,
     complete_many,
     send,
+    supports_tools,
 )
 from selfheal.llm.parsing import Parsed, StructuredParseError, extract_code, parse_structured
 from selfheal.llm.retry import RetryPolicy
@@ -70,6 +73,8 @@ __all__ = [
     "StructuredParseError",
     "StructuredReply",
     "TokenCallback",
+    "ToolCall",
+    "ToolSpec",
     "WrapperProvider",
     "aask_code",
     "aask_structured",
@@ -88,6 +93,7 @@ __all__ = [
     "resolve_provider",
     "run_sync",
     "send",
+    "supports_tools",
     "trim_history",
     "trim_text",
     "trim_traceback",

@@ -3,7 +3,10 @@
 System messages go to ``system=``; consecutive messages of the same role are merged (the
 API wants user and assistant turns to alternate). With ``schema``, the model is made to call
 a single tool whose ``input_schema`` is the schema, and the completion's text is that
-tool input as JSON: the API then guarantees an object, not prose. Streaming uses
+tool input as JSON: the API then guarantees an object, not prose. With ``tools`` (native
+tool calling) the model may call them (``tool_choice="required"``: ``{"type": "any"}``); its
+``tool_use`` blocks become ``Completion.tool_calls``, and tool calls and results sent back in
+``messages`` become ``tool_use`` / ``tool_result`` blocks. Streaming uses
 ``messages.stream``. Retries are the SDK's own (``max_retries = policy.attempts - 1``, with its
 backoff and ``Retry-After``), held to :class:`RetryPolicy` by a middleware where the SDK has
 middleware: a timeout is retried only with ``retry_timeouts``, and a ``Retry-After`` longer than
@@ -25,7 +28,14 @@ from selfheal.errors import (
     ProviderUnavailable,
 )
 from selfheal.llm.aio import PerLoop
-from selfheal.llm.base import Completion, CompletionRequest, Message, ProviderBase, ReplyStream
+from selfheal.llm.base import (
+    Completion,
+    CompletionRequest,
+    Message,
+    ProviderBase,
+    ReplyStream,
+    ToolCall,
+)
 from selfheal.llm.retry import (
     RETRYABLE_STATUS,
     Failure,
@@ -53,18 +63,52 @@ def _import_anthropic() -> Any:
     return anthropic
 
 
-def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, str]]]:
+def _content(m: Message) -> str | list[dict[str, Any]]:
+    """A message's content: its text, or blocks for a tool call or a tool result."""
+    if m.role == "tool":
+        return [{"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}]
+    if not m.tool_calls:
+        return m.content
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+    for c in m.tool_calls:
+        try:
+            args = json.loads(c.arguments or "{}")
+        except ValueError:
+            args = {}
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": c.id,
+                "name": c.name,
+                "input": args if isinstance(args, dict) else {},
+            }
+        )
+    return blocks
+
+
+def _blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
     """``(system, messages)`` as the Messages API wants them: system text apart, turns
-    alternating (same-role neighbours merged), the first turn a user turn."""
+    alternating (same-role neighbours merged), the first turn a user turn; a tool result is
+    a user turn's ``tool_result`` block, a tool call an assistant turn's ``tool_use``."""
     system = "\n\n".join(m.content for m in messages if m.role == "system")
-    turns: list[dict[str, str]] = []
+    turns: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "system":
             continue
-        if turns and turns[-1]["role"] == m.role:
-            turns[-1]["content"] += "\n\n" + m.content
+        role = "user" if m.role == "tool" else m.role
+        content = _content(m)
+        if turns and turns[-1]["role"] == role:
+            prev = turns[-1]["content"]
+            if isinstance(prev, str) and isinstance(content, str):
+                turns[-1]["content"] = prev + "\n\n" + content
+            else:
+                turns[-1]["content"] = _blocks(prev) + _blocks(content)
         else:
-            turns.append({"role": m.role, "content": m.content})
+            turns.append({"role": role, "content": content})
     if not turns or turns[0]["role"] != "user":
         turns.insert(0, {"role": "user", "content": "(continue)"})
     return system, turns
@@ -72,6 +116,9 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[s
 
 class AnthropicProvider(ProviderBase):
     """Claude through Anthropic's API. Implements the Provider protocol."""
+
+    supports_tools = True
+    """Native tool calling through ``tools`` / ``tool_use`` blocks (see the module docs)."""
 
     def __init__(
         self,
@@ -126,7 +173,13 @@ class AnthropicProvider(ProviderBase):
             body["system"] = system
         if request.stop:
             body["stop_sequences"] = list(request.stop)
-        if request.schema is not None:
+        if request.tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
+            ]
+            body["tool_choice"] = {"type": "any" if request.tool_choice == "required" else "auto"}
+        elif request.schema is not None:
             body["tools"] = [
                 {
                     "name": ANSWER_TOOL,
@@ -175,12 +228,21 @@ class AnthropicProvider(ProviderBase):
             )
         return failure
 
-    def _completion(self, message: Any, reply: ReplyStream) -> Completion:
+    def _completion(self, message: Any, reply: ReplyStream, native: bool = False) -> Completion:
         texts: list[str] = []
         tool_input: Any = None
+        calls: list[ToolCall] = []
         for block in message.content:
             if block.type == "text":
                 texts.append(block.text)
+            elif block.type == "tool_use" and native:
+                calls.append(
+                    ToolCall(
+                        id=str(block.id),
+                        name=str(block.name),
+                        arguments=json.dumps(block.input, ensure_ascii=False),
+                    )
+                )
             elif block.type == "tool_use" and block.name == ANSWER_TOOL:
                 tool_input = block.input
         text = (
@@ -193,6 +255,7 @@ class AnthropicProvider(ProviderBase):
             completion_tokens=int(getattr(usage, "output_tokens", 0) or 0),
             model=self.model_id,
             finish_reason=_FINISH.get(str(message.stop_reason), str(message.stop_reason or "")),
+            tool_calls=tuple(calls),
         )
 
     async def _acomplete(self, request: CompletionRequest) -> Completion:
@@ -200,13 +263,14 @@ class AnthropicProvider(ProviderBase):
         client = self._clients.get(None, lambda: self._sdk.AsyncAnthropic(**self._client_args))
         reply = ReplyStream(request.on_token)
         try:
+            native = bool(request.tools)
             if request.on_token is None:
-                return self._completion(await client.messages.create(**body), reply)
+                return self._completion(await client.messages.create(**body), reply, native)
             async with client.messages.stream(**body) as stream:
                 async for event in stream:
                     reply.add(_piece(event))
                 final = await stream.get_final_message()
-            return self._completion(final, reply)
+            return self._completion(final, reply, native)
         except ProviderError:
             raise
         except Exception as exc:

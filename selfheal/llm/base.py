@@ -26,6 +26,8 @@ __all__ = [
     "Completion",
     "CompletionRequest",
     "Message",
+    "ToolCall",
+    "ToolSpec",
     "Provider",
     "ProviderBase",
     "ReplyStream",
@@ -36,18 +38,51 @@ __all__ = [
     "complete_many",
     "gather_or_cancel",
     "send",
+    "supports_tools",
 ]
 
-Role = Literal["system", "user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ToolSpec(Record):
+    """A tool a model may call, described the way native tool calling APIs take it."""
+
+    name: str
+    """The tool's name, e.g. ``trace_failure``."""
+    description: str
+    """What it does and when to use it (the model reads this)."""
+    parameters: dict[str, Any]
+    """JSON schema of its arguments (an object)."""
+
+
+class ToolCall(Record):
+    """A model's call of a tool."""
+
+    id: str = ""
+    """The backend's id for the call (a tool result answers it by this id)."""
+    name: str
+    """The tool called."""
+    arguments: str = "{}"
+    """The arguments as the model wrote them: JSON text, not yet validated."""
 
 
 class Message(Record):
     """One chat message."""
 
     role: Role
-    """Who speaks."""
+    """Who speaks: ``tool`` for the result of a tool call."""
     content: str
     """The text."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """An ``assistant`` message's tool calls (native tool calling)."""
+    tool_call_id: str = ""
+    """A ``tool`` message: the id of the call it answers."""
+
+    def shown(self) -> str:
+        """The message as a transcript shows it: the text, then one line per tool call."""
+        text = f"[result of {self.tool_call_id}]\n{self.content}" if self.tool_call_id else self.content
+        calls = [f"[tool call] {c.name} {c.arguments}" for c in self.tool_calls]
+        return "\n".join([text, *calls] if text else calls)
 
 
 class Completion(Record):
@@ -70,6 +105,13 @@ class Completion(Record):
     cached_tokens: int = 0
     """Prompt tokens the server reused from its prompt cache instead of processing them
     (reported by llama-server and OpenAI; 0 when the backend does not say)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The tools the model called (native tool calling), in order."""
+
+    def shown(self) -> str:
+        """The reply as a transcript shows it: the text, then one line per tool call."""
+        calls = [f"[tool call] {c.name} {c.arguments}" for c in self.tool_calls]
+        return "\n".join([self.text, *calls] if self.text else calls)
 
 
 TokenCallback = Callable[[str], None]
@@ -99,6 +141,11 @@ class CompletionRequest:
     ignore it; fakes script their replies by it and recorders record it."""
     node: str = ""
     """Call context: the pipeline node the call is made from (``generate``, ``diagnose``, ...)."""
+    tools: tuple[ToolSpec, ...] = ()
+    """Tools the model may call, for a provider with native tool calling
+    (``supports_tools``); others never get them."""
+    tool_choice: Literal["auto", "required"] = "auto"
+    """``required``: the reply must be a tool call (with ``tools``)."""
 
     @classmethod
     def of(cls, messages: Sequence[Message], /, **options: Any) -> CompletionRequest:
@@ -110,7 +157,10 @@ class CompletionRequest:
                 f"the options are {', '.join(sorted(_OPTIONS))}"
             )
         stop = options.pop("stop", None)
-        return cls(messages=tuple(messages), stop=tuple(stop or ()), **options)
+        tools = options.pop("tools", None)
+        return cls(
+            messages=tuple(messages), stop=tuple(stop or ()), tools=tuple(tools or ()), **options
+        )
 
     def replace(self, **changes: Any) -> CompletionRequest:
         """A copy with ``changes``."""
@@ -162,6 +212,10 @@ class ProviderBase:
     max_concurrency: int | None = None
     """Requests worth having in flight at once (the pipeline's ``concurrently`` reads it);
     None when there is no limit."""
+    supports_tools: bool = False
+    """True when the backend has native tool calling: requests with ``tools`` get replies
+    with ``Completion.tool_calls``, and ``assistant`` tool calls and ``tool`` results may be
+    sent back in ``messages``."""
 
     @property
     def model_id(self) -> str:
@@ -213,8 +267,17 @@ class WrapperProvider(ProviderBase):
         limit = getattr(self._inner, "max_concurrency", None)
         return limit if isinstance(limit, int) else None
 
+    @property
+    def supports_tools(self) -> bool:  # type: ignore[override]
+        return supports_tools(self._inner)
+
     async def _acomplete(self, request: CompletionRequest) -> Completion:
         return await asend(self._inner, request)
+
+
+def supports_tools(provider: Provider) -> bool:
+    """True when ``provider`` has native tool calling (``ProviderBase.supports_tools``)."""
+    return getattr(provider, "supports_tools", False) is True
 
 
 async def asend(provider: Provider, request: CompletionRequest) -> Completion:

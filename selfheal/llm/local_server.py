@@ -207,6 +207,9 @@ class ServerSettings(Record):
             "--threads-batch",
             str(self.threads),
             "--no-webui",
+            # the model's own chat template (Jinja): what native tool calls need (the
+            # default of the pinned build; explicit so an older build does it too)
+            "--jinja",
         ]
         if self.gpu_layers is not None:
             args += ["--n-gpu-layers", str(self.gpu_layers)]

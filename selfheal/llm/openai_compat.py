@@ -20,6 +20,12 @@ OpenAI itself::
   ``usage.prompt_tokens_details`` or llama.cpp's ``timings.cache_n``).
 * ``schema`` is sent as ``response_format={"type": "json_schema", ...}``; llama-server turns
   it into a grammar (constrained decoding). ``stop``, ``seed`` per request.
+* **Native tool calling**: ``tools`` go out as ``tools=[{"type": "function", ...}]`` with
+  ``tool_choice``; streamed ``tool_calls`` deltas are put back together into
+  ``Completion.tool_calls``; ``assistant`` tool calls and ``tool`` results in ``messages``
+  are sent in the same wire format. llama-server does this through the model's own chat
+  template (``--jinja``, which selfheal passes), constrained by a grammar with
+  ``tool_choice="required"``.
 * ``complete_many(n=...)`` sends ``n`` requests at once (llama-server rejects ``n > 1`` in one
   chat request) with seeds ``seed, seed + 1, ...`` (a random base when not given); a server
   with parallel slots decodes them together. Results are in index order.
@@ -39,7 +45,14 @@ import openai
 
 from selfheal.errors import ConfigError, ProviderError, ProviderUnavailable
 from selfheal.llm.aio import PerLoop
-from selfheal.llm.base import Completion, CompletionRequest, ProviderBase, ReplyStream
+from selfheal.llm.base import (
+    Completion,
+    CompletionRequest,
+    Message,
+    ProviderBase,
+    ReplyStream,
+    ToolCall,
+)
 from selfheal.llm.openai_errors import TRANSPORT_ERRORS, IncompleteStream, is_timeout, map_error
 from selfheal.llm.retry import RetryPolicy
 from selfheal.llm.tokens import estimate_tokens
@@ -47,7 +60,7 @@ from selfheal.llm.tokens import estimate_tokens
 if TYPE_CHECKING:
     from selfheal.llm.local_server import Endpoint, LocalServer
 
-__all__ = ["OpenAICompatible"]
+__all__ = ["OpenAICompatible", "wire_message"]
 
 NO_KEY = "sk-no-key"
 """Sent when no key is configured: local servers without ``--api-key`` accept anything, and
@@ -61,6 +74,51 @@ class _Dropped(Exception):
         super().__init__(str(cause))
         self.cause = cause
         self.streamed = streamed
+
+
+def wire_message(m: Message) -> dict[str, Any]:
+    """One message in the chat completions wire format (tool calls and results included)."""
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.tool_calls:
+        out["content"] = m.content or None
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            }
+            for c in m.tool_calls
+        ]
+    if m.role == "tool":
+        out["tool_call_id"] = m.tool_call_id
+    return out
+
+
+class _ToolCalls:
+    """Streamed ``tool_calls`` deltas put back together, by index."""
+
+    def __init__(self) -> None:
+        self.parts: dict[int, dict[str, str]] = {}
+
+    def add(self, deltas: Any) -> None:
+        for d in deltas or ():
+            index = int(getattr(d, "index", 0) or 0)
+            part = self.parts.setdefault(index, {"id": "", "name": "", "arguments": ""})
+            if getattr(d, "id", None):
+                part["id"] = str(d.id)
+            fn = getattr(d, "function", None)
+            if fn is not None:
+                if getattr(fn, "name", None):
+                    part["name"] += str(fn.name)
+                if getattr(fn, "arguments", None):
+                    part["arguments"] += str(fn.arguments)
+
+    def calls(self) -> tuple[ToolCall, ...]:
+        return tuple(
+            ToolCall(id=p["id"], name=p["name"], arguments=p["arguments"] or "{}")
+            for _, p in sorted(self.parts.items())
+            if p["name"]
+        )
 
 
 class OpenAICompatible(ProviderBase):
@@ -110,6 +168,9 @@ class OpenAICompatible(ProviderBase):
             self._extra_body.setdefault("cache_prompt", True)
         self._max_concurrency = max_concurrency
         self._clients: PerLoop[openai.AsyncOpenAI] = PerLoop()
+
+    supports_tools = True
+    """Native tool calling through ``tools`` / ``tool_calls`` (see the module docs)."""
 
     @property
     def model_id(self) -> str:
@@ -164,7 +225,7 @@ class OpenAICompatible(ProviderBase):
     def _body(self, request: CompletionRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model or "local",
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": [wire_message(m) for m in request.messages],
             "max_tokens": request.max_tokens,
             "temperature": request.temperature,
             "stream": True,
@@ -174,7 +235,20 @@ class OpenAICompatible(ProviderBase):
             body["stop"] = list(request.stop)
         if request.seed is not None:
             body["seed"] = int(request.seed)
-        if request.schema is not None:
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+            body["tool_choice"] = request.tool_choice
+        elif request.schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "reply", "schema": request.schema, "strict": False},
@@ -210,6 +284,7 @@ class OpenAICompatible(ProviderBase):
         api_key = endpoint.api_key if endpoint else self._api_key
         client = self._client(base_url, api_key)
         reply = ReplyStream(request.on_token)
+        tool_calls = _ToolCalls()
         finish = ""
         usage: Any = None
         timings: dict[str, Any] = {}
@@ -220,6 +295,8 @@ class OpenAICompatible(ProviderBase):
                     if chunk.choices:
                         choice = chunk.choices[0]
                         reply.add(choice.delta.content if choice.delta else None)
+                        if choice.delta is not None and choice.delta.tool_calls:
+                            tool_calls.add(choice.delta.tool_calls)
                         if choice.finish_reason:
                             finish = str(choice.finish_reason)
                     if chunk.usage is not None:
@@ -255,10 +332,11 @@ class OpenAICompatible(ProviderBase):
             else sum(estimate_tokens(m.content) for m in request.messages),
             completion_tokens=int(completion_tokens)
             if completion_tokens is not None
-            else estimate_tokens(reply.text),
+            else estimate_tokens(reply.text + "".join(c.arguments for c in tool_calls.calls())),
             model=self.model_id,
             finish_reason=finish or "stop",
             cached_tokens=int(cached or 0),
+            tool_calls=tool_calls.calls(),
         )
 
     # -- errors ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from selfheal.llm.base import (
     CompletionRequest,
     Message,
     Provider,
+    ToolSpec,
     WrapperProvider,
     send,
 )
@@ -51,10 +52,14 @@ class CallLog:
     completions: list[tuple[str, Completion]] = field(default_factory=list)
     sent: dict[int, tuple[Message, ...]] = field(default_factory=dict)
     """``id(completion)`` -> the messages that produced it (while the node runs)."""
+    executions: int = 0
+    """Sandbox runs the node made besides its model calls (the debugger's tools)."""
 
     def apply(self, state: HealState, **update: Any) -> HealState:
         """Return ``state`` with these calls' events and usage added, plus ``update``."""
         usage = state.usage
+        if self.executions:
+            usage = usage.model_copy(update={"executions": usage.executions + self.executions})
         models = dict(state.models)
         for role, c in self.completions:
             usage = _add_usage(usage, role, c)
@@ -138,7 +143,7 @@ def _llm_events(
             iteration=state.iteration,
             detail=label + (f" (retry {i})" if i else ""),
             messages=log.sent.pop(id(c), ()) if keep else (),
-            reply=c.text if keep else "",
+            reply=c.shown() if keep else "",
         )
         log.events.append(ev)
         log.completions.append((role, c))
@@ -297,6 +302,39 @@ def ask_for_json(
     return reply.value
 
 
+def ask_with_tools(
+    ctx: Context,
+    state: HealState,
+    log: CallLog,
+    tools: Sequence[ToolSpec],
+    *,
+    node: str,
+    role: RoleName,
+    prompt: str,
+    variables: dict[str, Any],
+    extra: Sequence[Message] = (),
+    max_tokens: int = 384,
+) -> Completion:
+    """One call offering ``tools`` through the provider's native tool calling, a tool call
+    required (``Completion.tool_calls``): the prompt, then ``extra`` (the calls so far and
+    their results); recorded like every call. No retry: the caller decides what a reply
+    without a tool call means."""
+    provider, options = _call(ctx, state, log, role, node)
+    request = CompletionRequest.of(
+        [*_messages(state, prompt, variables), *extra],
+        max_tokens=min(state.config.max_tokens, max_tokens),
+        temperature=state.config.temperature,
+        tools=tuple(tools),
+        tool_choice="required",
+        **options,
+    )
+    completion = send(provider, request)
+    version = load_prompt(prompt).version
+    label = f"{role} via {prompt}.yaml v{version} (native tool call)"
+    _llm_events(log, ctx, state, node, role, label, [completion])
+    return completion
+
+
 R = TypeVar("R")
 
 
@@ -335,6 +373,7 @@ __all__ = [
     "MalformedReply",
     "ask_for_code",
     "ask_for_json",
+    "ask_with_tools",
     "concurrently",
     "info",
     "record_failure",

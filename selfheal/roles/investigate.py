@@ -1,105 +1,273 @@
-"""The debugger's ReAct investigation: think, run a snippet against the candidate, observe.
+"""The debugger's investigation: think, call a tool, read what it shows, a bounded number of
+times, before the structured diagnosis.
 
-With ``HealConfig.debugger_steps`` > 0 the debugger does not diagnose from the failing tests
-alone: it may first run up to that many snippets in the sandbox (the candidate loaded, the
-same limits as the tests) and read what comes back, one hypothesis at a time. The probes then
-go into its final structured diagnosis (``prompts/debugger.yaml``) and stay on the
-``Diagnosis`` and the timeline. The snippets are model-written code like the candidate: they
-run in the kernel sandbox, never in this process.
+With ``HealConfig.debugger_steps`` > 0 the debugger may make that many tool calls
+(``roles/debugtools/``: ``run_snippet``, ``inspect_function``, ``diff_candidates``,
+``trace_failure``; every one runs through the kernel sandbox). It calls them through the
+provider's native tool calling where the provider has it (``supports_tools``: OpenAI-compatible
+servers including the local llama-server, Anthropic), as one conversation of tool calls and
+tool results; otherwise (and with ``debugger_tool_calls="structured"``) each step is a
+structured JSON reply (``prompts/debugger_step.yaml``) that names the tool and its arguments.
+It stops when the debugger calls ``diagnose``, repeats a call, or replies with nothing usable.
+Every call is on the timeline (the model call, then a ``tool`` event with the sandbox time and
+what came back) and on the ``Diagnosis`` as a ``Probe``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import json
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator
+from pydantic import BaseModel, BeforeValidator, model_validator
 
 from selfheal.context import Context
-from selfheal.errors import MalformedReply
-from selfheal.kernel_sandbox.types import SnippetResult
+from selfheal.errors import MalformedReply, ProviderError
+from selfheal.llm.base import Completion, Message, ToolCall, supports_tools
 from selfheal.llm.parsing import fold_choice
-from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
-from selfheal.state import HealState, Probe
-from selfheal.testsuite import failure_lines, limits_for
+from selfheal.roles._calls import CallLog, ask_for_json, ask_with_tools, info, record_failure
+from selfheal.roles.debugtools import (
+    FINISH,
+    TOOL_NAMES,
+    TOOLS,
+    call_text,
+    candidate_lines,
+    run_tool,
+)
+from selfheal.state import DebugTool, Event, HealState, Probe
+from selfheal.testsuite import failure_lines
 
-__all__ = ["StepReply", "investigate", "observation"]
+__all__ = ["StepReply", "investigate", "salvage"]
 
 NODE = "diagnose"
-_MAX_SNIPPET = 2000
-_MAX_OBSERVATION = 600
+PROMPT = "debugger_step"
+_CHOICES = (*TOOL_NAMES, FINISH)
+_ARGS = {
+    "run_snippet": ("code",),
+    "inspect_function": ("name",),
+    "diff_candidates": ("a", "b"),
+    "trace_failure": ("test_id",),
+}
 
 
 class StepReply(BaseModel):
-    """One investigation step (``prompts/debugger_step.yaml``)."""
+    """One investigation step on the structured path (``prompts/debugger_step.yaml``): the
+    tool and its arguments (only the tool's own fields matter)."""
 
     thought: str = ""
-    action: Annotated[
-        Literal["run", "diagnose"], BeforeValidator(fold_choice(("run", "diagnose"), "diagnose"))
+    tool: Annotated[
+        Literal["run_snippet", "inspect_function", "diff_candidates", "trace_failure", "diagnose"],
+        BeforeValidator(fold_choice(_CHOICES, FINISH)),
     ] = "diagnose"
     code: str = ""
+    name: str = ""
+    a: str = ""
+    b: str = ""
+    test_id: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_shape(cls, data: Any) -> Any:
+        """An older reply, ``{"action": "run", "code": ...}``, reads as ``run_snippet``."""
+        if isinstance(data, dict) and "tool" not in data and "action" in data:
+            data = dict(data)
+            run = str(data.pop("action")).strip().lower() == "run"
+            data["tool"] = "run_snippet" if run else FINISH
+        return data
+
+    def arguments(self) -> dict[str, str]:
+        return {k: getattr(self, k) for k in _ARGS.get(self.tool, ())}
 
 
-def observation(res: SnippetResult) -> str:
-    """What the debugger reads back from one snippet: value, printed output, or exception."""
-    parts: list[str] = []
-    if res.stdout.strip():
-        parts.append(f"printed {res.stdout.strip()[:300]!r}")
-    if res.outcome == "passed":
-        parts.append(f"value {res.value}" if res.value is not None else "ran without error")
-    elif res.outcome == "timeout":
-        parts.append(f"timed out after {res.duration:.1f}s")
-    else:
-        parts.append(f"raised {res.exc_type or res.outcome}: {res.message[:300]}")
-    return "; ".join(parts)[:_MAX_OBSERVATION]
+def _variables(state: HealState, native: bool, probes: list[Probe], left: int) -> dict[str, Any]:
+    current = state.current
+    assert current is not None and current.report is not None
+    return {
+        "native": native,
+        "code": current.code,
+        "failures": failure_lines(state, current.report),
+        "candidates": candidate_lines(state) if len(state.candidates) > 1 else [],
+        "probes": [p.model_dump() for p in probes],
+        "remaining": left,
+    }
+
+
+_TOOL_CALL_TEXT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def salvage(text: str) -> ToolCall | None:
+    """A tool call written as text instead of a native call: a ``<tool_call>`` block or a JSON
+    object with ``name`` and ``arguments``, or a step reply's shape (``tool`` and its
+    fields)."""
+    m = _TOOL_CALL_TEXT.search(text or "")
+    if m is None:
+        return None
+    try:
+        data = json.loads(m.group(0))
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    if isinstance(data.get("tool"), str):
+        try:
+            step = StepReply.model_validate(data)
+        except ValueError:
+            return None
+        return ToolCall(name=step.tool, arguments=json.dumps(step.arguments()))
+    if isinstance(data.get("name"), str):
+        args = data.get("arguments", {})
+        args = args if isinstance(args, dict) else {}
+        return ToolCall(name=data["name"], arguments=json.dumps(args))
+    return None
+
+
+def _parse_arguments(call: ToolCall) -> dict[str, str] | None:
+    try:
+        data = json.loads(call.arguments or "{}")
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items()}
+
+
+class _Native:
+    """The native path: one conversation of tool calls and tool results."""
+
+    def __init__(self, state: HealState, ctx: Context, log: CallLog) -> None:
+        self.state, self.ctx, self.log = state, ctx, log
+        self.variables = _variables(state, True, [], state.config.debugger_steps)
+        self.history: list[Message] = []  # the calls so far and their results
+        self.call = ToolCall(name="")  # the call being answered
+
+    def next(self, step: int) -> tuple[str, str, dict[str, str] | None, Completion] | None:
+        c = ask_with_tools(
+            self.ctx,
+            self.state,
+            self.log,
+            TOOLS,
+            node=NODE,
+            role="debugger",
+            prompt=PROMPT,
+            variables=self.variables,
+            extra=self.history,
+            max_tokens=384,
+        )
+        call = c.tool_calls[0] if c.tool_calls else salvage(c.text)
+        if call is None:
+            info(self.log, self.ctx, self.state, NODE, "the debugger called no tool: investigation ends")
+            return None
+        if not c.tool_calls:
+            info(self.log, self.ctx, self.state, NODE, "a tool call written as text was read")
+        self.call = call.model_copy(update={"id": call.id or f"call_{step + 1}"})
+        return c.text.strip(), call.name, _parse_arguments(call), c
+
+    def observed(self, text: str, left: int) -> None:
+        self.history += [
+            Message(role="assistant", content="", tool_calls=(self.call,)),
+            Message(
+                role="tool",
+                content=f"{text}\n\n({left} tool call(s) left; call diagnose when you know enough)",
+                tool_call_id=self.call.id,
+            ),
+        ]
+
+
+def _structured(
+    state: HealState, ctx: Context, log: CallLog, probes: list[Probe], left: int
+) -> tuple[str, str, dict[str, str] | None, Completion] | None:
+    try:
+        reply = ask_for_json(
+            ctx,
+            state,
+            log,
+            StepReply,
+            node=NODE,
+            role="debugger",
+            prompt=PROMPT,
+            max_tokens=384,
+            variables=_variables(state, False, probes, left),
+        )
+    except MalformedReply as exc:
+        record_failure(log, ctx, state, NODE, "debugger", exc)
+        return None
+    last = log.completions[-1][1]
+    return reply.thought.strip(), reply.tool, reply.arguments(), last
 
 
 def investigate(state: HealState, ctx: Context, log: CallLog) -> tuple[Probe, ...]:
-    """Up to ``debugger_steps`` probes of the latest attempt. Stops when the debugger says
-    ``diagnose``, repeats a snippet, or replies with something unusable (the diagnosis then
-    goes ahead with what was found so far)."""
+    """Up to ``debugger_steps`` tool calls on the latest attempt (see the module docstring).
+    Returns them as probes, oldest first; the diagnosis goes ahead with what was found."""
     current = state.current
     assert current is not None and current.report is not None
     budget = state.config.debugger_steps
     if budget <= 0 or not current.report.load.ok:
         return ()
-    failures = failure_lines(state, current.report)
+    native_ok = state.config.debugger_tool_calls == "native"
+    native = _Native(state, ctx, log) if native_ok and supports_tools(ctx.provider("debugger")) else None
     probes: list[Probe] = []
+    seen: set[str] = set()
     for step in range(budget):
-        try:
-            reply = ask_for_json(
-                ctx,
-                state,
-                log,
-                StepReply,
-                node=NODE,
-                role="debugger",
-                prompt="debugger_step",
-                max_tokens=256,
-                variables={
-                    "spec": state.spec.text,
-                    "code": current.code,
-                    "failures": failures,
-                    "probes": [p.model_dump() for p in probes],
-                    "remaining": budget - step,
-                },
-            )
-        except MalformedReply as exc:
-            record_failure(log, ctx, state, NODE, "debugger", exc)
+        left = budget - step
+        got = None
+        if native is not None:
+            try:
+                got = native.next(step)
+            except ProviderError as exc:  # e.g. a server whose chat template has no tools
+                record_failure(log, ctx, state, NODE, "debugger", exc)
+                info(log, ctx, state, NODE, "native tool calls failed: going on with JSON replies")
+                native = None
+        if native is None:
+            got = _structured(state, ctx, log, probes, left)
+        if got is None:
             break
-        code = reply.code.strip()
-        if reply.action != "run" or not code:
+        thought, tool, args, completion = got
+        if tool == FINISH:
             break
-        if any(code == p.code for p in probes):
-            info(log, ctx, state, NODE, "the debugger repeated a probe: investigation ends")
+        key = json.dumps([tool, args], sort_keys=True)
+        if key in seen:
+            info(log, ctx, state, NODE, "the debugger repeated a tool call: investigation ends")
             break
-        res = ctx.executor.run_snippet(
-            code[:_MAX_SNIPPET],
-            setup=current.code,
-            timeout=state.config.test_timeout,
-            limits=limits_for(state),
+        seen.add(key)
+        if args is None:
+            text, seconds, runs = "the arguments are not a JSON object; call the tool again", 0.0, 0
+            args = {}
+        else:
+            obs = run_tool(tool, args, state, ctx)
+            text, seconds, runs = obs.text, obs.seconds, obs.runs
+        name: DebugTool = tool if tool in TOOL_NAMES else "unknown"  # type: ignore[assignment]
+        probe = Probe(
+            thought=thought[:500],
+            code=call_text(tool, args),
+            observation=text,
+            tool=name,
+            arguments=args,
+            seconds=seconds,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            native=native is not None,
         )
-        probe = Probe(thought=reply.thought.strip()[:500], code=code, observation=observation(res))
         probes.append(probe)
-        first = code.splitlines()[0][:80] + (" ..." if "\n" in code else "")
-        info(log, ctx, state, NODE, f"probe {step + 1}: {first} -> {probe.observation[:120]}")
+        _tool_event(log, ctx, state, step, probe, runs)
+        if native is not None:
+            native.observed(text, left - 1)
     return tuple(probes)
+
+
+def _tool_event(
+    log: CallLog, ctx: Context, state: HealState, step: int, probe: Probe, runs: int
+) -> None:
+    call = probe.code.splitlines()[0][:80] + (" ..." if "\n" in probe.code else "")
+    first = probe.observation.strip().splitlines()[0][:120] if probe.observation.strip() else ""
+    ev = Event(
+        time=ctx.clock(),
+        node=NODE,
+        kind="tool",
+        duration=probe.seconds,
+        iteration=state.iteration,
+        detail=f"tool {step + 1}: {call} -> {first}"
+        + (f" ({runs} sandbox run(s))" if runs != 1 else ""),
+    )
+    log.events.append(ev)
+    log.executions += runs
+    ctx.emit(ev)

@@ -178,18 +178,7 @@ def row_detail(
     elif row.node == "consult":
         _detail_consult(state, row, lines)
     elif row.node == "diagnose":
-        for d in state.diagnoses:
-            if d.iteration == it:
-                lines.append(
-                    f"diagnosis ({d.source}, {d.category}, blame {d.blame}, "
-                    f"{d.confidence:.0%}): {d.root_cause}"
-                )
-                if d.repair_strategy:
-                    lines.append(f"strategy: {d.repair_strategy}")
-                if d.suspect_tests:
-                    lines.append("suspect tests: " + ", ".join(d.suspect_tests))
-                for p in d.probes:
-                    lines.append(f"probe: {p.code.splitlines()[0][:100]} -> {p.observation}")
+        code = _detail_diagnose(state, it, lines)
     elif row.node in ("plan_tests", "adversarial", "critic"):
         origin = {"plan_tests": ("example",), "adversarial": ("adversarial",)}.get(
             row.node, ("critic",)
@@ -227,6 +216,31 @@ def row_detail(
         if e.kind == "llm" and (e.messages or e.reply)
     )
     return RowDetail(title=f"{row.icon} {row.node}", lines=tuple(lines), code=code, calls=calls)
+
+
+def _detail_diagnose(state: HealState, iteration: int, lines: list[str]) -> str:
+    """A diagnose row: the diagnosis, then the investigation's tool calls, each with what it
+    cost; the code block holds every call with its whole observation."""
+    shown: list[str] = []
+    for d in (d for d in state.diagnoses if d.iteration == iteration):
+        lines.append(
+            f"diagnosis ({d.source}, {d.category}, blame {d.blame}, "
+            f"{d.confidence:.0%}): {d.root_cause}"
+        )
+        if d.repair_strategy:
+            lines.append(f"strategy: {d.repair_strategy}")
+        if d.suspect_tests:
+            lines.append("suspect tests: " + ", ".join(d.suspect_tests))
+        for n, p in enumerate(d.probes, 1):
+            call = p.code.splitlines()[0][:100] if p.code else p.tool
+            first = p.observation.splitlines()[0][:160] if p.observation else ""
+            lines.append(
+                f"tool {n}: {call} -> {first} · {p.seconds:.2f}s in the sandbox · {p.prompt_tokens}"
+                f"+{p.completion_tokens} tokens ({'native tool call' if p.native else 'structured reply'})"
+            )
+            head = f"# tool {n}: {p.tool}" + (f" — {p.thought}" if p.thought else "")
+            shown += [head, *(f"#   {x}" for x in p.code.splitlines()), p.observation, ""]
+    return "\n".join(shown).rstrip()
 
 
 def _detail_proposal(

@@ -35,7 +35,7 @@ def transcript_html(call: CallTranscript) -> str:
     """One model call, folded: the messages sent and the raw reply."""
     parts = [
         f"<b>{html.escape(m.role)}</b>"
-        f'<pre class="selfheal-pre selfheal-wrap">{html.escape(m.content)}</pre>'
+        f'<pre class="selfheal-pre selfheal-wrap">{html.escape(m.shown())}</pre>'
         for m in call.messages
     ]
     parts.append(

@@ -101,3 +101,15 @@ def test_missing_model_is_an_actionable_error(runs_dir: Path) -> None:
     )
     assert p.returncode == 2
     assert "selfheal: error:" in p.stderr
+
+
+def test_debugger_options_reach_the_config() -> None:
+    from selfheal.cli import _config, build_parser
+
+    args = build_parser().parse_args(
+        ["heal", "SPEC", "--debugger-steps", "3", "--debugger-tool-calls", "structured"]
+    )
+    cfg = _config(args)
+    assert (cfg.debugger_steps, cfg.debugger_tool_calls) == (3, "structured")
+    default = _config(build_parser().parse_args(["heal", "SPEC"]))
+    assert (default.debugger_steps, default.debugger_tool_calls) == (0, "native")

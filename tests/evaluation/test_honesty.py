@@ -160,6 +160,10 @@ def test_every_mode_builds_a_config() -> None:
     yardstick = config_for("sample-5")
     assert (yardstick.candidates, yardstick.first_sample, yardstick.repair) == (5, 1, False)
     assert not yardstick.probes and not yardstick.spec_blind_tests and not yardstick.oracle_calls
+    assert config_for("heal").debugger_steps == 0
+    debugger = config_for("heal-debugger")
+    assert (debugger.debugger_steps, debugger.debugger_tool_calls) == (3, "native")
+    assert config_for("heal-debugger-json").debugger_tool_calls == "structured"
 
 
 def _unused(_: Sequence[object]) -> None: ...

@@ -188,3 +188,64 @@ class FakeServer:
     def close(self) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+def openai_stream(
+    pieces: Sequence[str] = (),
+    *,
+    tool: str | None = None,
+    call_id: str = "call_7",
+    prompt_tokens: int = 120,
+    completion_tokens: int = 14,
+) -> Response:
+    """A streamed chat completion in the OpenAI wire format, as llama-server sends it: text
+    ``pieces``; or, with ``tool``, a tool call whose id and name come first and whose
+    arguments arrive in ``pieces`` (``finish_reason: tool_calls``); then the usage."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-9",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    if tool is None:
+        events = [chunk({"role": "assistant", "content": ""})]
+        events += [chunk({"content": p}) for p in pieces]
+        events.append(chunk({}, "stop"))
+    else:
+        first = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": tool, "arguments": ""},
+                }
+            ],
+        }
+        events = [chunk(first)]
+        events += [
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in pieces
+        ]
+        events.append(chunk({}, "tool_calls"))
+    events.append(
+        {
+            "id": "chatcmpl-9",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "m",
+            "choices": [],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+    )
+    body = [f"data: {json.dumps(e)}\n\n".encode() for e in events] + [b"data: [DONE]\n\n"]
+    return Response(status=200, body=body, headers={"content-type": "text/event-stream"})

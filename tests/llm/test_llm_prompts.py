@@ -11,6 +11,7 @@ from selfheal.errors import ConfigError
 from selfheal.llm import prompts
 from selfheal.roles.critic import CriticReply
 from selfheal.roles.debugger import DiagnosisReply
+from selfheal.roles.debugtools import TOOL_NAMES
 from selfheal.roles.investigate import StepReply
 from selfheal.state import Blame, DiagnosisCategory, Verdict
 
@@ -57,7 +58,7 @@ def test_reply_schemas_offer_the_choices_of_the_state() -> None:
     assert _enum(DiagnosisReply, "category") == list(get_args(DiagnosisCategory))
     assert _enum(DiagnosisReply, "blame") == list(get_args(Blame))
     assert _enum(CriticReply, "verdict") == list(get_args(Verdict))
-    assert _enum(StepReply, "action") == ["run", "diagnose"]
+    assert _enum(StepReply, "tool") == [*TOOL_NAMES, "diagnose"]
 
 
 def test_a_near_miss_choice_costs_no_retry() -> None:
@@ -69,4 +70,9 @@ def test_a_near_miss_choice_costs_no_retry() -> None:
         DiagnosisReply.model_validate({"root_cause": "x", "category": "typo"}).category == "other"
     )
     assert CriticReply.model_validate({"verdict": "Rejected"}).verdict == "reject"
-    assert StepReply.model_validate({"action": "RUN"}).action == "run"
+    assert StepReply.model_validate({"tool": " Trace_Failure "}).tool == "trace_failure"
+    assert StepReply.model_validate({"tool": "debug it"}).tool == "diagnose"
+    # the older shape of a step reply still reads
+    assert StepReply.model_validate({"action": "RUN", "code": "f(1)"}).arguments() == {
+        "code": "f(1)"
+    }

@@ -317,6 +317,7 @@ def test_settings_from_the_environment(binary: Path, tmp_path: Path) -> None:
     argv = s.argv(8080)
     assert argv[-2:] == ["--flash-attn", "on"]
     assert argv[argv.index("--ctx-size") + 1] == "6144"
+    assert "--jinja" in argv  # the model's chat template: native tool calls need it
     assert ls.server_settings(model, binary=binary, env={}).slots == ls.DEFAULT_SLOTS
     with pytest.raises(ConfigError):
         ls.server_settings(model, binary=binary, env={"SELFHEAL_LOCAL_SLOTS": "many"})

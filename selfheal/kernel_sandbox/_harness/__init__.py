@@ -8,6 +8,7 @@ without a kernel (``tests/sandbox/test_harness_parts.py``).
 - ``compare.py``: the comparison helpers rewritten tests call;
 - ``capture.py``: output capture and trimmed tracebacks;
 - ``guard.py``: the audit-hook policy, the alarm, the builtins swap;
+- ``trace.py``: the line-level tracer of the debugger's ``trace_failure``;
 - ``session.py``: one candidate run (load, tests, one signed message per step);
 - ``channel.py``: signed result lines, signed requests, the state the parts share;
 - ``loop.py``: the serving loop, one forked process per request;
@@ -29,6 +30,7 @@ PARTS = (
     _HERE / "compare.py",
     _HERE / "capture.py",
     _HERE / "guard.py",
+    _HERE / "trace.py",
     _HERE / "session.py",
     _HERE / "channel.py",
     _HERE / "loop.py",

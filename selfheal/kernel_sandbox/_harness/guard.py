@@ -72,6 +72,8 @@ _FS = frozenset(
 )
 _GC = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents"})
 _KILL = frozenset({"os.kill", "os.killpg", "signal.pthread_kill"})
+_TRACING = frozenset({"sys._getframe", "sys._current_frames"})
+_FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 
 
 class Timeout(BaseException):
@@ -86,6 +88,8 @@ class Guard:
     ) -> None:
         self.started = False  # candidate code has started: the hook enforces for good
         self.alarm = False  # a test's alarm is armed
+        self.tracing = False  # a test runs under the harness's tracer (trace.py)
+        self.refused: list[str] = []  # what the audit hook refused while tracing
         self.allow_network = False
         self.allow_subprocess = False
         self.pid = _getpid()
@@ -142,6 +146,8 @@ def forbidden_read(g: Guard, path: Any) -> bool:
 
 def audit(g: Guard, event: str, args: tuple[Any, ...]) -> None:
     """The audit hook's policy once candidate code has started."""
+    if g.tracing:
+        _tracing_policy(g, event, args)
     if event == "open":
         path, mode, flags = args[0], args[1], args[2]
         if type(path) is int:
@@ -178,6 +184,29 @@ def audit(g: Guard, event: str, args: tuple[Any, ...]) -> None:
         ):
             return
         raise PermissionError(f"sandbox: signalling other processes is blocked ({event})")
+
+
+def _tracing_policy(g: Guard, event: str, args: tuple[Any, ...]) -> None:
+    """While a test is traced the tracer is the harness's: no frame objects
+    (``sys._getframe``, a traceback's ``tb_frame``, a generator's ``gi_frame``, ...) through
+    which candidate code could reach it, nor a signal to itself, whose handler would receive
+    a frame. (``sys.settrace`` and ``sys.setprofile`` are replaced for the whole traced run:
+    ``trace.hide_tracer``; the audit event cannot refuse them, since CPython raises it too
+    when it unsets a tracer that raised, e.g. on the test's timeout.)"""
+    what = ""
+    if event in _TRACING:
+        what = event
+    elif event == "object.__getattr__" and len(args) > 1 and args[1] in _FRAME_ATTRS:
+        what = f"the {args[1]} attribute"
+    elif event in ("os.kill", "signal.pthread_kill"):
+        what = event
+    if what:
+        if len(g.refused) < 20:
+            g.refused.append(what)
+        raise PermissionError(
+            f"sandbox: {what} is blocked while a failing test is traced (the tracer and its "
+            "frames belong to the harness)"
+        )
 
 
 def make_hook(g: Guard) -> Any:

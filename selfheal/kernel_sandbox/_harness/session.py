@@ -26,11 +26,18 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
         truth,
     )
     from selfheal.kernel_sandbox._harness.guard import Guard, Timeout, guarded
+    from selfheal.kernel_sandbox._harness.trace import (
+        Tracer,
+        code_objects,
+        hide_tracer,
+        traced,
+    )
     from selfheal.kernel_sandbox._wire import decode_value, encode_value
 
 __all__ = ["Checks", "compile_tests", "restore_namespace", "run_candidate"]
 
 _perf = _time.perf_counter
+_settrace = _sysmod.settrace
 _ModuleType = _types.ModuleType
 _modules = _sysmod.modules
 _linecache = _linecachemod.cache
@@ -59,6 +66,8 @@ def compile_tests(tests: list[Any], start: int, cache: dict[Any, Any]) -> list[A
             if c is None:
                 if kind == "assert":  # (kind, id, code, wrapped)
                     c = ("assert", compile(t[2], f"<test {t[1]}>", "exec"), t[3])
+                elif kind == "trace":  # (kind, id, code, wrapped, tracer settings)
+                    c = ("trace", compile(t[2], f"<test {t[1]}>", "exec"), t[3], tuple(t[4]))
                 elif kind == "probe":  # (kind, id, expr)
                     c = ("probe", compile(t[2], f"<test {t[1]}>", "eval"))
                 else:  # snippet: (kind, id, body, last expression or None)
@@ -163,6 +172,10 @@ def run_candidate(
     test_timeout = float(req["test_timeout"])
     start = int(req.get("start", 0))
     tests = list(req.get("tests", ()))
+    tracing = any(t[0] == "trace" for t in tests[start:])
+    if tracing:  # the tracer is the harness's: candidate code sees none (trace.py)
+        g.refused = []
+        hide_tracer(g)
     mod = _ModuleType("candidate")
     mod.__dict__["__file__"] = "<candidate>"
     _modules["candidate"] = mod
@@ -190,8 +203,9 @@ def run_candidate(
         return
     send(("load", True, "passed", None, "", None, "", out.text(), out.truncated, dur))
     base = dict(ns)
+    codes = code_objects(co) if tracing else {}
     for i in range(start, len(tests)):
-        send(_one(g, checks, compiled[i], tests[i][0], i, base, limit_out, test_timeout))
+        send(_one(g, checks, compiled[i], tests[i][0], i, base, limit_out, test_timeout, codes))
     send(("done",))
 
 
@@ -204,13 +218,15 @@ def _one(
     base: dict[str, Any],
     limit_out: int,
     test_timeout: float,
+    codes: dict[int, Any] | None = None,
 ) -> tuple[Any, ...]:
-    """Run test ``i`` (compiled as ``c``); return its result message."""
+    """Run test ``i`` (compiled as ``c``); return its result message. ``codes``: the
+    candidate's code objects, for a traced test."""
     tns = dict(base)
     tb_clean = dict(g.clean_builtins)
     tns["__builtins__"] = tb_clean
     tns["__name__"] = "__test__"
-    if c[0] != "assert" or not c[2]:
+    if c[0] not in ("assert", "trace") or not c[2]:
         tns.update(_HELPERS)
     out, err = Cap(limit_out), Cap(limit_out)
     box: list[Any] = [None]
@@ -222,6 +238,20 @@ def _one(
         exc = guarded(g, lambda: _run_test(c[1], tns), test_timeout, out, err)
         if exc is None and c[2]:
             exc = tampered(tns, base, tb_clean, g.clean_builtins)
+    elif c[0] == "trace":
+        tracer = Tracer(codes or {}, *c[3])
+        exc = guarded(
+            g, lambda: traced(g, tracer, lambda: _run_test(c[1], tns)), test_timeout, out, err
+        )
+        g.tracing = False
+        _settrace(None)
+        if exc is None and c[2]:
+            exc = tampered(tns, base, tb_clean, g.clean_builtins)
+        for what in g.refused:
+            tracer.notes.append(f"the candidate tried {what} (refused)")
+        if tracer.off and type(exc) is not Timeout:  # a timeout in the tracer unsets it
+            tracer.notes.append("the tracer was switched off while the test ran")
+        box[0] = tracer.result()
     elif c[0] == "call":
         fn = base.get(c[1])
         if fn is None:
@@ -276,6 +306,8 @@ def _one(
             outcome = "error"
         if outcome == "error" and kind == "probe":
             value = ("canon", f"raise {tname}")
+    if c[0] == "trace":
+        value = box[0]
     texts = (out.text(), err.text(), out.truncated or err.truncated)
     return ("result", i, outcome, tname, msg, tb, *texts, dur, value)
 
