@@ -24,7 +24,7 @@ from selfheal.scale.engine import (
     stream,
 )
 from selfheal.scale.many import HealJob, HealOutcome, aheal_many, heal_many
-from selfheal.scale.resources import ProviderSource, WorkerResources, current
+from selfheal.scale.resources import ProviderSource, WorkerResources, build_provider_from, current
 
 if TYPE_CHECKING:
     from selfheal.scale.dask_engine import DaskEngine
@@ -41,6 +41,7 @@ __all__ = [
     "WorkerResources",
     "aheal_many",
     "astream",
+    "build_provider_from",
     "current",
     "heal_many",
     "make_engine",

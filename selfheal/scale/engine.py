@@ -186,14 +186,17 @@ def make_engine(
 
 
 async def astream(
-    engine: Engine, fn: Callable[[J], R], jobs: Sequence[J]
+    engine: Engine, fn: Callable[[J], R], jobs: Sequence[J], *then: Sequence[J]
 ) -> AsyncIterator[Finished[J, R]]:
     """Start ``engine``, run ``fn`` on ``jobs``, yield each ``Finished`` as it is, and stop
-    the engine (also when the caller stops early)."""
+    the engine (also when the caller stops early). Each further batch in ``then`` starts
+    once the one before it has finished, on the same workers (``index`` counts within a
+    batch)."""
     async with engine:
-        async for done in engine.run(fn, jobs):
-            yield done
+        for batch in (jobs, *then):
+            async for done in engine.run(fn, batch):
+                yield done
 
 
-stream: Callable[[Engine, Callable[[Any], Any], Sequence[Any]], Iterator[Finished[Any, Any]]]
+stream: Callable[..., Iterator[Finished[Any, Any]]]
 stream = sync_iter_twin(astream)

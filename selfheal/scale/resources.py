@@ -21,7 +21,14 @@ from selfheal.kernel_sandbox import KernelPool
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.llm.base import Provider
 
-__all__ = ["ProviderSource", "WorkerResources", "current", "describe_source", "using"]
+__all__ = [
+    "ProviderSource",
+    "WorkerResources",
+    "build_provider_from",
+    "current",
+    "describe_source",
+    "using",
+]
 
 ProviderSource = str | Provider | Callable[[], Provider] | None
 """How a worker gets its model: a model string (built on the worker, from the worker's
@@ -37,6 +44,19 @@ def describe_source(source: ProviderSource) -> str:
         return source or "auto"
     name = getattr(source, "model_id", None) or getattr(source, "__name__", None)
     return str(name) if name else repr(source)
+
+
+def build_provider_from(source: ProviderSource) -> Provider:
+    """The provider ``source`` names, built here, behind its model's gate when limits are set
+    for it."""
+    from selfheal.llm.limits import apply_limits
+    from selfheal.llm.router import resolve_provider
+
+    if source is None or isinstance(source, str):
+        return resolve_provider(source)  # build_provider applies the limits
+    if isinstance(source, Provider):
+        return apply_limits(source)
+    return apply_limits(source())
 
 
 class WorkerResources:
@@ -69,20 +89,14 @@ class WorkerResources:
     def provider(self, source: ProviderSource) -> Provider:
         """The worker's provider for ``source``, built once (behind its model's gate when
         limits are set for it)."""
-        from selfheal.llm.limits import apply_limits
-        from selfheal.llm.router import resolve_provider
-
         if isinstance(source, Provider):
-            return apply_limits(source)
+            return build_provider_from(source)
         key = self._key(source)
         with self._lock:
             built = self._providers.get(key)
         if built is not None:
             return built
-        if source is None or isinstance(source, str):
-            made = resolve_provider(source)  # build_provider applies the limits
-        else:
-            made = apply_limits(source())
+        made = build_provider_from(source)
         with self._lock:
             return self._providers.setdefault(key, made)
 
