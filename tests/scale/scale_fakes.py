@@ -128,3 +128,12 @@ def calls(log: str | Path) -> list[str]:
     """The heal calls ``HangOnce`` logged."""
     path = Path(log)
     return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def set_env(name: str, value: str | None) -> None:
+    """Set (or with None, unset) an environment variable of the process that runs this (a
+    worker, through ``client.run``: how a cluster's workers get their configuration)."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value

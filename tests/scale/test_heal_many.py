@@ -8,10 +8,10 @@ import sys
 from typing import Any
 
 import pytest
-from evaluation.suites import BuiltinSuite, Task
 from scale_fakes import builtin_oracle
 
 import selfheal
+from evaluation.suites import BuiltinSuite, Task
 from selfheal.config import HealConfig
 from selfheal.errors import ConfigError, MissingDependency
 from selfheal.llm.mock import DEMO_SPEC, MockProvider
@@ -101,9 +101,7 @@ def test_dask_cluster_gives_the_same_results_as_local(cluster: Any, client: Any)
     assert {o.worker for o in remote} <= workers
 
 
-def test_what_cannot_work_says_how_to_fix_it(
-    cluster: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_what_cannot_work_says_how_to_fix_it(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="cannot be sent to Dask workers"):
         list(
             heal_many(

@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from evaluation.suites import BuiltinSuite
 from scale_fakes import OracleServer
 
+from evaluation.suites import BuiltinSuite
 from selfheal.errors import ConfigError
 from selfheal.llm import Message, OpenAICompatible
 from selfheal.llm.limits import (
