@@ -14,15 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from selfheal.scale.engine import (
-    Engine,
-    EngineName,
-    Finished,
-    LocalEngine,
-    astream,
-    make_engine,
-    stream,
-)
+from selfheal.scale.base import Engine, EngineName, Finished
+from selfheal.scale.engine import LocalEngine, astream, make_engine, stream
 from selfheal.scale.many import HealJob, HealOutcome, aheal_many, heal_many
 from selfheal.scale.resources import ProviderSource, WorkerResources, build_provider_from, current
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from selfheal.errors import ConfigError, MissingDependency
 from selfheal.llm.limits import ModelLimits, configure_limits, configured_limits
-from selfheal.scale.engine import Finished
+from selfheal.scale.base import Finished
 from selfheal.scale.resources import WorkerResources, using
 
 if TYPE_CHECKING:

@@ -19,66 +19,19 @@ import asyncio
 import functools
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from selfheal._sync import sync_iter_twin
 from selfheal.errors import ConfigError
 from selfheal.llm.limits import ModelLimits, configure_limits, configured_limits
+from selfheal.scale.base import Engine, EngineName, Finished
 from selfheal.scale.resources import WorkerResources, using
 
-__all__ = [
-    "Engine",
-    "EngineName",
-    "Finished",
-    "LocalEngine",
-    "astream",
-    "make_engine",
-    "stream",
-]
+__all__ = ["LocalEngine", "astream", "make_engine", "stream"]
 
 J = TypeVar("J")
 R = TypeVar("R")
-
-EngineName = Literal["local", "dask"]
-"""The engines ``make_engine`` (and ``--executor``) knows."""
-
-
-@dataclass(frozen=True)
-class Finished(Generic[J, R]):
-    """One job, done: its result, or the exception it raised (never both)."""
-
-    index: int
-    """The job's position in the jobs given."""
-    job: J
-    """The job."""
-    result: R | None
-    """What the function returned."""
-    error: BaseException | None
-    """What it raised instead (for a cluster: also a job that killed too many workers)."""
-
-
-class Engine(Protocol):
-    """Runs a function on many jobs, on some workers. Used as an async context manager
-    (which starts and stops its workers)."""
-
-    name: str
-    """``local`` or ``dask``."""
-
-    async def __aenter__(self) -> Engine: ...
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
-
-    def run(self, fn: Callable[[J], R], jobs: Sequence[J]) -> AsyncIterator[Finished[J, R]]:
-        """``fn(job)`` for every job on the workers, each ``Finished`` as soon as it is.
-        Closing the iterator early cancels the jobs not yet finished."""
-        ...
 
 
 class LocalEngine:

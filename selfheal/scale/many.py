@@ -30,7 +30,8 @@ from selfheal.llm.router import parse_model_string, resolve_model_string
 from selfheal.records import Record
 from selfheal.request import HealRequest
 from selfheal.result import HealResult
-from selfheal.scale.engine import Engine, EngineName, astream, make_engine
+from selfheal.scale.base import Engine, EngineName
+from selfheal.scale.engine import astream, make_engine
 from selfheal.scale.resources import ProviderSource, current
 
 __all__ = ["HealJob", "HealOutcome", "aheal_many", "heal_many", "shippable_source"]
