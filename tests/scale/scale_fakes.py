@@ -137,3 +137,29 @@ def set_env(name: str, value: str | None) -> None:
         os.environ.pop(name, None)
     else:
         os.environ[name] = value
+
+
+def rate_grants(name: str, window: float, requests_per_minute: float, n: int) -> list[float]:
+    """On a worker: take ``n`` slots, one after another, from the cluster-wide gate ``name``
+    with a rate window of ``window`` seconds (instead of a minute); return when each was
+    granted (``time.monotonic``, one clock for every process of this machine)."""
+    import asyncio
+
+    import distributed
+
+    import selfheal.llm.limits as limits
+    from selfheal.scale.dask_engine import DaskGate
+
+    limits.WINDOW = window  # this worker process only: a test's short minute
+    gate = DaskGate(
+        distributed.get_worker(), name, limits.ModelLimits(requests_per_minute=requests_per_minute)
+    )
+
+    async def take() -> list[float]:
+        times = []
+        for _ in range(n):
+            async with gate.slot():
+                times.append(time.monotonic())
+        return times
+
+    return asyncio.run(take())

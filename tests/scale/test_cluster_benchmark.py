@@ -92,7 +92,7 @@ def test_workers_share_a_served_model_within_its_limit(
     monkeypatch.setenv("OPENAI_BASE_URL", server.url)
     common = ["--suite", "builtin", "--model", "openai:fake", "--limit", "3",
               "--modes", ",".join(MODES), "--no-progress", "--no-hash"]  # fmt: skip
-    limits = json.dumps({"openai:fake": {"max_concurrency": 1}})
+    limits = json.dumps({"openai:fake": {"max_concurrency": 1, "requests_per_minute": 6000}})
     try:
         assert main([*common, "--out", str(tmp_path / "local"), "--workers", "2"]) == 0
         answered = server.answered
