@@ -62,7 +62,7 @@ def test_dask_executor_records_what_the_local_one_does(
         return BenchmarkRunner(
             tasks=tasks,
             modes=MODES,
-            provider=factory,
+            provider_factory=factory,
             results=ResultsFile(path),
             progress=False,
             **kw,
@@ -125,7 +125,7 @@ def test_a_killed_worker_loses_no_finished_pair(cluster: Any, client: Any, tmp_p
     runner = BenchmarkRunner(
         tasks=tasks,
         modes=MODES,
-        provider=functools.partial(builtin_oracle, 4),
+        provider_factory=functools.partial(builtin_oracle, 4),
         results=ResultsFile(path),
         heal=hang,
         engine=DaskEngine(address=cluster.scheduler_address, pool_size=1),
