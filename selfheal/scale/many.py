@@ -18,8 +18,6 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
-from pydantic import Field
-
 from selfheal._sync import sync_iter_twin
 from selfheal.config import HealConfig
 from selfheal.errors import ConfigError
@@ -61,7 +59,7 @@ class HealOutcome(Record):
     """The heal's result (None when it raised)."""
     error: str = ""
     """``Type: message`` when the heal raised instead of returning."""
-    worker: str = Field(default="")
+    worker: str = ""
     """Where it ran: ``local``, or the Dask worker's address."""
 
     @property
