@@ -30,7 +30,8 @@ def measure(engine: Engine, tasks: int) -> dict[str, Any]:
     started = time.monotonic()
     times: list[float] = []
     statuses: list[str] = []
-    config = HealConfig(autonomy="full_auto", on_headless="approve")
+    # the same heal every time: no memory across runs (a recalled solution would change it)
+    config = HealConfig(autonomy="full_auto", on_headless="approve", memory=False)
     for outcome in heal_many([DEMO_SPEC] * tasks, provider="mock", config=config, executor=engine):
         times.append(time.monotonic() - started)
         statuses.append(outcome.status)

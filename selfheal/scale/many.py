@@ -174,7 +174,10 @@ async def aheal_many(
     and rate per model id, held across all the workers. ``config`` applies to every heal; a
     run that needs an approval comes back ``awaiting_approval`` unless
     ``config.on_headless`` decides (``selfheal.resume`` continues it on the worker's
-    machine, where its run log is). ``heal_fn`` replaces ``selfheal.heal`` (tests)."""
+    machine, where its run log is). The memory across runs is the worker's (its
+    ``$SELFHEAL_MEMORY``); heals running at once may recall what the others just learnt, so
+    pass ``HealConfig(memory=False)`` when results must not depend on their order.
+    ``heal_fn`` replaces ``selfheal.heal`` (tests)."""
     jobs = _jobs(specs)
     engine = (
         make_engine(executor, workers=workers, address=address, pool_size=pool_size, limits=limits)

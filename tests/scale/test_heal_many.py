@@ -19,7 +19,8 @@ from selfheal.errors import ConfigError, MissingDependency
 from selfheal.llm.mock import DEMO_SPEC, MockProvider
 from selfheal.scale import HealJob, HealOutcome, LocalEngine, aheal_many, heal_many
 
-CONFIG = HealConfig(autonomy="full_auto", on_headless="approve")
+# memory off: heals that run at once must not recall each other (the order would matter)
+CONFIG = HealConfig(autonomy="full_auto", on_headless="approve", memory=False)
 
 
 def _tasks(n: int) -> list[Task]:
