@@ -114,6 +114,9 @@ class TaskRecord(Record):
     """``Type: message`` when the agent raised instead of returning a result."""
     finished_at: float = 0.0
     """Unix time the record was written."""
+    worker: str = ""
+    """The cluster worker that ran the pair (its address); empty when it ran in the
+    benchmark's own process."""
 
     @property
     def key(self) -> tuple[str, str]:

@@ -9,6 +9,7 @@ charts. ``--resume`` continues an interrupted run where it stopped.
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import signal
 import sys
@@ -24,7 +25,7 @@ from evaluation.results_file import ResultsFile
 from evaluation.runner import BenchmarkRunner
 from evaluation.suites import SUITES, get_suite, select_tasks
 from selfheal.config import HealConfig
-from selfheal.errors import SelfHealError
+from selfheal.errors import ConfigError, SelfHealError
 from selfheal.llm.base import Provider
 
 __all__ = ["build_parser", "main"]
@@ -58,7 +59,41 @@ def build_parser() -> argparse.ArgumentParser:
         help="heal rounds, the first population included (default: HealConfig's)",
     )
     parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
-    parser.add_argument("--workers", type=int, default=1, help="tasks run in parallel")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="tasks run in parallel (local); with --executor dask and no --scheduler: the "
+        "worker processes of a local cluster",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=["local", "dask"],
+        default="local",
+        help="where tasks run: this process (local) or a Dask cluster (needs selfheal[dask]; "
+        "docs/scale.md)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="the Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: start a local cluster "
+        "of --workers processes on 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--pool-size",
+        type=int,
+        default=2,
+        help="kernels in each cluster worker's sandbox pool (default 2)",
+    )
+    parser.add_argument(
+        "--model-limits",
+        default=None,
+        metavar="LIMITS",
+        help="request limits per model id, YAML/JSON or a file: "
+        '\'{"openai:M": {"max_concurrency": 8, "requests_per_minute": 600}}\' '
+        "(default: $SELFHEAL_MODEL_LIMITS); held across every worker",
+    )
     parser.add_argument(
         "--resume", action="store_true", help="skip (task, mode) pairs already in OUT"
     )
@@ -107,19 +142,25 @@ def main(argv: Sequence[str] | None = None, *, provider: Provider | None = None)
 
 
 def _providers(
-    model: str, provider: Provider | None
-) -> tuple[Provider | None, Callable[[], Provider] | None]:
+    model: str, provider: Provider | None, *, remote: bool = False
+) -> tuple[Provider | str | None, Callable[[], Provider] | None]:
     """The shared provider, or a factory of one provider per run: the scripted demo
     (``mock``) replays one heal per script, so each run gets a fresh one; a YAML mock script
-    (``mock:FILE``) spans the whole benchmark and is shared like a real model."""
+    (``mock:FILE``) spans the whole benchmark and is shared like a real model. ``remote``
+    (a cluster): the model string instead of a provider, built once on each worker."""
     from selfheal.llm.router import parse_model_string, resolve_provider
 
     if provider is not None:
+        if remote:
+            raise ConfigError(
+                f"A provider object ({provider.model_id}) cannot be sent to cluster workers; "
+                "name the model with --model and let each worker build it."
+            )
         return provider, None
     spec = parse_model_string(model)
     if spec is not None and spec.provider == "mock" and spec.model == "demo":
-        return None, lambda: resolve_provider(model)
-    return resolve_provider(model), None
+        return None, functools.partial(resolve_provider, model)
+    return (model if remote else resolve_provider(model)), None
 
 
 def _main(args: argparse.Namespace, args_list: list[str], provider: Provider | None) -> int:
@@ -168,8 +209,23 @@ def _main(args: argparse.Namespace, args_list: list[str], provider: Provider | N
                 "resume it with the same settings, or choose another --out."
             )
 
+    from selfheal.llm.limits import configure_limits, parse_limits
+    from selfheal.scale import Engine, make_engine
+    from selfheal.scale.many import shippable_source
+
+    if args.model_limits is not None:
+        configure_limits(parse_limits(args.model_limits, source="--model-limits"))
+    engine: Engine | None = None
+    model = args.model
+    if args.executor == "dask":
+        model = str(shippable_source(args.model, "dask"))
+        engine = make_engine(
+            "dask", workers=args.workers, address=args.scheduler, pool_size=args.pool_size
+        )
+    elif args.scheduler:
+        raise ConfigError("--scheduler needs --executor dask.")
     info = collect_run_info(args.model, args_list, hash_file=not args.no_hash)
-    shared, factory = _providers(args.model, provider)
+    shared, factory = _providers(model, provider, remote=engine is not None)
     runner = BenchmarkRunner(
         tasks=tasks,
         modes=modes,
@@ -179,6 +235,7 @@ def _main(args: argparse.Namespace, args_list: list[str], provider: Provider | N
         max_iterations=settings.max_iterations,
         temperature=args.temperature,
         workers=args.workers,
+        engine=engine,
         progress=not args.no_progress,
     )
     runs = (*(previous.runs if (previous and args.resume) else ()), info)

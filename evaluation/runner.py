@@ -3,11 +3,12 @@ its code afterwards, and each result is appended to ``results.jsonl`` as soon as
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from evaluation.errors import ResultsFileError
@@ -22,8 +23,17 @@ from selfheal.config import HealConfig
 from selfheal.errors import ConfigError
 from selfheal.kernel_sandbox.types import Executor, Limits
 from selfheal.llm.base import Provider
+from selfheal.scale import Engine, LocalEngine, current, stream
 
-__all__ = ["BenchmarkRunner", "HealFunction", "default_executor", "heal_quietly"]
+__all__ = [
+    "BenchmarkRunner",
+    "HealFunction",
+    "RemotePairs",
+    "default_executor",
+    "error_record",
+    "heal_quietly",
+    "run_pair",
+]
 
 
 class HealFunction(Protocol):
@@ -34,12 +44,22 @@ class HealFunction(Protocol):
     ) -> Any: ...
 
 
-def heal_quietly(spec: str, *, provider: Any, config: HealConfig, entry_point: str | None) -> Any:
+def heal_quietly(
+    spec: str,
+    *,
+    provider: Any,
+    config: HealConfig,
+    entry_point: str | None,
+    executor: Executor | None = None,
+) -> Any:
     """``selfheal.heal`` without a frontend: run inside a notebook, a benchmark shows no view
-    per task (the records hold everything a view would show)."""
+    per task (the records hold everything a view would show). ``executor``: the sandbox
+    (default: the shared kernel pool; a cluster worker's own pool)."""
     from selfheal import HealRequest, Run
 
-    request = HealRequest(spec, provider=provider, config=config, entry_point=entry_point)
+    request = HealRequest(
+        spec, provider=provider, config=config, entry_point=entry_point, executor=executor
+    )
     return Run.start(request).run()
 
 
@@ -61,15 +81,231 @@ def _dump(value: Any) -> dict[str, Any]:
     return {"repr": repr(value)}
 
 
+def run_pair(
+    task: Task,
+    mode: str,
+    *,
+    config: HealConfig,
+    provider: Provider,
+    heal: HealFunction,
+    executor: Callable[[], Executor],
+    score_limits: Limits = DEFAULT_LIMITS,
+    clock: Callable[[], float] = time.monotonic,
+) -> TaskRecord:
+    """Run the agent on ``task`` in ``mode``, then score it with the sandbox ``executor()``
+    gives. Never raises for a bad candidate or a failing agent: both end as a failing
+    record."""
+    recorder = RecordingProvider(provider)
+    started = clock()
+    try:
+        result = heal(task.prompt, provider=recorder, config=config, entry_point=task.entry_point)
+    except Exception as exc:
+        # The agent itself failed (model server down, a bug): record it and go on.
+        return _record(
+            task=task,
+            mode=mode,
+            config=config,
+            recorder=recorder,
+            wall=clock() - started,
+            error=f"{type(exc).__name__}: {exc}",
+        )
+    wall = clock() - started
+    return _record(
+        task=task,
+        mode=mode,
+        config=config,
+        recorder=recorder,
+        wall=wall,
+        result=result,
+        executor=executor,
+        score_limits=score_limits,
+        clock=clock,
+    )
+
+
+def _record(
+    *,
+    task: Task,
+    mode: str,
+    config: HealConfig,
+    recorder: RecordingProvider,
+    wall: float,
+    result: Any = None,
+    error: str = "",
+    executor: Callable[[], Executor] | None = None,
+    score_limits: Limits = DEFAULT_LIMITS,
+    clock: Callable[[], float] = time.monotonic,
+) -> TaskRecord:
+    calls = recorder.calls
+    completions = [c.completion for c in calls if c.completion is not None]
+    common: dict[str, Any] = {
+        "suite": task.suite,
+        "task_id": task.id,
+        "category": task.category,
+        "mode": mode,
+        "model": recorder.model_id,
+        "llm_calls": len(calls),
+        "prompt_tokens": sum(c.prompt_tokens for c in completions),
+        "completion_tokens": sum(c.completion_tokens for c in completions),
+        "cached_tokens": sum(c.cached_tokens for c in completions),
+        "wall_time": wall,
+        "honesty": check_calls(task, calls),
+        "config": config.model_dump(mode="json"),
+    }
+    if result is None:
+        verdict = ReferenceVerdict(
+            passed=False, outcome="no_code", message=f"The agent raised: {error}"
+        )
+        return TaskRecord(
+            **common,
+            passed=False,
+            first_attempt_passed=False,
+            verified=False,
+            status="harness_error",
+            verdict=verdict,
+            error=error,
+            finished_at=time.time(),
+        )
+
+    assert executor is not None
+    sandbox = executor()
+    score_started = clock()
+    final_code: str | None = result.code
+    verdict = score(task, final_code, sandbox, limits=score_limits)
+    attempts = tuple(result.attempts)
+    population = tuple(getattr(result, "candidates", ()) or ())
+    first_verdict: ReferenceVerdict | None = None
+    if attempts or population:
+        # the first answer is the greedy candidate (what one generation gives), not the
+        # winner of the first round
+        greedy = next((c for c in population if c.origin == "greedy"), None)
+        first_code = greedy.code if greedy is not None else attempts[0].code
+        first_verdict = (
+            verdict
+            if first_code == final_code
+            else score(task, first_code, sandbox, limits=score_limits)
+        )
+    score_time = clock() - score_started
+
+    outcomes: dict[str, Any] = dict(result.test_outcomes())
+    tests = tuple(
+        TestRecord(
+            id=t.id,
+            origin=str(t.origin),
+            trusted=bool(t.trusted),
+            code=str(t.code),
+            outcome=outcomes.get(t.id),
+        )
+        for t in result.tests
+    )
+    attempt_records = tuple(
+        AttemptRecord(
+            iteration=a.iteration,
+            strategy=str(a.strategy),
+            code=a.code,
+            own_tests_passed=None if a.report is None else bool(a.report.passed),
+        )
+        for a in attempts
+    )
+    return TaskRecord(
+        **common,
+        passed=verdict.passed,
+        first_attempt_passed=bool(first_verdict and first_verdict.passed),
+        verified=bool(result.verified),
+        status=str(result.status),
+        iterations=int(result.iterations),
+        score_time=score_time,
+        code=final_code,
+        verdict=verdict,
+        first_verdict=first_verdict,
+        attempts=attempt_records,
+        tests=tests,
+        diagnoses=tuple(_dump(d) for d in result.diagnoses),
+        lessons=tuple(str(getattr(lesson, "text", lesson)) for lesson in result.lessons),
+        timeline=tuple(_dump(e) for e in result.timeline),
+        evidence=_dump(result.evidence) if hasattr(result, "evidence") else None,
+        candidates=tuple(
+            _candidate(c, chosen=c.id == _chosen(attempts, final_code)) for c in population
+        ),
+        remembered=tuple(_dump(r) for r in getattr(result, "remembered", ()) or ()),
+        run_id=str(getattr(result, "run_id", "")),
+        finished_at=time.time(),
+    )
+
+
+@dataclass(frozen=True)
+class RemotePairs:
+    """What a worker of a cluster needs to run pairs: shipped to the workers (it pickles),
+    called there with ``(task, mode)``. The agent's candidates run in the worker's kernel pool
+    and the scoring in its ``scoring`` pool."""
+
+    configs: Mapping[str, HealConfig]
+    """Mode -> the HealConfig it runs with."""
+    model: str | None = None
+    """A model string: one provider per worker, built there from the worker's environment."""
+    provider_factory: Callable[[], Provider] | None = None
+    """Or: builds each pair's own provider, on the worker."""
+    heal: HealFunction | None = None
+    """Replaces ``selfheal.heal`` (tests)."""
+    score_limits: Limits = DEFAULT_LIMITS
+    """The scoring sandbox's limits."""
+
+    def __call__(self, pair: tuple[Task, str]) -> TaskRecord:
+        task, mode = pair
+        resources = current()
+        heal = self.heal or functools.partial(heal_quietly, executor=resources.pool())
+        provider = (
+            self.provider_factory()
+            if self.provider_factory is not None
+            else resources.provider(self.model)
+        )
+        record = run_pair(
+            task,
+            mode,
+            config=self.configs[mode],
+            provider=provider,
+            heal=heal,
+            executor=lambda: resources.pool("scoring", size=1),
+            score_limits=self.score_limits,
+        )
+        return record.model_copy(update={"worker": resources.where})
+
+
+def error_record(task: Task, mode: str, config: HealConfig, model: str, error: str) -> TaskRecord:
+    """The record of a pair whose job itself was lost (e.g. it killed too many workers):
+    a harness error, run again by ``--resume``."""
+    return TaskRecord(
+        suite=task.suite,
+        task_id=task.id,
+        category=task.category,
+        mode=mode,
+        model=model,
+        passed=False,
+        first_attempt_passed=False,
+        verified=False,
+        status="harness_error",
+        verdict=ReferenceVerdict(passed=False, outcome="no_code", message=f"Lost: {error}"),
+        config=config.model_dump(mode="json"),
+        error=error,
+        finished_at=time.time(),
+    )
+
+
 class BenchmarkRunner:
-    """Runs tasks × modes with one provider and writes one ``TaskRecord`` per pair."""
+    """Runs tasks × modes with one provider and writes one ``TaskRecord`` per pair.
+
+    ``workers`` pairs run at once in this process; with ``engine`` (a
+    :class:`selfheal.scale.DaskEngine`) they run on a cluster instead, and the provider must
+    then be a model string (one provider per worker, from the worker's environment) or a
+    ``provider_factory`` that pickles. Either way each record is appended the moment it
+    comes back."""
 
     def __init__(
         self,
         *,
         tasks: Sequence[Task],
         modes: Sequence[str],
-        provider: Provider | None = None,
+        provider: Provider | str | None = None,
         provider_factory: Callable[[], Provider] | None = None,
         results: ResultsFile,
         heal: HealFunction | None = None,
@@ -77,6 +313,7 @@ class BenchmarkRunner:
         max_iterations: int | None = None,
         temperature: float = 0.0,
         workers: int = 1,
+        engine: Engine | None = None,
         config_extra: Mapping[str, object] | None = None,
         score_limits: Limits = DEFAULT_LIMITS,
         progress: bool = True,
@@ -91,8 +328,10 @@ class BenchmarkRunner:
             )
         self.tasks = list(tasks)
         self.modes = list(modes)
-        self.provider = provider
-        """The provider every (task, mode) run shares (None with ``provider_factory``)."""
+        self.model = provider if isinstance(provider, str) else None
+        """The model string the shared provider is built from (here on first use; on a
+        cluster, once per worker)."""
+        self._provider = None if isinstance(provider, str) else provider
         self.provider_factory = provider_factory
         """Builds each run's own provider: for providers that keep per-run state, like the
         scripted demo, whose script replays one heal."""
@@ -100,6 +339,7 @@ class BenchmarkRunner:
         self._heal = heal
         self._executor_factory = executor_factory
         self.workers = workers
+        self.engine = engine
         self.configs = {
             m: config_for(
                 m, max_iterations=max_iterations, temperature=temperature, extra=config_extra
@@ -117,6 +357,17 @@ class BenchmarkRunner:
         self._clock = clock
         self._executor_lock = threading.Lock()
         self._shared_executor: Executor | None = None
+
+    @property
+    def provider(self) -> Provider | None:
+        """The provider every (task, mode) run shares (None with ``provider_factory``)."""
+        if self._provider is None and self.model is not None:
+            with self._executor_lock:
+                if self._provider is None:
+                    from selfheal.llm.router import resolve_provider
+
+                    self._provider = resolve_provider(self.model)
+        return self._provider
 
     # ------------------------------------------------------------------ planning
 
@@ -141,136 +392,19 @@ class BenchmarkRunner:
         return self._heal
 
     def run_one(self, task: Task, mode: str) -> TaskRecord:
-        """Run the agent on ``task`` in ``mode``, then score it. Never raises for a bad
+        """Run the agent on ``task`` in ``mode`` here, then score it. Never raises for a bad
         candidate or a failing agent: both end as a failing record."""
-        config = self.configs[mode]
         provider = self.provider_factory() if self.provider_factory else self.provider
         assert provider is not None  # one of the two is set (checked in __init__)
-        recorder = RecordingProvider(provider)
-        started = self._clock()
-        try:
-            result = self._heal_fn()(
-                task.prompt, provider=recorder, config=config, entry_point=task.entry_point
-            )
-        except Exception as exc:
-            # The agent itself failed (model server down, a bug): record it and go on.
-            return self._record(
-                task=task,
-                mode=mode,
-                config=config,
-                recorder=recorder,
-                wall=self._clock() - started,
-                error=f"{type(exc).__name__}: {exc}",
-            )
-        wall = self._clock() - started
-        return self._record(
-            task=task, mode=mode, config=config, recorder=recorder, wall=wall, result=result
-        )
-
-    def _record(
-        self,
-        *,
-        task: Task,
-        mode: str,
-        config: HealConfig,
-        recorder: RecordingProvider,
-        wall: float,
-        result: Any = None,
-        error: str = "",
-    ) -> TaskRecord:
-        calls = recorder.calls
-        completions = [c.completion for c in calls if c.completion is not None]
-        common: dict[str, Any] = {
-            "suite": task.suite,
-            "task_id": task.id,
-            "category": task.category,
-            "mode": mode,
-            "model": recorder.model_id,
-            "llm_calls": len(calls),
-            "prompt_tokens": sum(c.prompt_tokens for c in completions),
-            "completion_tokens": sum(c.completion_tokens for c in completions),
-            "cached_tokens": sum(c.cached_tokens for c in completions),
-            "wall_time": wall,
-            "honesty": check_calls(task, calls),
-            "config": config.model_dump(mode="json"),
-        }
-        if result is None:
-            verdict = ReferenceVerdict(
-                passed=False, outcome="no_code", message=f"The agent raised: {error}"
-            )
-            return TaskRecord(
-                **common,
-                passed=False,
-                first_attempt_passed=False,
-                verified=False,
-                status="harness_error",
-                verdict=verdict,
-                error=error,
-                finished_at=time.time(),
-            )
-
-        executor = self._executor()
-        score_started = self._clock()
-        final_code: str | None = result.code
-        verdict = score(task, final_code, executor, limits=self._score_limits)
-        attempts = tuple(result.attempts)
-        population = tuple(getattr(result, "candidates", ()) or ())
-        first_verdict: ReferenceVerdict | None = None
-        if attempts or population:
-            # the first answer is the greedy candidate (what one generation gives), not the
-            # winner of the first round
-            greedy = next((c for c in population if c.origin == "greedy"), None)
-            first_code = greedy.code if greedy is not None else attempts[0].code
-            first_verdict = (
-                verdict
-                if first_code == final_code
-                else score(task, first_code, executor, limits=self._score_limits)
-            )
-        score_time = self._clock() - score_started
-
-        outcomes: dict[str, Any] = dict(result.test_outcomes())
-        tests = tuple(
-            TestRecord(
-                id=t.id,
-                origin=str(t.origin),
-                trusted=bool(t.trusted),
-                code=str(t.code),
-                outcome=outcomes.get(t.id),
-            )
-            for t in result.tests
-        )
-        attempt_records = tuple(
-            AttemptRecord(
-                iteration=a.iteration,
-                strategy=str(a.strategy),
-                code=a.code,
-                own_tests_passed=None if a.report is None else bool(a.report.passed),
-            )
-            for a in attempts
-        )
-        return TaskRecord(
-            **common,
-            passed=verdict.passed,
-            first_attempt_passed=bool(first_verdict and first_verdict.passed),
-            verified=bool(result.verified),
-            status=str(result.status),
-            iterations=int(result.iterations),
-            score_time=score_time,
-            code=final_code,
-            verdict=verdict,
-            first_verdict=first_verdict,
-            attempts=attempt_records,
-            tests=tests,
-            diagnoses=tuple(_dump(d) for d in result.diagnoses),
-            lessons=tuple(str(getattr(lesson, "text", lesson)) for lesson in result.lessons),
-            timeline=tuple(_dump(e) for e in result.timeline),
-            evidence=_dump(result.evidence) if hasattr(result, "evidence") else None,
-            candidates=tuple(
-                _candidate(c, chosen=c.id == _chosen(attempts, final_code)) for c in population
-            ),
-            remembered=tuple(_dump(r) for r in getattr(result, "remembered", ()) or ()),
-            run_id=str(getattr(result, "run_id", "")),
-            finished_at=time.time(),
+        return run_pair(
+            task,
+            mode,
+            config=self.configs[mode],
+            provider=provider,
+            heal=self._heal_fn(),
+            executor=self._executor,
+            score_limits=self._score_limits,
+            clock=self._clock,
         )
 
     # ------------------------------------------------------------------ the run
@@ -292,8 +426,8 @@ class BenchmarkRunner:
         self, *, resume: bool = False, on_record: Callable[[TaskRecord], None] | None = None
     ) -> list[TaskRecord]:
         """Run every pending pair, appending each record as it finishes; return the new
-        records. ``KeyboardInterrupt`` stops scheduling, lets running tasks end, and
-        re-raises (the file then holds everything that finished)."""
+        records. ``KeyboardInterrupt`` stops scheduling and re-raises (the file then holds
+        everything that finished; pairs still running are run again by ``--resume``)."""
         if resume:
             self.results.repair_tail()
         elif self.memory_path.exists() and any(
@@ -329,36 +463,56 @@ class BenchmarkRunner:
             with self._bar(len(pending)) as bar:
                 # each pass starts once the one before it has finished (a second pass recalls
                 # what the whole first pass learnt)
-                for n in sorted({split_mode(m)[1] for _, m in pending}):
-                    phase = [(t, m) for t, m in pending if split_mode(m)[1] == n]
-                    if self.workers == 1:
-                        for task, mode in phase:
-                            finished(self.run_one(task, mode), bar)
-                    else:
-                        self._run_parallel(phase, lambda r: finished(r, bar))
+                phases = [
+                    [(t, m) for t, m in pending if split_mode(m)[1] == n]
+                    for n in sorted({split_mode(m)[1] for _, m in pending})
+                ]
+                if self.engine is None and self.workers == 1:
+                    for task, mode in (pair for phase in phases for pair in phase):
+                        finished(self.run_one(task, mode), bar)
+                elif phases:
+                    self._run_on_engine(phases, lambda r: finished(r, bar))
         finally:
             self.close()
         return new
 
-    def _run_parallel(
-        self, pending: Sequence[tuple[Task, str]], finished: Callable[[TaskRecord], None]
+    def _run_on_engine(
+        self,
+        phases: Sequence[Sequence[tuple[Task, str]]],
+        finished: Callable[[TaskRecord], None],
     ) -> None:
-        queue = list(pending)
-        with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="bench") as pool:
-            running: set[Future[TaskRecord]] = set()
-            try:
-                while queue or running:
-                    while queue and len(running) < self.workers:
-                        task, mode = queue.pop(0)
-                        running.add(pool.submit(self.run_one, task, mode))
-                    done, running = wait(running, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        finished(future.result())
-            except BaseException:
-                queue.clear()
-                for future in running:
-                    future.cancel()
-                raise
+        """Each phase on the engine's workers (one after the other, the engine started once),
+        each record handed to ``finished`` as it comes back."""
+        engine = self.engine or LocalEngine(self.workers)
+        work: Callable[[tuple[Task, str]], TaskRecord]
+        if engine.name == "local":
+            work = self._run_pair_here
+        else:
+            if self.provider_factory is None and self.model is None:
+                raise ConfigError(
+                    "A Provider object cannot be sent to cluster workers; give the runner a "
+                    "model string (provider='openai:MODEL') or a provider_factory."
+                )
+            work = RemotePairs(
+                configs=self.configs,
+                model=self.model,
+                provider_factory=self.provider_factory,
+                heal=self._heal,
+                score_limits=self._score_limits,
+            )
+        for done in stream(engine, work, *[list(phase) for phase in phases]):
+            if done.error is not None:
+                if not isinstance(done.error, Exception):
+                    raise done.error
+                task, mode = done.job
+                err = f"{type(done.error).__name__}: {done.error}"
+                finished(error_record(task, mode, self.configs[mode], self.model or "", err))
+            else:
+                assert done.result is not None
+                finished(done.result)
+
+    def _run_pair_here(self, pair: tuple[Task, str]) -> TaskRecord:
+        return self.run_one(*pair)
 
     def close(self) -> None:
         """Shut down the scoring sandboxes."""

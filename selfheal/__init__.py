@@ -24,6 +24,7 @@ from selfheal.errors import (
 from selfheal.graph.runner import Run
 from selfheal.request import HealRequest
 from selfheal.result import HealResult
+from selfheal.scale import HealJob, HealOutcome, aheal_many, heal_many
 from selfheal.state import HealState
 
 __version__ = "0.1.0"
@@ -42,6 +43,8 @@ __all__ = [
     "ConfigError",
     "Edit",
     "HealConfig",
+    "HealJob",
+    "HealOutcome",
     "HealRequest",
     "HealResult",
     "HealState",
@@ -52,7 +55,9 @@ __all__ = [
     "SelfHealError",
     "__version__",
     "aheal",
+    "aheal_many",
     "heal",
+    "heal_many",
     "load_ipython_extension",
     "resume",
 ]

@@ -4,6 +4,8 @@
         async def arun(self, code: str) -> Report: ...
         run = sync_twin(arun)
 
+An async generator gets its iterator twin the same way: ``heal_many = sync_iter_twin(aheal_many)``.
+
 The coroutine runs on one long-lived background event loop (a daemon thread named
 ``selfheal-sync``) and the caller blocks on its result, so a sync twin works from plain
 code, from other threads, and from inside a running event loop (a notebook cell), where
@@ -16,10 +18,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["run_sync", "sync_twin"]
+__all__ = ["run_sync", "sync_iter_twin", "sync_twin"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -89,4 +91,40 @@ def sync_twin(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
     twin.__name__ = name
     twin.__qualname__ = fn.__qualname__[: -len(fn.__name__)] + name
     twin.__doc__ = f"Blocking twin of ``{fn.__name__}``. {fn.__doc__ or ''}".strip()
+    return twin
+
+
+def sync_iter_twin(fn: Callable[P, AsyncIterator[T]]) -> Callable[P, Iterator[T]]:
+    """The blocking iterator twin of the async generator function ``fn``: each item is
+    awaited on the background loop; closing the iterator (or an exception while it waits)
+    closes the async generator there, so its cleanup runs."""
+
+    @functools.wraps(fn)
+    def twin(*args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        agen = fn(*args, **kwargs)
+
+        async def step() -> tuple[bool, T | None]:
+            try:
+                return True, await agen.__anext__()
+            except StopAsyncIteration:
+                return False, None
+
+        async def close() -> None:
+            aclose = getattr(agen, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+        try:
+            while True:
+                more, item = run_sync(step())
+                if not more:
+                    return
+                yield item  # type: ignore[misc]
+        finally:
+            run_sync(close())
+
+    name = fn.__name__[1:] if fn.__name__.startswith("a") else f"{fn.__name__}_sync"
+    twin.__name__ = name
+    twin.__qualname__ = fn.__qualname__[: -len(fn.__name__)] + name
+    twin.__doc__ = f"Iterator twin of ``{fn.__name__}``. {fn.__doc__ or ''}".strip()
     return twin

@@ -236,9 +236,16 @@ def _canonical(spec: ModelSpec, env: Mapping[str, str]) -> str:
 
 
 def build_provider(model_string: str, *, env: Mapping[str, str] | None = None) -> Provider:
-    """Construct the provider a (non-auto) model string names. Optional SDKs are imported
-    here, so a missing one raises :class:`MissingDependency` naming the extra."""
+    """Construct the provider a (non-auto) model string names, behind its model's gate when
+    limits are set for it (:mod:`selfheal.llm.limits`). Optional SDKs are imported here, so a
+    missing one raises :class:`MissingDependency` naming the extra."""
+    from selfheal.llm.limits import apply_limits
+
     env = os.environ if env is None else env
+    return apply_limits(_build(model_string, env), env=env)
+
+
+def _build(model_string: str, env: Mapping[str, str]) -> Provider:
     spec = parse_model_string(model_string)
     if spec is None:
         raise ConfigError("build_provider needs an explicit model string; resolve 'auto' first.")
@@ -288,7 +295,7 @@ def resolve_provider(
 # ----------------------------------------------------------------------------- router
 
 
-_NOT_ROLES = frozenset({"PATH", "DIR", "URL", "SHA256"})
+_NOT_ROLES = frozenset({"PATH", "DIR", "URL", "SHA256", "LIMITS"})
 """``SELFHEAL_MODEL_*`` variables that configure something else, not a role."""
 
 

@@ -1,0 +1,291 @@
+"""Request concurrency and rate limits per model, shared by every run that uses the model.
+
+A served model (a llama.cpp server, vLLM, a hosted API) has a capacity: so many requests in
+flight before they only queue, so many a minute before it answers 429. Limits are set per
+model id (``openai:Qwen/Qwen2.5-Coder-7B-Instruct``) and hold for the whole process, whatever
+the number of heals running in it (``selfheal.heal_many`` runs many at once); on a Dask
+cluster the gates come from the cluster (``selfheal.scale``) and hold across every worker::
+
+    from selfheal.llm.limits import ModelLimits, configure_limits
+    configure_limits({"openai:qwen2.5-coder-7b": ModelLimits(max_concurrency=16,
+                                                            requests_per_minute=600)})
+
+or ``SELFHEAL_MODEL_LIMITS='{"openai:qwen2.5-coder-7b": {"max_concurrency": 16,
+"requests_per_minute": 600}}'`` (YAML or JSON; a path to such a file works too). Every
+provider the router builds for a model with limits goes through its gate
+(:class:`LimitedProvider`); :func:`apply_limits` does the same for a provider object.
+
+A gate grants a *slot*: at most ``max_concurrency`` slots are held at once, and at most
+``requests_per_minute`` are granted in any 60-second window (a rate below one a minute means
+one per ``60 / rate`` seconds). Waiting for a slot never blocks an event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+from pydantic import Field, ValidationError
+
+from selfheal._record import Record
+from selfheal.errors import ConfigError
+from selfheal.llm.base import Completion, CompletionRequest, Provider, WrapperProvider
+
+__all__ = [
+    "ENV_VAR",
+    "Gate",
+    "GateFactory",
+    "LimitedProvider",
+    "LocalGate",
+    "ModelLimits",
+    "apply_limits",
+    "configure_limits",
+    "configured_limits",
+    "local_gate",
+    "parse_limits",
+]
+
+ENV_VAR = "SELFHEAL_MODEL_LIMITS"
+"""Environment variable with the limits per model (YAML/JSON mapping, or a path to a file)."""
+
+WINDOW = 60.0
+"""Seconds of the rate window: ``requests_per_minute`` slots are granted in any such window."""
+
+
+class ModelLimits(Record):
+    """How hard one model may be asked."""
+
+    max_concurrency: int | None = Field(default=None, ge=1)
+    """Requests to this model in flight at once (None: no limit). Also caps how many answers
+    one heal asks for at once (the pipeline reads it as the provider's ``max_concurrency``)."""
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    """Requests started in any 60-second window (None: no limit)."""
+
+    def window(self) -> tuple[int, float] | None:
+        """``(permits, seconds)``: at most ``permits`` grants in any ``seconds``; None when
+        there is no rate limit."""
+        rate = self.requests_per_minute
+        if rate is None:
+            return None
+        permits = max(1, math.floor(rate))
+        return permits, WINDOW * permits / rate
+
+
+class Gate(Protocol):
+    """Grants request slots for one model."""
+
+    def slot(self) -> Any:
+        """An async context manager: a slot held for the duration of one request."""
+        ...
+
+
+GateFactory = Callable[[str, ModelLimits], Gate]
+"""Makes the gate of a model id with its limits (local by default, the cluster's on a
+Dask worker)."""
+
+
+class LocalGate:
+    """The limits of one model within this process, whatever thread or event loop asks.
+
+    ``clock`` and ``sleep`` are injectable so the rate logic can be tested without waiting."""
+
+    def __init__(
+        self,
+        limits: ModelLimits,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
+        self.limits = limits
+        self._window = limits.window()
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._granted: deque[float] = deque()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    @property
+    def in_flight(self) -> int:
+        """Slots held now."""
+        return self._in_flight
+
+    def _try(self) -> tuple[bool, float | None]:
+        """(Caller holds the lock.) Grant a slot, or say how long to wait: seconds until the
+        rate window frees one, or None to wait for a release."""
+        now = self._clock()
+        if self._window is not None:
+            permits, seconds = self._window
+            while self._granted and self._granted[0] <= now - seconds:
+                self._granted.popleft()
+        cap = self.limits.max_concurrency
+        if cap is not None and self._in_flight >= cap:
+            return False, None
+        if self._window is not None:
+            permits, seconds = self._window
+            if len(self._granted) >= permits:
+                return False, self._granted[0] + seconds - now
+            self._granted.append(now)
+        self._in_flight += 1
+        return True, None
+
+    async def acquire(self) -> None:
+        """Wait for a slot (never blocks the event loop)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            with self._lock:
+                granted, wait = self._try()
+                if granted:
+                    return
+                waiter: asyncio.Future[None] | None = None
+                if wait is None:
+                    waiter = loop.create_future()
+                    self._waiters.append((loop, waiter))
+            if waiter is None:
+                await self._sleep(max(wait or 0.0, 0.0))
+                continue
+            try:
+                await waiter
+            finally:
+                with self._lock:
+                    if (loop, waiter) in self._waiters:
+                        self._waiters.remove((loop, waiter))
+
+    def release(self) -> None:
+        """Give a slot back and wake the waiters (each checks again)."""
+        with self._lock:
+            self._in_flight -= 1
+            waiters, self._waiters = self._waiters, []
+        for loop, waiter in waiters:
+            loop.call_soon_threadsafe(_wake, waiter)
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        await self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class LimitedProvider(WrapperProvider):
+    """A provider whose every request holds a slot of ``gate``."""
+
+    def __init__(self, inner: Provider, gate: Gate, limits: ModelLimits) -> None:
+        super().__init__(inner)
+        self.gate = gate
+        self.limits = limits
+
+    @property
+    def max_concurrency(self) -> int | None:  # type: ignore[override]
+        inner = super().max_concurrency
+        mine = self.limits.max_concurrency
+        if inner is None or mine is None:
+            return mine if inner is None else inner
+        return min(inner, mine)
+
+    async def _acomplete(self, request: CompletionRequest) -> Completion:
+        async with self.gate.slot():
+            return await super()._acomplete(request)
+
+
+# ------------------------------------------------------------------ the process's limits
+
+
+def local_gate(model_id: str, limits: ModelLimits) -> Gate:
+    """The default :data:`GateFactory`: a :class:`LocalGate` (this process only)."""
+    return LocalGate(limits)
+
+
+class _Registry:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.limits: dict[str, ModelLimits] | None = None
+        self.factory: GateFactory = local_gate
+        self.gates: dict[tuple[str, ModelLimits], Gate] = {}
+
+
+_registry = _Registry()
+
+
+def parse_limits(text: str, *, source: str = ENV_VAR) -> dict[str, ModelLimits]:
+    """Limits per model id from YAML or JSON text (or a path to a file holding it)."""
+    example = '{"openai:qwen2.5-coder-7b": {"max_concurrency": 16, "requests_per_minute": 600}}'
+    raw_text = text.strip()
+    if raw_text and not raw_text.startswith(("{", "[")) and Path(raw_text).expanduser().is_file():
+        source = raw_text
+        raw_text = Path(raw_text).expanduser().read_text(encoding="utf-8")
+    try:
+        raw = yaml.safe_load(raw_text) if raw_text else {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source} is not valid YAML/JSON ({exc}). Example: {example}") from exc
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source} must map model ids to limits. Example: {example}")
+    out: dict[str, ModelLimits] = {}
+    for model, fields in raw.items():
+        try:
+            out[str(model)] = ModelLimits.model_validate(fields or {})
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors()
+            )
+            raise ConfigError(
+                f"{source}: the limits of {model!r} are invalid ({problems}). The fields are "
+                f"max_concurrency (an integer >= 1) and requests_per_minute (> 0). Example: "
+                f"{example}"
+            ) from exc
+    return out
+
+
+def configure_limits(
+    limits: Mapping[str, ModelLimits] | None, *, gates: GateFactory | None = None
+) -> None:
+    """Set this process's limits per model id (None: read ``$SELFHEAL_MODEL_LIMITS`` again on
+    next use) and how gates are made (default: :func:`local_gate`). Providers built after this
+    use the new limits; gates already handed out keep theirs."""
+    with _registry.lock:
+        _registry.limits = None if limits is None else dict(limits)
+        _registry.factory = gates or local_gate
+        _registry.gates = {}
+
+
+def configured_limits(env: Mapping[str, str] | None = None) -> dict[str, ModelLimits]:
+    """This process's limits per model id: those configured, else ``$SELFHEAL_MODEL_LIMITS``."""
+    with _registry.lock:
+        if _registry.limits is not None:
+            return dict(_registry.limits)
+    text = (os.environ if env is None else env).get(ENV_VAR, "")
+    return parse_limits(text) if text.strip() else {}
+
+
+def apply_limits(provider: Provider, *, env: Mapping[str, str] | None = None) -> Provider:
+    """``provider`` behind its model's gate when limits are set for its ``model_id`` (the
+    gate is shared by every provider of that model in the process), else ``provider``."""
+    if isinstance(provider, LimitedProvider):
+        return provider
+    model_id = provider.model_id
+    limits = configured_limits(env).get(model_id)
+    if limits is None or (limits.max_concurrency is None and limits.requests_per_minute is None):
+        return provider
+    with _registry.lock:
+        gate = _registry.gates.get((model_id, limits))
+        if gate is None:
+            gate = _registry.factory(model_id, limits)
+            _registry.gates[(model_id, limits)] = gate
+    return LimitedProvider(provider, gate, limits)

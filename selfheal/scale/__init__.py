@@ -1,0 +1,51 @@
+"""Scale out: heal and evaluate many specs at once, here or on a Dask cluster.
+
+* :func:`heal_many` / :func:`aheal_many`: every spec healed, each result as it finishes;
+* engines (:class:`LocalEngine`, :class:`DaskEngine`, the :class:`Engine` protocol) that fan
+  jobs out to workers, each worker with its own kernel pool and providers
+  (:class:`WorkerResources`);
+* model limits held across the workers (:mod:`selfheal.llm.limits`).
+
+``DaskEngine`` needs the ``dask`` extra (``pip install "selfheal[dask]"``); everything else
+needs only the base install. See docs/scale.md.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from selfheal.scale.base import Engine, EngineName, Finished
+from selfheal.scale.engine import LocalEngine, astream, make_engine, stream
+from selfheal.scale.many import HealJob, HealOutcome, aheal_many, heal_many
+from selfheal.scale.resources import ProviderSource, WorkerResources, build_provider_from, current
+
+if TYPE_CHECKING:
+    from selfheal.scale.dask_engine import DaskEngine
+
+__all__ = [
+    "DaskEngine",
+    "Engine",
+    "EngineName",
+    "Finished",
+    "HealJob",
+    "HealOutcome",
+    "LocalEngine",
+    "ProviderSource",
+    "WorkerResources",
+    "aheal_many",
+    "astream",
+    "build_provider_from",
+    "current",
+    "heal_many",
+    "make_engine",
+    "stream",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DaskEngine":
+        from selfheal.scale.dask_engine import DaskEngine, require_dask
+
+        require_dask("selfheal.scale.DaskEngine")
+        return DaskEngine
+    raise AttributeError(f"module 'selfheal.scale' has no attribute {name!r}")

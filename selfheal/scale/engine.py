@@ -1,0 +1,155 @@
+"""Engines: fan jobs out to workers and hand back each result as it finishes.
+
+An :class:`Engine` runs a function on many jobs and streams ``Finished`` records back in the
+order they finish. Two are built in:
+
+* :class:`LocalEngine` runs ``workers`` jobs at once in threads of this process (heals spend
+  their time waiting for a model and for the kernel pool, not on this process's CPU);
+* :class:`~selfheal.scale.dask_engine.DaskEngine` runs them on a Dask cluster (an existing
+  one, or a local one it starts), each worker with its own kernel pool; a worker that dies
+  takes no finished result with it, and its unfinished jobs run again on another worker.
+
+Each job runs with its worker's :class:`~selfheal.scale.resources.WorkerResources`
+(:func:`selfheal.scale.resources.current`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, TypeVar
+
+from selfheal._sync import sync_iter_twin
+from selfheal.errors import ConfigError
+from selfheal.llm.limits import ModelLimits, configure_limits, configured_limits
+from selfheal.scale.base import Engine, EngineName, Finished
+from selfheal.scale.resources import WorkerResources, using
+
+__all__ = ["LocalEngine", "astream", "make_engine", "stream"]
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+
+class LocalEngine:
+    """``workers`` jobs at once, in threads of this process, sharing one
+    :class:`WorkerResources` (one kernel pool of ``pool_size`` kernels)."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        workers: int = 4,
+        *,
+        pool_size: int = 2,
+        limits: Mapping[str, ModelLimits] | None = None,
+    ) -> None:
+        if workers < 1:
+            raise ConfigError(f"workers must be at least 1 (got {workers}).")
+        self.workers = workers
+        self.pool_size = pool_size
+        self.limits = dict(limits) if limits is not None else None
+        self._resources: WorkerResources | None = None
+
+    async def __aenter__(self) -> LocalEngine:
+        if self.limits is not None:
+            configure_limits({**configured_limits(), **self.limits})
+        self._resources = WorkerResources(pool_size=self.pool_size, where="local")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        resources, self._resources = self._resources, None
+        if resources is not None:
+            await asyncio.to_thread(resources.close)
+
+    def _call(self, fn: Callable[[J], R], job: J) -> R:
+        assert self._resources is not None
+        with using(self._resources):
+            return fn(job)
+
+    async def run(self, fn: Callable[[J], R], jobs: Sequence[J]) -> AsyncIterator[Finished[J, R]]:
+        if self._resources is None:
+            raise ConfigError("use the engine as `async with engine:` before running jobs")
+        jobs = list(jobs)
+        queue: asyncio.Queue[tuple[int, Future[R]]] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="selfheal-job")
+        futures: list[Future[R]] = []
+        try:
+            for i, job in enumerate(jobs):
+                future = pool.submit(self._call, fn, job)
+                future.add_done_callback(functools.partial(_report, loop, queue, i))
+                futures.append(future)
+            for _ in jobs:
+                i, future = await queue.get()
+                if future.cancelled():
+                    continue
+                error = future.exception()
+                yield Finished(
+                    index=i,
+                    job=jobs[i],
+                    result=None if error is not None else future.result(),
+                    error=error,
+                )
+        finally:
+            # jobs not started are dropped; running ones end on their own (a thread cannot
+            # be stopped) and their results are not reported
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _report(
+    loop: asyncio.AbstractEventLoop,
+    queue: asyncio.Queue[tuple[int, Future[Any]]],
+    index: int,
+    future: Future[Any],
+) -> None:
+    loop.call_soon_threadsafe(queue.put_nowait, (index, future))
+
+
+def make_engine(
+    name: EngineName | str,
+    *,
+    workers: int = 2,
+    address: str | None = None,
+    pool_size: int = 2,
+    limits: Mapping[str, ModelLimits] | None = None,
+) -> Engine:
+    """The engine ``name``: ``local`` (``workers`` threads here) or ``dask`` (the cluster at
+    ``address``, or a local cluster of ``workers`` processes on 127.0.0.1)."""
+    if name == "local":
+        if address:
+            raise ConfigError(
+                "A scheduler address only means something with the dask executor; use "
+                "--executor dask (or executor='dask')."
+            )
+        return LocalEngine(workers, pool_size=pool_size, limits=limits)
+    if name == "dask":
+        from selfheal.scale.dask_engine import DaskEngine
+
+        return DaskEngine(address=address, workers=workers, pool_size=pool_size, limits=limits)
+    raise ConfigError(f"Unknown executor {name!r}. Choose local or dask.")
+
+
+async def astream(
+    engine: Engine, fn: Callable[[J], R], jobs: Sequence[J], *then: Sequence[J]
+) -> AsyncIterator[Finished[J, R]]:
+    """Start ``engine``, run ``fn`` on ``jobs``, yield each ``Finished`` as it is, and stop
+    the engine (also when the caller stops early). Each further batch in ``then`` starts
+    once the one before it has finished, on the same workers (``index`` counts within a
+    batch)."""
+    async with engine:
+        for batch in (jobs, *then):
+            async for done in engine.run(fn, batch):
+                yield done
+
+
+stream: Callable[..., Iterator[Finished[Any, Any]]]
+stream = sync_iter_twin(astream)
