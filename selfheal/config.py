@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
-from pydantic import Field
+from pydantic import (
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    model_validator,
+)
 
 from selfheal._record import Record
+from selfheal.errors import ConfigError
 
 Autonomy = Literal["full_auto", "review_repairs", "review_all"]
 """``full_auto`` never stops; ``review_repairs`` stops before running a repair;
@@ -127,6 +135,23 @@ class HealConfig(Record):
     memory_path: str | None = None
     """The memory's SQLite file; default ``$SELFHEAL_MEMORY``, else ``memory.sqlite3`` beside the
     run logs in the runs directory (so a runs directory and its memory go together)."""
+    max_spec_chars: int = Field(default=20_000, ge=100)
+    """Longest spec accepted, in characters (about 5,700 tokens): the spec goes into every
+    model call and every checkpoint, so a longer one is refused before the run starts."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _clear_errors(
+        cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> Any:
+        """A bad value is a ``ConfigError`` that names the option and what it must be, not a
+        pydantic traceback. ``context={"names": {field: "--flag"}}`` names options the way
+        the caller spells them (the CLI's flags)."""
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            names = (info.context or {}).get("names", {})
+            raise ConfigError(config_problems(exc, names)) from None
 
     @classmethod
     def single_shot(cls, **changes: object) -> HealConfig:
@@ -171,3 +196,36 @@ def memory_path_for(config: HealConfig) -> Path:
     if env:
         return Path(env).expanduser()
     return runs_dir_for(config.runs_dir) / "memory.sqlite3"
+
+
+def _requirement(err: Mapping[str, Any]) -> str:
+    ctx = err.get("ctx") or {}
+    kind = err.get("type", "")
+    if kind == "greater_than_equal":
+        return f"must be at least {ctx['ge']}"
+    if kind == "greater_than":
+        return f"must be greater than {ctx['gt']}"
+    if kind == "less_than_equal":
+        return f"must be at most {ctx['le']}"
+    if kind == "less_than":
+        return f"must be less than {ctx['lt']}"
+    if kind == "literal_error":
+        return f"must be one of {ctx['expected']}"
+    if kind == "extra_forbidden":
+        return "is not an option of HealConfig (see help(HealConfig))"
+    msg = str(err.get("msg", "is not valid"))
+    return msg[:1].lower() + msg[1:]
+
+
+def config_problems(exc: ValidationError, names: Mapping[str, str] | None = None) -> str:
+    """One sentence per bad option of a ``HealConfig``, e.g. ``--max-iterations 0: must be at
+    least 1``; ``names`` maps field names to how the caller spells them."""
+    names = names or {}
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(x) for x in err.get("loc", ())) or "HealConfig"
+        given = err.get("input")
+        name = names.get(field)
+        shown = f"{name} {given}" if name else f"{field}={given!r}"
+        parts.append(f"{shown}: {_requirement(err)}")
+    return "Invalid option: " + "; ".join(parts) + "."

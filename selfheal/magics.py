@@ -257,7 +257,7 @@ class SelfhealMagics(Magics):
         updates = dict(args.settings)
         if updates:
             trial = {**d.config, **{k: v for k, v in updates.items() if v is not None}}
-            HealConfig.model_validate(trial)  # raises a clear pydantic error on a bad value
+            HealConfig.model_validate(trial)  # a bad value is a ConfigError naming it
             for k, v in updates.items():
                 if v is None:
                     d.config.pop(k, None)

@@ -7,15 +7,18 @@ that record along instead of copying the keyword list.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
 from selfheal.approval import Approver
 from selfheal.config import HealConfig
 from selfheal.context import EventSink, TokenSink
+from selfheal.errors import ConfigError
+from selfheal.inputs import check_python
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.llm.base import Provider
-from selfheal.spec import parse_spec
+from selfheal.llm.router import parse_model_string
+from selfheal.spec import check_spec, parse_spec
 from selfheal.state import HealState, TestCase
 
 __all__ = ["HealRequest", "ProviderArg"]
@@ -30,10 +33,15 @@ class HealRequest:
     """One heal: the spec and everything that says how to heal it.
 
     Not a saved record (it holds live objects: a provider, a sandbox, callbacks); what a run
-    needs again is in its state (``config``, the spec, the tests)."""
+    needs again is in its state (``config``, the spec, the tests).
+
+    Checked when it is made, before any model call or kernel start: the spec (UTF-8, size,
+    names or describes a function), your tests (each must parse), the entry point, the config
+    and the model string; a mistake is a ``ConfigError`` that says what to change."""
 
     spec: str
-    """The plain-language spec (examples in it become trusted tests)."""
+    """The plain-language spec (examples in it become trusted tests); UTF-8 ``bytes`` are
+    accepted too."""
     _: KW_ONLY
     provider: ProviderArg = None
     """The model for every role (``config.models`` overrides per role)."""
@@ -55,10 +63,25 @@ class HealRequest:
 
     def __post_init__(self) -> None:
         config = self.config if self.config is not None else HealConfig()
-        if isinstance(self.provider, str) and config.model is None:
-            config = config.model_copy(update={"model": self.provider})
+        if isinstance(config, Mapping):
+            config = HealConfig.model_validate(dict(config))
+        if not isinstance(config, HealConfig):
+            raise ConfigError(f"config must be a HealConfig, not {type(config).__name__}.")
+        if isinstance(self.provider, str):
+            parse_model_string(self.provider)  # an unknown model string fails here, not mid-run
+            if config.model is None:
+                config = config.model_copy(update={"model": self.provider})
+        if config.model is not None:
+            parse_model_string(config.model)
+        for model in config.models.values():
+            parse_model_string(model)
         object.__setattr__(self, "config", config)
-        object.__setattr__(self, "tests", tuple(self.tests or ()))
+        object.__setattr__(
+            self,
+            "spec",
+            check_spec(self.spec, entry_point=self.entry_point, max_chars=config.max_spec_chars),
+        )
+        object.__setattr__(self, "tests", _checked_tests(self.tests))
 
     def initial_state(self) -> HealState:
         """The state a run starts from: the parsed spec, the config, your tests (trusted)."""
@@ -81,3 +104,18 @@ class HealRequest:
             config=self.config,
             tests=tuple(user_tests),
         )
+
+
+def _checked_tests(tests: Sequence[str | TestCase] | str | None) -> tuple[str | TestCase, ...]:
+    """Your tests, each checked to parse (a test that cannot run could never pass)."""
+    if isinstance(tests, str | bytes):
+        tests = [tests]  # one test, not its characters
+    out: list[str | TestCase] = []
+    for i, t in enumerate(tests or (), start=1):
+        if isinstance(t, TestCase):
+            if t.code is not None:
+                check_python(t.code, f"Your test {t.id!r}")
+            out.append(t)
+        else:
+            out.append(check_python(t, f"Your test {i}"))
+    return tuple(out)

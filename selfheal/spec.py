@@ -8,8 +8,11 @@ docstring, as in HumanEval). Examples become trusted tests: the user wrote them.
 from __future__ import annotations
 
 import ast
+import keyword
 import re
 
+from selfheal.errors import ConfigError
+from selfheal.inputs import decode_text
 from selfheal.state import Example, Spec
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -38,12 +41,66 @@ _BACKTICK_CALL_RE = re.compile(rf"`({_IDENT})\s*\(")
 _ARROW_RE = re.compile(r"^\s*(?:==>|==|->|=>|➞|→|should return|returns|gives|is)\s*")
 
 
+_FUNCTION_CUE_RE = re.compile(
+    r"(?:\b(?:def|function|method|algorithm|returns?|returning|comput\w*|calculat\w*|given|"
+    r"takes?|accepts?|inputs?|outputs?|counts?|converts?|checks?|parses?|finds?|sorts?|"
+    r"implement\w*|determines?|raises?|yields?|generat\w*|whether|"
+    # what a function works on
+    r"numbers?|integers?|ints?|floats?|digits?|strings?|str|text|words?|characters?|chars?|"
+    r"letters?|lists?|arrays?|tuples?|sets?|dict\w*|maps?|matri\w*|values?|items?|elements?|"
+    r"keys?|dates?|times?|bytes|files?|lines?|paths?|urls?|emails?|json|csv|primes?|"
+    r"sums?|products?|averages?|means?|medians?)\b|->|=>|[A-Za-z_]\w*\s*\()",
+    re.IGNORECASE,
+)
+"""Words and marks of a spec that asks for a function the model can name itself."""
+
+_EXAMPLE_SPEC = (
+    "'Write a function median(values) that returns the median of a list of numbers. "
+    "Example: median([3, 1, 2]) -> 2'"
+)
+
+
+def check_spec(text: str | bytes, *, entry_point: str | None = None, max_chars: int) -> str:
+    """The spec as checked text, before anything runs: valid UTF-8 without NUL (a problem is
+    reported with its byte offset), not empty, at most ``max_chars`` characters, and either
+    naming its function (a ``def``, "a function NAME", ``entry_point``) or reading as a
+    request for one (returns, computes, an example ``f(x) -> y``, ...) so that the model can
+    name it. Raises ``ConfigError`` saying what to change."""
+    text = decode_text(text, "The spec")
+    if entry_point is not None and (
+        not entry_point.isidentifier() or keyword.iskeyword(entry_point)
+    ):
+        raise ConfigError(
+            f"The entry point {entry_point!r} is not a Python function name; give a name such "
+            "as `median` or `parse_date`."
+        )
+    if not text.strip():
+        raise ConfigError(
+            f"The spec is empty. Describe the function you want, e.g. {_EXAMPLE_SPEC}."
+        )
+    if len(text) > max_chars:
+        raise ConfigError(
+            f"The spec is {len(text):,} characters long; the limit is {max_chars:,} (it goes "
+            "into every model call and every checkpoint). Shorten it to what the function must "
+            "do and a few examples, or raise HealConfig(max_spec_chars=...)."
+        )
+    if (
+        entry_point is None
+        and parse_spec(text).entry_point is None
+        and not _FUNCTION_CUE_RE.search(text)
+    ):
+        raise ConfigError(
+            f"The spec {' '.join(text.split())[:60]!r} does not say what function to "
+            f"write. Name it and say what it returns, e.g. {_EXAMPLE_SPEC}, or give its "
+            "name with --entry-point NAME (entry_point= in Python)."
+        )
+    return text
+
+
 def parse_spec(text: str, *, entry_point: str | None = None) -> Spec:
     """Read ``text`` into a ``Spec``. ``entry_point`` overrides the name found in the text."""
     text = text.strip("\n")
     if not text.strip():
-        from selfheal.errors import ConfigError
-
         raise ConfigError(
             "The spec is empty. Describe the function you want, e.g. "
             "'Return the median of a list of numbers.'"
@@ -100,7 +157,7 @@ def _prelude(text: str, name: str | None = None) -> str:
     ``poly``), in the spec's order."""
     try:
         tree = ast.parse(text)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = None
     if tree is not None:
         parts = []
@@ -131,7 +188,7 @@ def _prelude(text: str, name: str | None = None) -> str:
 def _is_expr(src: str) -> bool:
     try:
         ast.parse(src, mode="eval")
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
 
@@ -140,7 +197,7 @@ def _calls(expr: str, name: str) -> bool:
     """True if ``expr`` is a call of ``name`` whose arguments are plain values."""
     try:
         tree = ast.parse(expr, mode="eval")
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     call = tree.body
     if not (
@@ -267,7 +324,7 @@ def _literal_like(src: str) -> bool:
     """Values only: literals, containers of them, negative numbers, True/False/None, float('inf')."""
     try:
         tree = ast.parse(src, mode="eval")
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     allowed = (
         ast.Expression,
