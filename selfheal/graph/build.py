@@ -2,18 +2,20 @@
 
 The one place that turns a model string or a Provider object into a router and picks the
 default kernel pool; ``Run.start``, ``Run.load`` and ``fork`` get their context from here, and
-the nodes only ever see the finished ``Context``.
+the nodes only ever see the finished ``Context``. Before the sandbox starts, ``check_models``
+makes sure every role's model can be had for the spec, so a wrong model fails before the run
+has a log, a kernel or a model call.
 """
 
 from __future__ import annotations
 
-from selfheal.config import HealConfig
+from selfheal.config import ROLES, HealConfig
 from selfheal.context import Context, EventSink, FixedRouter, ModelRouter, TokenSink
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.memory import open_memory
 from selfheal.request import HealRequest, ProviderArg
 
-__all__ = ["context_for", "make_context", "make_router"]
+__all__ = ["check_models", "context_for", "make_context", "make_router"]
 
 
 def make_router(config: HealConfig, provider: ProviderArg) -> ModelRouter:
@@ -28,19 +30,37 @@ def make_router(config: HealConfig, provider: ProviderArg) -> ModelRouter:
     return Router(default=provider or config.model, per_role=config.models)
 
 
+def check_models(router: ModelRouter, spec: str) -> None:
+    """Before the run starts: every role's model string resolves (``auto`` included: with no
+    model anywhere this is the ``ConfigError`` that says how to get one), and a provider that
+    knows only some specs (the scripted demo) accepts this one. Real models are built on first
+    use, as before."""
+    from selfheal.llm.router import Router
+
+    for role in ROLES:
+        if isinstance(router, Router) and router.model_string(role).partition(":")[0] != "mock":
+            continue  # resolved; built (and connected to) on first use
+        check = getattr(router.for_role(role), "check_spec", None)
+        if callable(check):
+            check(spec)
+
+
 def make_context(
     config: HealConfig,
     provider: ProviderArg = None,
     *,
+    spec: str | None = None,
     executor: Executor | None = None,
     sink: EventSink | None = None,
     on_token: TokenSink | None = None,
 ) -> Context:
-    """The services of a run: the router for ``provider``/``config``, ``executor`` (default:
-    the shared kernel pool), the memory across runs (when ``config.memory``; a memory that
-    cannot be opened is a ``MemoryUnavailable`` here, before any model call) and the live
-    sinks."""
+    """The services of a run: the router for ``provider``/``config`` (checked against
+    ``spec`` when given, before anything starts), ``executor`` (default: the shared kernel
+    pool), the memory across runs (when ``config.memory``; a memory that cannot be opened is a
+    ``MemoryUnavailable`` here, before any model call) and the live sinks."""
     llm = make_router(config, provider)
+    if spec is not None:
+        check_models(llm, spec)
     memory = open_memory(config)
     if executor is None:
         from selfheal.kernel_sandbox import get_default_pool
@@ -54,6 +74,7 @@ def context_for(request: HealRequest) -> Context:
     return make_context(
         request.config,
         request.provider,
+        spec=request.spec,
         executor=request.executor,
         sink=request.on_event,
         on_token=request.on_token,

@@ -82,7 +82,7 @@ def fork(
     ):
         ctx = Context(llm=run.ctx.llm, executor=executor, sink=sink, memory=run.ctx.memory)
     else:
-        ctx = make_context(cfg, provider, executor=executor, sink=sink)
+        ctx = make_context(cfg, provider, spec=forked.spec.text, executor=executor, sink=sink)
     return type(run).new(forked, ctx, persist=run.log is not None)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from selfheal.approval import Approver
 from selfheal.context import Context, EventSink, TokenSink
-from selfheal.errors import ConfigError, ProviderError, SandboxError
+from selfheal.errors import ApprovalRequired, ConfigError, SelfHealError
 from selfheal.graph.build import context_for, make_context
 from selfheal.graph.checkpoint import RunLog, find_run, read_states
 from selfheal.graph.events import event, record
@@ -85,7 +85,14 @@ class Run:
                 f"Run {state.run_id} used a provider object, which is not saved in the log. "
                 "Pass it again: Run.load(path, provider=...)."
             )
-        ctx = make_context(state.config, provider, executor=executor, sink=sink, on_token=on_token)
+        ctx = make_context(
+            state.config,
+            provider,
+            spec=state.spec.text,
+            executor=executor,
+            sink=sink,
+            on_token=on_token,
+        )
         return cls(state, ctx, log=RunLog(path))
 
     # -- state ------------------------------------------------------------------------------
@@ -135,9 +142,23 @@ class Run:
         t0 = time.perf_counter()
         try:
             new = row.run(s, ctx)
-        except (ProviderError, SandboxError) as exc:
+        except ApprovalRequired:
+            raise
+        except SelfHealError as exc:
             detail = f"{type(exc).__name__}: {exc}"[:500]
-            self._commit(record(ctx, s, name, "error", detail, duration=time.perf_counter() - t0))
+            failed = record(ctx, s, name, "error", detail, duration=time.perf_counter() - t0)
+            if _nothing_done(s):
+                # nothing worth resuming: the run is over, not left "running"
+                self._commit(
+                    failed.model_copy(update={"status": "failed", "next": "done", "error": detail})
+                )
+                if self.path is not None:
+                    exc.add_note(
+                        f"The run {s.run_id} stopped before any work and is marked failed; fix "
+                        "the cause and start it again."
+                    )
+                raise
+            self._commit(failed)
             if self.path is not None:
                 exc.add_note(
                     f"Nothing is lost: the run is checkpointed at {self.path}; fix the cause and "
@@ -239,6 +260,12 @@ class Run:
 
     fork = fork
     """``run.fork(at_iteration, lessons=..., code=..., model=...)``: see ``graph.fork.fork``."""
+
+
+def _nothing_done(state: HealState) -> bool:
+    """No candidate and no model-written test yet: a run that fails now has nothing a
+    resume would keep."""
+    return not state.candidates and all(t.origin in ("example", "user") for t in state.tests)
 
 
 def _end_detail(state: HealState, node: str, first_new_event: int) -> str:

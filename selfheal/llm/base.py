@@ -80,7 +80,11 @@ class Message(Record):
 
     def shown(self) -> str:
         """The message as a transcript shows it: the text, then one line per tool call."""
-        text = f"[result of {self.tool_call_id}]\n{self.content}" if self.tool_call_id else self.content
+        text = (
+            f"[result of {self.tool_call_id}]\n{self.content}"
+            if self.tool_call_id
+            else self.content
+        )
         calls = [f"[tool call] {c.name} {c.arguments}" for c in self.tool_calls]
         return "\n".join([text, *calls] if text else calls)
 
@@ -221,6 +225,11 @@ class ProviderBase:
     def model_id(self) -> str:
         raise NotImplementedError
 
+    def check_spec(self, spec: str) -> None:
+        """Refuse, before a run starts, a spec this provider cannot answer for: raise
+        ``ConfigError`` saying what to use instead. A model answers any spec (this default);
+        the scripted demo knows one."""
+
     async def _acomplete(self, request: CompletionRequest) -> Completion:
         """Answer one request."""
         raise NotImplementedError
@@ -270,6 +279,11 @@ class WrapperProvider(ProviderBase):
     @property
     def supports_tools(self) -> bool:  # type: ignore[override]
         return supports_tools(self._inner)
+
+    def check_spec(self, spec: str) -> None:
+        check = getattr(self._inner, "check_spec", None)
+        if callable(check):
+            check(spec)
 
     async def _acomplete(self, request: CompletionRequest) -> Completion:
         return await asend(self._inner, request)

@@ -10,7 +10,10 @@ is recorded in ``calls`` (``calls_for(role)`` picks one role's).
 a first population that fails the spec's even example, a diagnosis, a repair round whose three
 candidates agree, and a verified result, without any model. When a reviewer rejects that
 repair round (``Reject(reason)``), a second one follows whose candidates use
-``statistics.median``, so every human decision of the tutorials can be replayed.
+``statistics.median``, so every human decision of the tutorials can be replayed. It runs to
+the end with any options (a role whose replies are used up answers its last one again) and
+refuses any other spec before the run starts (``check_spec``), so a run with it is never cut
+off halfway.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class MockCall:
 class _Script:
     replies: dict[str, list[Reply]]
     default: Reply | None
+    repeat_last: bool = False
     positions: dict[str, int] = field(default_factory=dict)
 
     def next(self, role: str, messages: Sequence[Message]) -> str:
@@ -72,6 +76,8 @@ class _Script:
             reply: Reply = self.default
         else:
             i = self.positions.get(role, 0)
+            if i >= len(queue) and self.repeat_last and queue:
+                i = len(queue) - 1
             if i >= len(queue):
                 raise MockScriptExhausted(
                     f"The mock script for role {role!r} has {len(queue)} replies and reply "
@@ -101,16 +107,36 @@ class MockProvider(ProviderBase):
         default: Reply | None = None,
         name: str = "scripted",
         latency: float = 0.0,
+        only_spec: str | None = None,
+        repeat_last: bool = False,
     ) -> None:
-        self._script = _Script({k: list(v) for k, v in (script or {}).items()}, default)
+        """``only_spec``: the one spec the script answers for (others are refused before a
+        run starts); ``repeat_last``: a role whose replies are used up answers its last one
+        again instead of raising ``MockScriptExhausted``."""
+        self._script = _Script(
+            {k: list(v) for k, v in (script or {}).items()}, default, repeat_last
+        )
         self._name = name
         self._latency = latency
+        self._only_spec = only_spec
         self._lock = threading.Lock()
         self.calls: list[MockCall] = []
 
     @property
     def model_id(self) -> str:
         return f"mock:{self._name}"
+
+    def check_spec(self, spec: str) -> None:
+        """Refuse a spec the script was not written for, before the run starts."""
+        if self._only_spec is None or " ".join(spec.split()) == " ".join(self._only_spec.split()):
+            return
+        raise ConfigError(
+            f"The {self.model_id} provider only replays its scripted median demo (run "
+            "`selfheal heal --provider mock` with no spec); it cannot heal this spec. Use a "
+            "real model: --provider local (the default, installed by `make install`), "
+            "ollama:MODEL, anthropic:MODEL, openai:MODEL or hf:MODEL; or script the replies "
+            "yourself with mock:<script.yaml>."
+        )
 
     def calls_for(self, role: str) -> list[MockCall]:
         return [c for c in self.calls if c.role == role]
@@ -169,7 +195,7 @@ class MockProvider(ProviderBase):
     @classmethod
     def demo(cls) -> MockProvider:
         """The scripted median session: fail, diagnose, learn, repair, verify."""
-        return cls(DEMO_SCRIPT, name="demo", latency=0.05)
+        return cls(DEMO_SCRIPT, name="demo", latency=0.05, only_spec=DEMO_SPEC, repeat_last=True)
 
     @classmethod
     def from_file(cls, path: str | Path) -> MockProvider:
