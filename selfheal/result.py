@@ -17,6 +17,7 @@ from selfheal.state import (
     Event,
     Evidence,
     HealState,
+    Proposal,
     Remembered,
     Status,
     TestCase,
@@ -42,6 +43,35 @@ def remembered_lines(state: HealState) -> tuple[str, ...]:
             f"{r.run_id}" + (f": candidate {joined}" if joined else "")
         )
     return tuple(out)
+
+
+def _pending(s: HealState) -> dict[str, Any] | None:
+    """The proposal waiting for a decision: what a reviewer needs to approve, not blind."""
+    p = s.pending
+    if p is None or s.status != "awaiting_approval":
+        return None
+    return {
+        "kind": p.kind,
+        "strategy": p.strategy,
+        "diagnosis": p.diagnosis.model_dump(mode="json") if p.diagnosis is not None else None,
+        "diff": p.diff,
+        "code": p.code,
+        "previous_code": p.previous_code,
+        "rationale": p.rationale,
+        "candidates": [c.id for c in p.candidates],
+    }
+
+
+def proposal_text(p: Proposal) -> str:
+    """A proposal as a reviewer reads it: what it answers (the diagnosis), how, and the diff."""
+    n = len(p.candidates) or 1
+    lines = [f"── {p.kind} proposal awaiting approval ({n} candidate(s); the first shown) ──"]
+    if p.diagnosis is not None:
+        lines.append(f"diagnosis: {p.diagnosis.root_cause}")
+        if p.diagnosis.repair_strategy:
+            lines.append(f"strategy:  {p.diagnosis.repair_strategy}")
+    lines.append(p.diff.rstrip() if p.diff else p.code.rstrip())
+    return "\n".join(lines)
 
 
 _ICON = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "crashed": "☠"}
@@ -221,6 +251,7 @@ class HealResult(Record):
             "models": self.models,
             "error": self.error,
             "path": self.path,
+            "pending": _pending(s),
         }
         d["final_outcomes"] = self.test_outcomes()
         d["evidence"] = self.evidence.model_dump(mode="json")
@@ -293,6 +324,12 @@ class HealResult(Record):
             mark = "▶" if c.id == chosen else " "
             rows.append(f" {mark} {c.id:<4} {c.origin:<10} round {c.round}  {what}")
         return "\n".join(rows)
+
+    def pending_text(self) -> str:
+        """The proposal waiting for a decision (diagnosis and diff), or "" if none waits."""
+        if self.state.pending is None or self.status != "awaiting_approval":
+            return ""
+        return proposal_text(self.state.pending)
 
     def tests_text(self) -> str:
         outcomes = self.test_outcomes()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -46,21 +45,35 @@ class RunLog:
 
 
 def read_states(path: Path) -> list[HealState]:
-    """Every state in a run log, in order."""
+    """Every state in a run log, in order. A log that cannot be read is a ``ConfigError``
+    naming the file and the line."""
     if not path.is_file():
         raise ConfigError(f"No run log at {path}. List runs with `selfheal runs list`.")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"Cannot read run log {path}: {exc.strerror or exc}.") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"Run log {path} is not UTF-8 text (byte offset {exc.start}): it is damaged or not "
+            "a selfheal run log."
+        ) from None
     out: list[HealState] = []
-    with open(path, encoding="utf-8") as f:
-        lines = f.readlines()
+    lines = text.rstrip("\n").split("\n")  # not splitlines(): a spec may hold U+2028
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
             out.append(HealState.model_validate_json(line))
-        except (ValidationError, json.JSONDecodeError) as exc:
-            if i == len(lines) - 1:
+        except (ValidationError, ValueError, ConfigError) as exc:
+            if i == len(lines) - 1 and out:
                 break  # torn write at a crash: the previous state is the checkpoint
-            raise ConfigError(f"Run log {path} is corrupt at line {i + 1}: {exc}") from exc
+            reason = (
+                exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            )[:200]
+            raise ConfigError(f"Run log {path} is corrupt at line {i + 1}: {reason}") from None
     if not out:
         raise ConfigError(f"Run log {path} holds no state.")
     return out
