@@ -37,6 +37,7 @@ from selfheal.kernel_sandbox.containment import (
     process_limits,
     rlimit_pairs,
 )
+from selfheal.kernel_sandbox.leftovers import mark_owner
 from selfheal.kernel_sandbox.types import Limits
 from selfheal.kernel_sandbox.zygote import Zygote
 
@@ -109,6 +110,7 @@ class SandboxKernel:
         self.network_namespace = network_namespace
         self.root = tempfile.mkdtemp(prefix="selfheal-k-")
         os.chmod(self.root, 0o700)
+        mark_owner(self.root)  # a host killed from now on leaves it for the next to sweep
         root = Path(self.root)
         self.work = root / "work"
         tmp = self.work / ".tmp"
@@ -132,6 +134,7 @@ class SandboxKernel:
         self._killed = False
         self._lock = threading.Lock()
         self.cgroups = CgroupSet.create(limits)
+        mark_owner(self.root, self.cgroups.dirs.values())
         conn = connection(root)
         try:
             self.proc = launch(

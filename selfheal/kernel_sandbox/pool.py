@@ -17,6 +17,7 @@ from selfheal._sync import sync_twin
 from selfheal.errors import ConfigError, SandboxError
 from selfheal.kernel_sandbox.containment import netns_available
 from selfheal.kernel_sandbox.kernel import SandboxKernel
+from selfheal.kernel_sandbox.leftovers import sweep_once
 from selfheal.kernel_sandbox.runner import execute, execute_snippet, execute_trace
 from selfheal.kernel_sandbox.types import (
     AssertTest,
@@ -92,7 +93,9 @@ class KernelPool:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> KernelPool:
-        """Start warming ``size`` kernels in the background (``run`` does it too)."""
+        """Start warming ``size`` kernels in the background (``run`` does it too). The first
+        pool of a process first removes what killed hosts left behind (``leftovers``)."""
+        sweep_once()
         with self._cond:
             if self._closed:
                 raise SandboxError("this KernelPool is closed; create a new one")

@@ -26,6 +26,7 @@ from typing import Any
 
 from selfheal.errors import SandboxError
 from selfheal.kernel_sandbox.containment import die_with_parent, kernel_env, kill_tree
+from selfheal.kernel_sandbox.leftovers import mark_owner
 
 __all__ = ["ForkedProcess", "Zygote"]
 
@@ -117,6 +118,7 @@ class Zygote:
 
     def __init__(self, python: str | None = None, timeout: float = 60.0) -> None:
         self.root = tempfile.mkdtemp(prefix="selfheal-z-")
+        mark_owner(self.root)
         home = Path(self.root) / "home"
         tmp = Path(self.root) / "tmp"
         home.mkdir()
