@@ -1,34 +1,52 @@
 """The ``selfheal`` command line.
 
-selfheal heal "SPEC" [--provider P] [--model M] [--max-iterations N] [--autonomy A]
-                     [--out FILE] [--json] [--entry-point NAME] [--test ASSERT ...]
+selfheal heal "SPEC" | --spec-file PATH | -   [--provider P] [--model M] [--max-iterations N]
+                     [--autonomy A] [--out FILE] [--json] [--entry-point NAME] [--test ASSERT ...]
 selfheal runs list | show ID [--calls] | fork ID --at K [...] | resume ID [--approve|--reject R|--edit F]
 selfheal memory list | show ID | forget ID... | clear [--yes]
 selfheal doctor [--no-load]
 selfheal serve [--port N] [--slots N] [--ctx N] [--threads N] [--model GGUF] [--api-key KEY]
+
+Every command runs inside one error boundary (``main``): a mistake exits 2 with a message that
+says what to do (``--debug`` or ``SELFHEAL_DEBUG=1`` adds the traceback), and with ``--json``
+stdout holds exactly one JSON object whatever happens.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import tempfile
+import traceback
 from collections.abc import Sequence
-from typing import TextIO
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
 
 from selfheal.approval import Approve, Edit, Reject
 from selfheal.config import HealConfig
-from selfheal.errors import SelfHealError
+from selfheal.errors import ConfigError, SelfHealError
 from selfheal.graph.checkpoint import find_run, list_runs, read_states
 from selfheal.graph.runner import Run
+from selfheal.inputs import (
+    check_output_path,
+    check_python,
+    read_text_file,
+    read_text_stream,
+)
 from selfheal.memory.command import add_parser as add_memory_parser
 from selfheal.request import HealRequest
-from selfheal.result import HealResult
+from selfheal.result import HealResult, proposal_text
 from selfheal.state import Decision, Event, HealState, Proposal
 
 EXIT_VERIFIED, EXIT_NOT_VERIFIED, EXIT_ERROR, EXIT_AWAITING = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130
+
+DEBUG_ENV = "SELFHEAL_DEBUG"
+"""Set to 1 to print the traceback of every error (the same as ``--debug``)."""
 
 _ICONS = {"end": "✓", "error": "✗", "degraded": "⚠", "decision": "?"}
 
@@ -65,47 +83,40 @@ def _model_string(provider: str | None, model: str | None) -> str | None:
     return model or provider
 
 
+HEAL_OPTIONS: dict[str, str] = {
+    "max_iterations": "--max-iterations",
+    "candidates": "--candidates",
+    "autonomy": "--autonomy",
+    "critic": "--critic",
+    "adversarial_tests": "--adversarial",
+    "memory": "--memory",
+    "debugger_tool_calls": "--debugger-tool-calls",
+    "debugger_steps": "--debugger-steps",
+    "token_budget": "--token-budget",
+    "time_budget": "--time-budget",
+    "test_timeout": "--test-timeout",
+    "max_spec_chars": "--max-spec-chars",
+}
+"""``HealConfig`` field -> the ``heal`` flag that sets it (a flag left out keeps the field's
+default, defined once in ``HealConfig``); errors name the flag."""
+
+
 def _config(args: argparse.Namespace) -> HealConfig:
-    cfg: dict[str, object] = {
-        "autonomy": args.autonomy,
-        "spec_blind_tests": False if args.no_spec_tests else "auto",
-        "debugger_steps": args.debugger_steps,
-    }
-    # options left out keep HealConfig's defaults (defined once, there)
-    for option, field in (
-        ("max_iterations", "max_iterations"),
-        ("candidates", "candidates"),
-        ("critic", "critic"),
-        ("adversarial", "adversarial_tests"),
-        ("memory", "memory"),
-        ("debugger_tool_calls", "debugger_tool_calls"),
-    ):
-        value = getattr(args, option)
+    cfg: dict[str, object] = {}
+    for field, flag in HEAL_OPTIONS.items():
+        value = getattr(args, flag[2:].replace("-", "_"))
         if value is not None:
             cfg[field] = value
-    if args.candidates is not None:
+    if args.no_spec_tests:
+        cfg["spec_blind_tests"] = False
+    if isinstance(args.candidates, int) and args.candidates >= 1:
         cfg["first_sample"] = min(args.candidates, HealConfig().first_sample)
-    if args.token_budget:
-        cfg["token_budget"] = args.token_budget
-    if args.time_budget:
-        cfg["time_budget"] = args.time_budget
-    if args.test_timeout:
-        cfg["test_timeout"] = args.test_timeout
-    return HealConfig.model_validate(cfg)
-
-
-def _show_proposal(p: Proposal, out: TextIO) -> None:
-    print(f"\n── {p.kind} proposal awaiting approval ──", file=out)
-    if p.diagnosis is not None:
-        print(f"diagnosis: {p.diagnosis.root_cause}", file=out)
-        if p.diagnosis.repair_strategy:
-            print(f"strategy:  {p.diagnosis.repair_strategy}", file=out)
-    print(p.diff or p.code, file=out)
+    return HealConfig.model_validate(cfg, context={"names": HEAL_OPTIONS})
 
 
 def terminal_approver(proposal: Proposal, state: HealState) -> Decision:
     """Asks on the terminal: approve, edit in $EDITOR, or reject with a reason."""
-    _show_proposal(proposal, sys.stderr)
+    print("\n" + proposal_text(proposal), file=sys.stderr)
     while True:
         sys.stderr.write("[a]pprove / [e]dit / [r]eject? ")
         sys.stderr.flush()
@@ -133,13 +144,59 @@ def _edit(code: str) -> str:
         os.unlink(path)
 
 
-def _finish(result: HealResult, args: argparse.Namespace) -> int:
-    out = sys.stdout
-    if getattr(args, "out", None) and result.code:
-        with open(args.out, "w", encoding="utf-8") as f:
+@dataclass
+class Session:
+    """What one command knows while it runs, for its error report: a failing command still
+    says which run it was and what code there is (with ``--json``: in the one JSON object)."""
+
+    json: bool = False
+    """Whether stdout is one JSON object (``--json``)."""
+    debug: bool = False
+    """Whether errors print their traceback (``--debug``, ``SELFHEAL_DEBUG=1``)."""
+    run: Run | None = None
+    """The run the command started or loaded, once there is one."""
+    result: HealResult | None = None
+    """The run's result, once there is one."""
+
+    def known(self) -> HealResult | None:
+        if self.result is not None:
+            return self.result
+        return self.run.result if self.run is not None else None
+
+
+def _session(args: argparse.Namespace) -> Session:
+    session = getattr(args, "session", None)
+    return session if isinstance(session, Session) else Session()
+
+
+def _write_out(path: str | None, result: HealResult, *, as_json: bool) -> str:
+    """Write the final code to ``path``; on failure, the message that says where it is."""
+    if not path or not result.code:
+        return ""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
             f.write(result.code.rstrip() + "\n")
-    if getattr(args, "json", False):
-        print(result.to_json(), file=out)
+    except OSError as exc:
+        where = "in this JSON object's `code`" if as_json else "printed above"
+        return (
+            f"Could not write the code to {path!r} ({exc.strerror or exc}). Nothing is lost: it "
+            f"is {where} and kept in the run log {result.path} "
+            f"(`selfheal runs show {result.run_id}`)."
+        )
+    return ""
+
+
+def _finish(result: HealResult, args: argparse.Namespace) -> int:
+    session = _session(args)
+    session.result = result
+    as_json = bool(getattr(args, "json", False))
+    failed_write = _write_out(getattr(args, "out", None), result, as_json=as_json)
+    if failed_write and as_json:
+        raise ConfigError(failed_write)  # main prints the one JSON object, code included
+    out = sys.stdout
+    code = _exit_code(result)
+    if as_json:
+        print(json.dumps({**result.to_dict(), "exit_code": code}), file=out)
     else:
         verdict = "VERIFIED" if result.verified else result.status.upper()
         print(
@@ -156,14 +213,23 @@ def _finish(result: HealResult, args: argparse.Namespace) -> int:
             print("\nremembered from earlier runs:\n" + result.remembered_text(), file=out)
         if result.error:
             print(f"\nerror: {result.error}", file=out)
-        if result.code:
+        if result.pending_text():
+            print("\n" + result.pending_text(), file=out)
+        elif result.code:
             print("\n" + result.code.rstrip(), file=out)
+    if failed_write:
+        raise ConfigError(failed_write)
     if result.status == "awaiting_approval":
         print(
             f"\nThe run waits for approval. Continue with:\n  selfheal runs resume {result.run_id} "
             "--approve   (or --reject REASON, --edit FILE)",
             file=sys.stderr,
         )
+    return code
+
+
+def _exit_code(result: HealResult) -> int:
+    if result.status == "awaiting_approval":
         return EXIT_AWAITING
     return EXIT_VERIFIED if result.verified else EXIT_NOT_VERIFIED
 
@@ -188,85 +254,75 @@ def evidence_line(result: HealResult) -> str:
     return line
 
 
-def cmd_heal(args: argparse.Namespace) -> int:
+def _spec_from(args: argparse.Namespace, model: str | None) -> str | bytes:
+    """The spec: the argument, ``--spec-file PATH``, or stdin (``-`` for either); the mock
+    alone has a built-in one (its scripted demo)."""
     from selfheal.demo import DEMO_SPEC
 
+    if args.spec is not None and args.spec_file is not None:
+        raise ConfigError("Give the spec once: as an argument or with --spec-file, not both.")
+    source = args.spec_file if args.spec_file is not None else args.spec
+    if source == "-":
+        stdin = getattr(sys.stdin, "buffer", None)
+        if stdin is None:
+            raise ConfigError("`-` reads the spec from stdin, but there is no stdin here.")
+        return read_text_stream(stdin, "The spec read from stdin")
+    if args.spec_file is not None:
+        return read_text_file(args.spec_file, "The spec file")
+    if source is not None:
+        return str(source)
+    if model in ("mock", "mock:demo"):
+        return DEMO_SPEC
+    raise ConfigError(
+        'No spec given. Pass it as an argument (selfheal heal "Return the median of a list ..."), '
+        "with --spec-file PATH, or on stdin with `-`; only --provider mock has a built-in demo."
+    )
+
+
+def cmd_heal(args: argparse.Namespace) -> int:
     model = _model_string(args.provider, args.model)
-    spec = args.spec
-    if spec is None:
-        if model and model.startswith("mock"):
-            spec = DEMO_SPEC
-        else:
-            raise SystemExit(
-                "selfheal heal: give a SPEC (the mock provider alone has a built-in demo spec)"
-            )
-    if model and model.split(":", 1)[0] == "mock" and spec != DEMO_SPEC:
-        print(
-            "note: the mock provider replays its scripted median demo whatever the spec; "
-            "use --provider local (or ollama/anthropic) to heal this spec for real.",
-            file=sys.stderr,
-        )
-    progress = Progress(sys.stderr, quiet=args.quiet)
-    if not args.quiet:
-        print(f"selfheal: healing with {model or 'auto'}", file=sys.stderr)
+    spec = _spec_from(args, model)
+    if args.out:
+        check_output_path(args.out, "--out")
     request = HealRequest(
-        spec,
+        spec,  # type: ignore[arg-type]  # bytes are checked as UTF-8 by the request
         provider=model,
         config=_config(args),
         entry_point=args.entry_point,
         tests=args.test or (),
         approver=terminal_approver if sys.stdin.isatty() else None,
-        on_event=progress,
+        on_event=Progress(sys.stderr, quiet=args.quiet),
     )
-    return _finish(Run.start(request).run(request.approver), args)
+    session = _session(args)
+    session.run = Run.start(request)
+    if not args.quiet:
+        print(f"selfheal: healing with {model or 'auto'}", file=sys.stderr)
+    return _finish(session.run.run(request.approver), args)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     if args.runs_cmd == "list":
-        paths = list_runs()
-        if not paths:
-            print("no runs yet")
-            return 0
-        for p in paths:
-            s = read_states(p)[-1]
-            parent = f"  (fork of {s.parent.run_id} @ {s.parent.at_iteration})" if s.parent else ""
-            spec = " ".join(s.spec.text.split())[:50]
-            print(f"{s.run_id}  {s.status:<17} it={s.iteration}  {spec}{parent}")
-        return 0
+        return _runs_list()
     path = find_run(args.id)
     if args.runs_cmd == "show":
-        states = read_states(path)
-        result = HealResult.from_state(states[-1], path=path)
-        if args.json:
-            print(result.to_json())
-            return 0
-        if args.calls:
-            print(result.transcript_text())
-            return 0
-        print(f"run {result.run_id}  ({len(states)} checkpoints)  {path}")
-        print(f"status {result.status}, {result.iterations} iteration(s)\n")
-        print(result.timeline_text())
-        if result.remembered:
-            print("\nremembered from earlier runs:\n" + result.remembered_text())
-        print("\ntests:\n" + result.tests_text())
-        if result.candidates:
-            print("\ncandidates:\n" + result.candidates_text())
-        print("\n" + evidence_line(result))
-        if result.code:
-            print("\n" + result.code.rstrip())
-        return 0
+        return _runs_show(path, args)
+    if args.out:
+        check_output_path(args.out, "--out")
+    session = _session(args)
     run = Run.load(path, provider=args.provider, sink=Progress(sys.stderr))
+    session.run = run
+    approver = terminal_approver if sys.stdin.isatty() else None
     if args.runs_cmd == "fork":
         code = None
         if args.code_file:
-            with open(args.code_file, encoding="utf-8") as f:
-                code = f.read()
+            code = check_python(read_text_file(args.code_file, "--code-file"), "--code-file")
         child = run.fork(args.at, lessons=args.lesson or None, code=code, model=args.model)
+        session.run = child
         print(
             f"forked {run.state.run_id} @ iteration {args.at} -> {child.state.run_id}",
             file=sys.stderr,
         )
-        return _finish(child.run(terminal_approver if sys.stdin.isatty() else None), args)
+        return _finish(child.run(approver), args)
     # resume
     decision: Decision | None = None
     if args.approve:
@@ -274,11 +330,66 @@ def cmd_runs(args: argparse.Namespace) -> int:
     elif args.reject is not None:
         decision = Reject(args.reject)
     elif args.edit:
-        with open(args.edit, encoding="utf-8") as f:
-            decision = Edit(f.read())
-    approver = terminal_approver if sys.stdin.isatty() else None
+        decision = Edit(check_python(read_text_file(args.edit, "--edit"), "--edit"))
     result = run.resume(decision, approver) if decision else run.run(approver)
     return _finish(result, args)
+
+
+def _runs_list() -> int:
+    """Every run, oldest first; a log that cannot be read is skipped and named."""
+    paths = list_runs()
+    if not paths:
+        print("no runs yet")
+        return 0
+    skipped: list[str] = []
+    for p in paths:
+        try:
+            s = read_states(p)[-1]
+        except SelfHealError as exc:
+            skipped.append(f"  {p.name}: {exc}")
+            continue
+        parent = f"  (fork of {s.parent.run_id} @ {s.parent.at_iteration})" if s.parent else ""
+        spec = " ".join(s.spec.text.split())[:50]
+        print(f"{s.run_id}  {s.status:<17} it={s.iteration}  {spec}{parent}")
+    if skipped:
+        print(
+            f"selfheal: skipped {len(skipped)} unreadable run log(s) in {paths[0].parent}:\n"
+            + "\n".join(skipped),
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _runs_show(path: Path, args: argparse.Namespace) -> int:
+    states = read_states(path)
+    result = HealResult.from_state(states[-1], path=path)
+    _session(args).result = result
+    if args.json:
+        print(json.dumps({**result.to_dict(), "exit_code": 0}))
+        return 0
+    if args.calls:
+        print(result.transcript_text())
+        return 0
+    print(f"run {result.run_id}  ({len(states)} checkpoints)  {path}")
+    print(f"status {result.status}, {result.iterations} iteration(s)\n")
+    print(result.timeline_text())
+    if result.remembered:
+        print("\nremembered from earlier runs:\n" + result.remembered_text())
+    print("\ntests:\n" + result.tests_text())
+    if result.candidates:
+        print("\ncandidates:\n" + result.candidates_text())
+    print("\n" + evidence_line(result))
+    if result.error:
+        print(f"\nerror: {result.error}")
+    if result.pending_text():
+        print("\n" + result.pending_text())
+        print(
+            f"\nDecide with: selfheal runs resume {result.run_id} --approve "
+            "(or --reject REASON, --edit FILE)"
+        )
+    elif result.code:
+        print("\n" + result.code.rstrip())
+    return 0
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -332,17 +443,40 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.stop()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="selfheal", description="Spec in, tested Python out; repaired when it fails."
-    )
-    sub = p.add_subparsers(dest="cmd", required=True)
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is a ``ConfigError`` (exit 2 through ``main``, and one
+    JSON object with ``--json``) instead of a print and ``sys.exit`` inside argparse."""
 
-    h = sub.add_parser("heal", help="heal a spec into tested code")
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(f"{self.prog}: {message}. See `{self.prog} --help`.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help=f"print the traceback of an error (also {DEBUG_ENV}=1)",
+    )
+    p = _Parser(
+        prog="selfheal",
+        description="Spec in, tested Python out; repaired when it fails.",
+        epilog="exit codes: 0 verified, 1 not verified (a result), 2 error (the message says "
+        "what to do), 3 awaiting approval, 130 interrupted",
+    )
+    p.add_argument("--debug", action="store_true", help=f"print tracebacks (also {DEBUG_ENV}=1)")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+
+    h = sub.add_parser("heal", help="heal a spec into tested code", parents=[common])
     h.add_argument(
         "spec",
         nargs="?",
-        help="what the function must do (plain language or a def with a docstring)",
+        help="what the function must do (plain language or a def with a docstring); "
+        "`-` reads it from stdin",
+    )
+    h.add_argument(
+        "--spec-file", metavar="PATH", help="read the spec from a UTF-8 file (`-`: stdin)"
     )
     h.add_argument(
         "--provider", help="local | mock | ollama[:MODEL] | anthropic[:MODEL] | hf:MODEL | auto"
@@ -356,9 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="independent candidates in the first round: the greedy one plus samples (4)",
     )
-    h.add_argument(
-        "--autonomy", choices=["full_auto", "review_repairs", "review_all"], default="full_auto"
-    )
+    h.add_argument("--autonomy", choices=["full_auto", "review_repairs", "review_all"])
     h.add_argument("--entry-point", help="name of the function, if the spec does not say")
     h.add_argument("--test", action="append", help="an assertion of your own (trusted); repeatable")
     h.add_argument("--out", help="write the final code to this file")
@@ -384,7 +516,6 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument(
         "--debugger-steps",
         type=int,
-        default=0,
         help="let the debugger make up to N tool calls before diagnosing (run a snippet, "
         "inspect a function, diff two candidates, trace a failing test)",
     )
@@ -394,21 +525,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="native: the provider's own tool calling where it has one (default); "
         "structured: JSON replies",
     )
-    h.add_argument("--token-budget", type=int)
-    h.add_argument("--time-budget", type=float)
-    h.add_argument("--test-timeout", type=float)
+    h.add_argument("--token-budget", type=int, help="stop once this many tokens are spent")
+    h.add_argument("--time-budget", type=float, help="stop after this many seconds")
+    h.add_argument("--test-timeout", type=float, help="seconds one test may run (5)")
+    h.add_argument(
+        "--max-spec-chars", type=int, help="longest spec accepted, in characters (20000)"
+    )
     h.set_defaults(func=cmd_heal)
 
-    r = sub.add_parser("runs", help="list, show, fork or resume runs")
-    rs = r.add_subparsers(dest="runs_cmd", required=True)
-    rs.add_parser("list", help="all runs, oldest first")
-    show = rs.add_parser("show", help="a run's timeline, tests and code")
+    r = sub.add_parser("runs", help="list, show, fork or resume runs", parents=[common])
+    rs = r.add_subparsers(dest="runs_cmd", required=True, parser_class=_Parser)
+    rs.add_parser("list", help="all runs, oldest first", parents=[common])
+    show = rs.add_parser("show", help="a run's timeline, tests and code", parents=[common])
     show.add_argument("id")
     show.add_argument("--json", action="store_true")
     show.add_argument(
         "--calls", action="store_true", help="print every model call: messages sent, raw reply"
     )
-    fork = rs.add_parser("fork", help="start a new run from iteration K of a run, with changes")
+    fork = rs.add_parser(
+        "fork", help="start a new run from iteration K of a run, with changes", parents=[common]
+    )
     fork.add_argument("id")
     fork.add_argument(
         "--at", type=int, required=True, help="iteration to fork from (0 = before any code)"
@@ -419,7 +555,9 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument("--provider", help="provider for runs that used a provider object")
     fork.add_argument("--json", action="store_true")
     fork.add_argument("--out")
-    res = rs.add_parser("resume", help="continue a run (after a crash, or answer its approval)")
+    res = rs.add_parser(
+        "resume", help="continue a run (after a crash, or answer its approval)", parents=[common]
+    )
     res.add_argument("id")
     g = res.add_mutually_exclusive_group()
     g.add_argument("--approve", action="store_true")
@@ -432,7 +570,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_memory_parser(sub)
 
-    d = sub.add_parser("doctor", help="what works here: providers, the local model, kernels, GPU")
+    d = sub.add_parser(
+        "doctor", help="what works here: providers, the local model, kernels, GPU", parents=[common]
+    )
     d.add_argument(
         "--no-load", action="store_true", help="do not load the model to test generation"
     )
@@ -442,6 +582,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv = sub.add_parser(
         "serve",
         help="run the local model's llama-server in the foreground, shared by other processes",
+        parents=[common],
     )
     sv.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     sv.add_argument("--slots", type=int, help="parallel slots (default $SELFHEAL_LOCAL_SLOTS or 4)")
@@ -454,21 +595,71 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command. The one error boundary: every command's mistakes and failures end
+    here as exit 2 and a message (``--json``: one JSON object), never a traceback unless
+    ``--debug``/``SELFHEAL_DEBUG=1`` asks for it."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    session = Session(
+        json="--json" in argv,
+        debug="--debug" in argv or os.environ.get(DEBUG_ENV, "").lower() in ("1", "true", "yes"),
+    )
     try:
+        args = build_parser().parse_args(argv)
+        session.json = bool(getattr(args, "json", False))
+        session.debug = session.debug or bool(getattr(args, "debug", False))
+        args.session = session
         code: int = args.func(args)
         return code
-    except SelfHealError as exc:
-        print(f"selfheal: error: {exc}", file=sys.stderr)
-        for note in getattr(exc, "__notes__", []):
-            print(f"  {note}", file=sys.stderr)
-        return EXIT_ERROR
     except KeyboardInterrupt:
-        print(
-            "\nselfheal: interrupted; the run is checkpointed (selfheal runs list).",
-            file=sys.stderr,
+        return _fail(
+            session,
+            "interrupted; the run is checkpointed (selfheal runs list).",
+            EXIT_INTERRUPTED,
         )
-        return 130
+    except SelfHealError as exc:
+        notes = "".join(f"\n  {note}" for note in getattr(exc, "__notes__", []))
+        return _fail(session, f"{exc}{notes}", EXIT_ERROR, exc)
+    except Exception as exc:
+        return _fail(
+            session,
+            f"internal error ({type(exc).__name__}: {exc}). This is a bug in selfheal: run again "
+            f"with --debug (or {DEBUG_ENV}=1) for the traceback and report it.",
+            EXIT_ERROR,
+            exc,
+        )
+
+
+def _fail(session: Session, message: str, code: int, exc: BaseException | None = None) -> int:
+    """Report a failed command: the traceback if asked, the message on stderr, and with
+    ``--json`` one JSON object on stdout with what is known (the run, its code)."""
+    if session.debug and exc is not None:
+        traceback.print_exception(exc, file=sys.stderr)
+    print(f"selfheal: error: {message}", file=sys.stderr)
+    if session.json:
+        print(json.dumps(error_object(message, code, session.known(), exc)))
+    return code
+
+
+def error_object(
+    message: str, code: int, known: HealResult | None, exc: BaseException | None = None
+) -> dict[str, Any]:
+    """The ``--json`` object of a failed command: ``status`` ``error``, the ``error`` message,
+    the ``exit_code``, and what is known: the run's id, log, code and status (``run_status``)."""
+    base: dict[str, Any] = {
+        "code": None,
+        "verified": False,
+        "run_id": None,
+        "path": None,
+    }
+    if known is not None:
+        base = {**known.to_dict(), "run_status": known.status}
+    return {
+        **base,
+        "status": "error",
+        "error": message,
+        "error_type": type(exc).__name__ if exc is not None else "",
+        "exit_code": code,
+    }
 
 
 if __name__ == "__main__":
