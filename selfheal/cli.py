@@ -306,16 +306,26 @@ def cmd_runs(args: argparse.Namespace) -> int:
     path = find_run(args.id)
     if args.runs_cmd == "show":
         return _runs_show(path, args)
+    # every file is read and checked before the run is loaded (no model, no kernel yet)
     if args.out:
         check_output_path(args.out, "--out")
+    code_file = getattr(args, "code_file", None)
+    code = (
+        check_python(read_text_file(code_file, "--code-file"), "--code-file") if code_file else None
+    )
+    decision: Decision | None = None
+    if args.runs_cmd == "resume":
+        if args.approve:
+            decision = Approve()
+        elif args.reject is not None:
+            decision = Reject(args.reject)
+        elif args.edit:
+            decision = Edit(check_python(read_text_file(args.edit, "--edit"), "--edit"))
     session = _session(args)
     run = Run.load(path, provider=args.provider, sink=Progress(sys.stderr))
     session.run = run
     approver = terminal_approver if sys.stdin.isatty() else None
     if args.runs_cmd == "fork":
-        code = None
-        if args.code_file:
-            code = check_python(read_text_file(args.code_file, "--code-file"), "--code-file")
         child = run.fork(args.at, lessons=args.lesson or None, code=code, model=args.model)
         session.run = child
         print(
@@ -323,14 +333,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return _finish(child.run(approver), args)
-    # resume
-    decision: Decision | None = None
-    if args.approve:
-        decision = Approve()
-    elif args.reject is not None:
-        decision = Reject(args.reject)
-    elif args.edit:
-        decision = Edit(check_python(read_text_file(args.edit, "--edit"), "--edit"))
     result = run.resume(decision, approver) if decision else run.run(approver)
     return _finish(result, args)
 
@@ -611,11 +613,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except KeyboardInterrupt:
-        return _fail(
-            session,
-            "interrupted; the run is checkpointed (selfheal runs list).",
-            EXIT_INTERRUPTED,
-        )
+        run = session.run.state.run_id if session.run is not None else None
+        where = f"; run {run} is checkpointed: `selfheal runs resume {run}`" if run else ""
+        return _fail(session, f"interrupted{where}.", EXIT_INTERRUPTED)
     except SelfHealError as exc:
         notes = "".join(f"\n  {note}" for note in getattr(exc, "__notes__", []))
         return _fail(session, f"{exc}{notes}", EXIT_ERROR, exc)

@@ -61,7 +61,7 @@ class HealConfig(Record):
     (and for failing model-written equality tests of a lone candidate)."""
     token_budget: int | None = Field(default=None, ge=1)
     """Stop (status ``exhausted``) once prompt + completion tokens exceed this."""
-    time_budget: float | None = Field(default=None, gt=0)
+    time_budget: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Stop (status ``exhausted``) once the run has taken this many seconds."""
     autonomy: Autonomy = "full_auto"
     """Whether a human approves repairs (and the first version) before they run."""
@@ -116,9 +116,9 @@ class HealConfig(Record):
     ``hf:NAME``, ``auto``). None means the ``provider`` argument or ``auto``."""
     models: dict[str, str] = Field(default_factory=dict)
     """Per-role model strings, e.g. ``{"debugger": "anthropic:claude-sonnet-4-5"}``."""
-    test_timeout: float = Field(default=5.0, gt=0)
+    test_timeout: float = Field(default=5.0, gt=0, le=600, allow_inf_nan=False)
     """Seconds one test may run in the sandbox."""
-    run_timeout: float = Field(default=60.0, gt=0)
+    run_timeout: float = Field(default=60.0, gt=0, le=3600, allow_inf_nan=False)
     """Seconds one execution of all tests may take."""
     memory_mb: int = Field(default=2048, ge=64)
     """Memory limit of the sandbox kernel, in MiB."""

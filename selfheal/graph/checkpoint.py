@@ -70,9 +70,9 @@ def read_states(path: Path) -> list[HealState]:
         except (ValidationError, ValueError, ConfigError) as exc:
             if i == len(lines) - 1 and out:
                 break  # torn write at a crash: the previous state is the checkpoint
-            reason = (
-                exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-            )[:200]
+            reason = (exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc))[
+                :200
+            ]
             raise ConfigError(f"Run log {path} is corrupt at line {i + 1}: {reason}") from None
     if not out:
         raise ConfigError(f"Run log {path} holds no state.")
@@ -85,19 +85,26 @@ def find_run(run: str | os.PathLike[str], runs_dir: str | None = None) -> Path:
     if p.suffix == ".jsonl" and p.is_file():
         return p
     d = runs_dir_for(runs_dir)
-    exact = d / f"{run}.jsonl"
-    if exact.is_file():
-        return exact
-    matches = sorted(d.glob(f"{run}*.jsonl")) if d.is_dir() else []
+    name = str(run)
+    logs = list_runs(runs_dir) if name and "/" not in name else []
+    matches = [q for q in logs if q.stem == name] or sorted(
+        q for q in logs if q.name.startswith(name)
+    )
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise ConfigError(f"No run {str(run)!r} in {d}. List runs with `selfheal runs list`.")
-    raise ConfigError(f"{str(run)!r} matches {len(matches)} runs in {d}; give more of the id.")
+        raise ConfigError(f"No run {name!r} in {d}. List runs with `selfheal runs list`.")
+    raise ConfigError(f"{name!r} matches {len(matches)} runs in {d}; give more of the id.")
 
 
 def list_runs(runs_dir: str | None = None) -> list[Path]:
     d = runs_dir_for(runs_dir)
     if not d.is_dir():
         return []
-    return sorted(d.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
+    found = []
+    for p in d.glob("*.jsonl"):
+        try:
+            found.append((p.stat().st_mtime, p.name, p))
+        except OSError:
+            continue  # removed meanwhile
+    return [p for _, _, p in sorted(found)]

@@ -104,3 +104,51 @@ def test_no_kernel_survives_a_killed_host() -> None:
     while alive() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert alive() == []
+
+
+def test_the_next_pool_sweeps_what_a_killed_host_left(tmp_path: Path) -> None:
+    """Kernel directories of a host killed with SIGKILL stay behind (nothing of it runs to
+    remove them); the first pool the next process starts removes them, and nothing else."""
+    import json
+
+    from selfheal.kernel_sandbox.leftovers import MARKER, mark_owner, sweep_leftovers
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), TMPDIR=str(tmp))
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_SCRIPT], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == -9, proc.stderr
+    left = sorted(p.name for p in tmp.iterdir())
+    assert any(n.startswith("selfheal-k-") for n in left) and any(
+        n.startswith("selfheal-z-") for n in left
+    ), left
+    cgroups = [
+        Path(c)
+        for d in tmp.glob("selfheal-k-*")
+        if (d / MARKER).is_file()
+        for c in json.loads((d / MARKER).read_text())["cgroups"]
+    ]
+    assert all(c.is_dir() for c in cgroups)  # where cgroups work: they stayed too
+    # directories this sweep must keep: a live owner's, one without a marker; and something
+    # that is not a sandbox cgroup, named in a forged marker
+    live = tmp / "selfheal-k-live"
+    live.mkdir()
+    mark_owner(live)
+    unmarked = tmp / "selfheal-k-unmarked"
+    unmarked.mkdir()
+    forged = tmp / "selfheal-k-forged"
+    forged.mkdir()
+    outside = tmp_path / "not-a-cgroup"
+    outside.mkdir()
+    (forged / MARKER).write_text(
+        json.dumps({"pid": 2**22 + 7, "started": 1.0, "cgroups": [str(outside)]})
+    )
+    removed = sweep_leftovers(str(tmp))
+    assert sorted(p.name for p in tmp.iterdir()) == [
+        "selfheal-k-live",
+        "selfheal-k-unmarked",
+    ]
+    assert str(forged) in removed and outside.is_dir()
+    assert not any(c.exists() for c in cgroups)
