@@ -29,7 +29,7 @@ from selfheal import HealConfig
 from selfheal.errors import SelfHealError
 from selfheal.graph.checkpoint import list_runs
 from selfheal.kernel_sandbox import KernelPool
-from selfheal.kernel_sandbox.kernel import live_kernels
+from selfheal.kernel_sandbox.kernel import SandboxKernel, live_kernels
 from selfheal.llm.mock import DEMO_SPEC, MockProvider
 from selfheal.result import HealResult
 
@@ -57,6 +57,16 @@ class Sandbox:
     tmp: Path
     pool: KernelPool
     files: Path
+    before: set[int]
+    """Child processes this test process had before the fuzz pool (other tests' pools)."""
+
+    def kernels(self) -> list[SandboxKernel]:
+        """The live kernels whose files are in this module's temporary directory."""
+        return [k for k in live_kernels() if k.root.startswith(str(self.tmp))]
+
+
+def _children() -> set[int]:
+    return {c.pid for c in psutil.Process().children() if c.status() != psutil.STATUS_ZOMBIE}
 
 
 @pytest.fixture(scope="module")
@@ -69,34 +79,30 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     (files / "nul.txt").write_bytes(b"Return add(a, b)\x00")
     (files / "empty.txt").write_bytes(b"")
     before = tempfile.tempdir
+    children = _children()
     tempfile.tempdir = str(tmp)  # every sandbox directory of this module goes here
     pool = KernelPool(size=1).start()
     try:
-        yield Sandbox(tmp, pool, files)
+        yield Sandbox(tmp, pool, files, children)
     finally:
         pool.close()
         tempfile.tempdir = before
 
 
-def _pool_processes(pool: KernelPool) -> set[int]:
-    pids = {k.pid for k in live_kernels()}
-    zygote = getattr(pool, "_zygote", None)
-    if zygote is not None:
-        pids.add(zygote.proc.pid)
-    return pids
-
-
 def _nothing_left_but_the_pool(sb: Sandbox) -> None:
-    pool_pids = _pool_processes(sb.pool)
-    assert len(live_kernels()) <= sb.pool.size, "a kernel outside the pool is alive"
-    children = {c.pid for c in psutil.Process().children() if c.status() != psutil.STATUS_ZOMBIE}
-    assert children <= pool_pids, f"child processes left: {children - pool_pids}"
+    kernels = sb.kernels()
+    assert len(kernels) <= sb.pool.size, "a kernel outside the pool is alive"
+    zygote = getattr(sb.pool, "_zygote", None)
+    allowed = sb.before | {k.pid for k in kernels} | ({zygote.proc.pid} if zygote else set())
+    left = _children() - allowed
+    assert not left, f"child processes left: {left}"
 
 
 def _nothing_left_at_all(sb: Sandbox) -> None:
     sb.pool.close()
+    assert sb.kernels() == []
     assert sorted(p.name for p in sb.tmp.iterdir()) == [], "sandbox directories left"
-    assert live_kernels() == []
+    assert _children() <= sb.before, "child processes left"
 
 
 # -- the command line ---------------------------------------------------------------------------
