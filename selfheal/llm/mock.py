@@ -128,15 +128,14 @@ class MockProvider(ProviderBase):
 
     def check_spec(self, spec: str) -> None:
         """Refuse a spec the script was not written for, before the run starts."""
-        if self._only_spec is None or " ".join(spec.split()) == " ".join(self._only_spec.split()):
-            return
-        raise ConfigError(
-            f"The {self.model_id} provider only replays its scripted median demo (run "
-            "`selfheal heal --provider mock` with no spec); it cannot heal this spec. Use a "
-            "real model: --provider local (the default, installed by `make install`), "
-            "ollama:MODEL, anthropic:MODEL, openai:MODEL or hf:MODEL; or script the replies "
-            "yourself with mock:<script.yaml>."
-        )
+        if self._only_spec is not None and spec.split() != self._only_spec.split():
+            raise ConfigError(
+                f"The {self.model_id} provider only replays its scripted median demo (run "
+                "`selfheal heal --provider mock` with no spec); it cannot heal this spec. Use "
+                "a real model: --provider local (the default, installed by `make install`), "
+                "ollama:MODEL, anthropic:MODEL, openai:MODEL or hf:MODEL; or script the "
+                "replies yourself with mock:<script.yaml>."
+            )
 
     def calls_for(self, role: str) -> list[MockCall]:
         return [c for c in self.calls if c.role == role]
