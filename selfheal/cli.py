@@ -15,6 +15,7 @@ stdout holds exactly one JSON object whatever happens.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -44,6 +45,8 @@ from selfheal.state import Decision, Event, HealState, Proposal
 
 EXIT_VERIFIED, EXIT_NOT_VERIFIED, EXIT_ERROR, EXIT_AWAITING = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+"""stdout was closed early (``| head``): the shell's code for a process ended by SIGPIPE."""
 
 DEBUG_ENV = "SELFHEAL_DEBUG"
 """Set to 1 to print the traceback of every error (the same as ``--debug``)."""
@@ -612,6 +615,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.session = session
         code: int = args.func(args)
         return code
+    except BrokenPipeError:
+        # the reader of stdout went away (`selfheal runs list | head`): nothing to report
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         run = session.run.state.run_id if session.run is not None else None
         where = f"; run {run} is checkpointed: `selfheal runs resume {run}`" if run else ""

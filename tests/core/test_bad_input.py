@@ -322,6 +322,15 @@ def test_an_internal_error_says_it_is_a_bug_without_a_traceback(
     assert "Traceback" in run_cli("runs", "show", "someid", "--debug").err
 
 
+def test_a_closed_stdout_ends_quietly(monkeypatch: pytest.MonkeyPatch, runs_dir: Path) -> None:
+    def closed() -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr("selfheal.cli._runs_list", closed)
+    ran = run_cli("runs", "list")
+    assert ran.code == 141 and ran.err == "" and ran.out == ""
+
+
 def test_json_usage_errors_are_one_json_object(runs_dir: Path) -> None:
     ran = run_cli("heal", "--json", "--candidates", "x")
     assert ran.code == 2
