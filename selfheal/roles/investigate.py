@@ -155,7 +155,13 @@ class _Native:
         )
         call = c.tool_calls[0] if c.tool_calls else salvage(c.text)
         if call is None:
-            info(self.log, self.ctx, self.state, NODE, "the debugger called no tool: investigation ends")
+            info(
+                self.log,
+                self.ctx,
+                self.state,
+                NODE,
+                "the debugger called no tool: investigation ends",
+            )
             return None
         if not c.tool_calls:
             info(self.log, self.ctx, self.state, NODE, "a tool call written as text was read")
@@ -204,7 +210,9 @@ def investigate(state: HealState, ctx: Context, log: CallLog) -> tuple[Probe, ..
     if budget <= 0 or not current.report.load.ok:
         return ()
     native_ok = state.config.debugger_tool_calls == "native"
-    native = _Native(state, ctx, log) if native_ok and supports_tools(ctx.provider("debugger")) else None
+    native = (
+        _Native(state, ctx, log) if native_ok and supports_tools(ctx.provider("debugger")) else None
+    )
     probes: list[Probe] = []
     seen: set[str] = set()
     for step in range(budget):

@@ -72,7 +72,9 @@ def test_snippets_run_in_the_sandbox_and_reach_the_diagnosis(pool: KernelPool) -
         line.startswith("tool 1: clamp(-1, 0, 3) -> value -1 · ") and "(structured reply)" in line
         for line in detail.lines
     )
-    assert any(line.startswith("tool 3: clamp(None, 0, 3) -> raised TypeError") for line in detail.lines)
+    assert any(
+        line.startswith("tool 3: clamp(None, 0, 3) -> raised TypeError") for line in detail.lines
+    )
     assert "# tool 2: run_snippet — checking\n#   print('lo is', 0)" in detail.code
 
 
@@ -98,7 +100,9 @@ def test_every_tool_on_a_real_kernel(pool: KernelPool) -> None:
     assert inspect.tool == "inspect_function" and inspect.arguments == {"name": "clamp"}
     assert inspect.observation.splitlines()[0] == "def clamp(x, lo, hi)  (lines 1-2)"
     assert "cyclomatic 1 (McCabe); 0 branch(es), 0 loop(s)" in inspect.observation
-    assert "calls min" in inspect.observation and "  2 |     return min(x, hi)" in inspect.observation
+    assert (
+        "calls min" in inspect.observation and "  2 |     return min(x, hi)" in inspect.observation
+    )
     assert inspect.observation.endswith("once loaded: a function, signature (x, lo, hi)")
     # the failing test, traced in the kernel: the call, the line, what it returned
     assert trace.code == "trace_failure(test_id='sb2')"
@@ -259,7 +263,14 @@ def test_native_tool_calls_over_the_openai_wire(pool: KernelPool, openai_server:
     ]
     # one conversation: each call and its result go back to the model
     third = with_tools[2]["messages"]
-    assert [m["role"] for m in third] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert [m["role"] for m in third] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
     assert third[2]["tool_calls"][0]["function"] == {
         "name": "inspect_function",
         "arguments": '{"name": "clamp"}',

@@ -129,7 +129,11 @@ def test_anthropic_tool_call_round_trip(http_server: Callable[..., FakeServer]) 
     assert c.text == "Let me trace it."
     body = server.requests[-1].json()
     assert body["tools"] == [
-        {"name": "trace_failure", "description": TRACE.description, "input_schema": TRACE.parameters}
+        {
+            "name": "trace_failure",
+            "description": TRACE.description,
+            "input_schema": TRACE.parameters,
+        }
     ]
     assert body["tool_choice"] == {"type": "any"}
 

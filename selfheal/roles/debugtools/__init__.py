@@ -181,5 +181,3 @@ def _dispatch(
     if tool == "diff_candidates":
         return diff_candidates(args["a"].strip(), args["b"].strip(), state, ctx)
     return trace_failure(args["test_id"].strip().strip("[]`'\""), state, ctx, limit)
-
-

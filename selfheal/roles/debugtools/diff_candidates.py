@@ -63,7 +63,9 @@ def diff_candidates(a_ref: str, b_ref: str, state: HealState, ctx: Context) -> t
     runs = 0
     loaded = all(c.report is not None and c.report.load.ok for c in (a, b))
     behaviour = {a.id: dict(a.behaviour), b.id: dict(b.behaviour)}
-    lacking = [p for p in state.probes if p.id not in behaviour[a.id] or p.id not in behaviour[b.id]]
+    lacking = [
+        p for p in state.probes if p.id not in behaviour[a.id] or p.id not in behaviour[b.id]
+    ]
     if loaded and lacking:
         probes = [ProbeCall(id=p.id, expr=p.call) for p in lacking]
         reports = run_many(

@@ -100,15 +100,22 @@ def inspect_function(name: str, state: HealState, ctx: Context) -> tuple[str, in
             for n in ast.walk(tree)
             if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         ]
-        return f"the candidate defines no {name!r}; it defines: {', '.join(defined) or 'nothing'}", 0
+        return (
+            f"the candidate defines no {name!r}; it defines: {', '.join(defined) or 'nothing'}",
+            0,
+        )
     assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
     lines = code.splitlines()
     first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
     last = node.end_lineno or node.lineno
     out: list[str] = []
     if isinstance(node, ast.ClassDef):
-        methods = [n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-        out.append(f"class {node.name} (lines {first}-{last}); methods: {', '.join(methods) or 'none'}")
+        methods = [
+            n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        ]
+        out.append(
+            f"class {node.name} (lines {first}-{last}); methods: {', '.join(methods) or 'none'}"
+        )
     else:
         head = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
         returns = f" -> {ast.unparse(node.returns)}" if node.returns else ""
