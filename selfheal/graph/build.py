@@ -14,8 +14,9 @@ from selfheal.context import Context, EventSink, FixedRouter, ModelRouter, Token
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.memory import open_memory
 from selfheal.request import HealRequest, ProviderArg
+from selfheal.state import HealState
 
-__all__ = ["check_models", "context_for", "make_context", "make_router"]
+__all__ = ["check_models", "context_for", "make_context", "make_router", "with_resolved_models"]
 
 
 def make_router(config: HealConfig, provider: ProviderArg) -> ModelRouter:
@@ -78,4 +79,29 @@ def context_for(request: HealRequest) -> Context:
         executor=request.executor,
         sink=request.on_event,
         on_token=request.on_token,
+    )
+
+
+def with_resolved_models(state: HealState, router: ModelRouter, provider: ProviderArg) -> HealState:
+    """``state`` with the model strings its router chose (``auto``, ``$SELFHEAL_MODEL``,
+    ``$SELFHEAL_MODEL_<ROLE>``) written into its config, so the run log says which models ran
+    and reopening the run (``Run.load``, ``selfheal runs resume``) uses them again. A run given a
+    provider object keeps its config as it is: the object is not saved, and must be passed
+    again to reopen the run."""
+    from selfheal.llm.router import Router
+
+    if not isinstance(router, Router) or (provider is not None and not isinstance(provider, str)):
+        return state
+    config = state.config
+    chosen = {role: router.model_string(role) for role in ROLES}
+    values = list(chosen.values())
+    model = config.model or max(set(values), key=values.count)
+    models = dict(config.models)
+    for role, value in chosen.items():
+        if value != model and role not in models:
+            models[role] = value
+    if (model, models) == (config.model, dict(config.models)):
+        return state
+    return state.model_copy(
+        update={"config": config.model_copy(update={"model": model, "models": models})}
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 from selfheal.approval import Approver
 from selfheal.context import Context, EventSink, TokenSink
 from selfheal.errors import ApprovalRequired, ConfigError, SelfHealError
-from selfheal.graph.build import context_for, make_context
+from selfheal.graph.build import context_for, make_context, with_resolved_models
 from selfheal.graph.checkpoint import RunLog, find_run, read_states
 from selfheal.graph.events import event, record
 from selfheal.graph.fork import fork
@@ -64,7 +64,9 @@ class Run:
     @classmethod
     def start(cls, request: HealRequest, *, persist: bool = True) -> Run:
         """A new run for ``request``, with the services it asks for (``graph.build``)."""
-        return cls.new(request.initial_state(), context_for(request), persist=persist)
+        ctx = context_for(request)
+        state = with_resolved_models(request.initial_state(), ctx.llm, request.provider)
+        return cls.new(state, ctx, persist=persist)
 
     @classmethod
     def load(

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import scripts as s
 from selfheal import HealRequest, Run
 from selfheal.graph.checkpoint import list_runs, read_states
@@ -183,3 +185,37 @@ def test_run_log_is_json_lines(pool: KernelPool) -> None:
     lines = run.path.read_text().splitlines()
     assert len(lines) == run.state.step + 1  # the initial state, then one per node
     assert json.loads(lines[-1])["status"] == "verified"
+
+
+def test_a_run_whose_model_came_from_the_environment_reopens_with_it(
+    pool: KernelPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from selfheal import HealConfig
+    from selfheal.demo import DEMO_SPEC
+
+    monkeypatch.setenv("SELFHEAL_MODEL", "mock")
+    config = HealConfig(autonomy="review_repairs", memory=False)
+    paused = Run.start(HealRequest(DEMO_SPEC, config=config, executor=pool)).run()
+    assert paused.status == "awaiting_approval"
+    # the log names the model the environment chose, not "whatever SELFHEAL_MODEL says later"
+    saved = read_states(list_runs()[0])[-1]
+    assert saved.config.model == "mock:demo" and not saved.config.models
+    monkeypatch.delenv("SELFHEAL_MODEL")
+    reopened = Run.load(paused.run_id, executor=pool)
+    assert reopened.state.status == "awaiting_approval"
+    assert reopened.state.config.model == "mock:demo"
+
+
+def test_a_run_given_a_provider_object_must_be_given_it_again(
+    pool: KernelPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from selfheal.errors import ConfigError
+
+    done = Run.start(
+        HealRequest(
+            s.SPEC, provider=MockProvider(s.repair_script()), config=s.chain(), executor=pool
+        )
+    ).run()
+    assert done.state.config.model is None  # the object is not saved in the log
+    with pytest.raises(ConfigError, match="provider object"):
+        Run.load(done.run_id, executor=pool)
