@@ -74,8 +74,12 @@ def after_gate(s: HealState) -> NodeName:
 
 
 def _can_top_up(s: HealState) -> bool:
-    """The first round has asked for fewer than ``candidates`` independent answers."""
-    first = sum(1 for c in s.candidates if c.round == 1 and c.origin in ("greedy", "sample"))
+    """The first round has asked for fewer than ``candidates`` independent answers. A human's
+    edit of a first-round proposal takes the place of the answer it replaced (it counts), so a
+    reviewer who edits every proposal does not make the round ask again forever."""
+    first = sum(
+        1 for c in s.candidates if c.round == 1 and c.origin in ("greedy", "sample", "human_edit")
+    )
     return s.iteration == 1 and 0 < first < s.config.candidates
 
 

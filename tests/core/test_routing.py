@@ -529,3 +529,29 @@ def test_an_unconfirmed_model_test_is_quarantined(pool: KernelPool) -> None:
     adv = next(t for t in result.tests if t.id == "adv1")
     assert adv.quarantined and adv.quarantine_reason.startswith("unconfirmed")
     assert result.status == "verified" and len(mock.calls_for("generator")) == 1
+
+
+def test_a_reviewer_who_edits_every_proposal_ends_the_first_round(pool: KernelPool) -> None:
+    # review_all on the population: each edit takes the place of the answer it replaced, so
+    # the round stops asking once it has its candidates (before: it topped up forever)
+    human = "def clamp(x, lo, hi):\n    return sorted((lo, x, hi))[1]\n"
+    kinds: list[str] = []
+
+    def approver(proposal, state):  # type: ignore[no-untyped-def]
+        kinds.append(proposal.kind)
+        assert len(kinds) <= 8, "the reviewer is asked again and again"
+        return Edit(human)
+
+    mock = MockProvider(
+        {"generator": [s.BUGGY, s.GOOD, GOOD_DOC, s.GOOD], "test_writer": [s.NO_TESTS]}
+    )
+    result = heal(
+        s.SPEC,
+        provider=mock,
+        config=HealConfig(autonomy="review_all", lessons=False, memory=False),
+        executor=pool,
+        approver=approver,
+    )
+    assert result.status == "verified" and result.code == human
+    assert sum(c.round == 1 for c in result.candidates) == 4
+    assert any(c.origin == "human_edit" for c in result.candidates)
