@@ -90,12 +90,14 @@ def with_resolved_models(state: HealState, router: ModelRouter, provider: Provid
     again to reopen the run."""
     from selfheal.llm.router import Router
 
-    if not isinstance(router, Router) or (provider is not None and not isinstance(provider, str)):
-        return state
     config = state.config
+    if config.model is not None or not isinstance(router, Router):
+        return state  # the model is named already (a string keeps its own spelling)
+    if provider is not None and not isinstance(provider, str):
+        return state
     chosen = {role: router.model_string(role) for role in ROLES}
     values = list(chosen.values())
-    model = config.model or max(set(values), key=values.count)
+    model = max(set(values), key=values.count)
     models = dict(config.models)
     for role, value in chosen.items():
         if value != model and role not in models:

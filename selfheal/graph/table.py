@@ -77,10 +77,10 @@ def _can_top_up(s: HealState) -> bool:
     """The first round has asked for fewer than ``candidates`` independent answers. A human's
     edit of a first-round proposal takes the place of the answer it replaced (it counts), so a
     reviewer who edits every proposal does not make the round ask again forever."""
-    first = sum(
-        1 for c in s.candidates if c.round == 1 and c.origin in ("greedy", "sample", "human_edit")
-    )
-    return s.iteration == 1 and 0 < first < s.config.candidates
+    asked = sum(1 for c in s.candidates if c.round == 1 and c.origin in ("greedy", "sample"))
+    edited = sum(1 for c in s.candidates if c.round == 1 and c.origin == "human_edit")
+    # a fork that starts from a human's code alone (no model answer yet) is not topped up
+    return s.iteration == 1 and asked > 0 and asked + edited < s.config.candidates
 
 
 def _settled_early(s: HealState) -> bool:
