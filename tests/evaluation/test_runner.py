@@ -45,12 +45,20 @@ class CountingHeal:
 
 
 def _runner(
-    tasks: list[Task], modes: list[str], path: Path, pool: KernelPool, heal: Any, **kw: Any
+    tasks: list[Task],
+    modes: list[str],
+    path: Path,
+    pool: KernelPool,
+    heal: Any,
+    wrap: Any = None,
+    **kw: Any,
 ) -> BenchmarkRunner:
+    """A runner over the oracle model (wrapped by ``wrap``, e.g. a server double) and ``pool``."""
+    provider = oracle_provider(tasks, **kw)
     runner = BenchmarkRunner(
         tasks=tasks,
         modes=modes,
-        provider=oracle_provider(tasks, **kw),
+        provider=provider if wrap is None else wrap(provider),
         results=ResultsFile(path),
         heal=heal,
         executor_factory=lambda: pool,
@@ -364,17 +372,9 @@ class _CachingServer(WrapperProvider):
 def test_cached_prompt_tokens_reach_the_timeline_the_record_and_the_metrics(
     builtin_tasks: list[Task], pool: KernelPool, tmp_path: Path
 ) -> None:
-    tasks = builtin_tasks[:1]
-    runner = BenchmarkRunner(
-        tasks=tasks,
-        modes=["heal"],
-        provider=_CachingServer(oracle_provider(tasks)),
-        results=ResultsFile(tmp_path / "r.jsonl"),
-        heal=CountingHeal(),
-        executor_factory=lambda: pool,
-        progress=False,
+    runner = _runner(
+        builtin_tasks[:1], ["heal"], tmp_path / "r.jsonl", pool, CountingHeal(), _CachingServer
     )
-    runner.close = lambda: None  # type: ignore[method-assign]  # the pool is shared
     (record,) = runner.run()
     assert record.llm_calls >= 2 and record.cached_tokens == 5 * record.llm_calls
     llm = [e for e in record.timeline if e["kind"] == "llm"]
