@@ -23,7 +23,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real Dask cluster: a scheduler and 2 worker processes (1 thread each, restarted by
     their nanny if killed) on 127.0.0.1."""
     dask = pytest.importorskip("dask", reason='the dask extra: pip install "selfheal[dask]"')
-    distributed = pytest.importorskip("distributed")
+    distributed = pytest.importorskip(
+        "distributed", reason='the dask extra: pip install "selfheal[dask]"'
+    )
     runs = tmp_path_factory.mktemp("worker-runs")
     # a worker holds only the task it runs (none queued behind it), so a test knows where
     # every task is
