@@ -44,6 +44,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -54,6 +55,7 @@ import httpx
 
 from selfheal._record import Record
 from selfheal.errors import ConfigError, MissingDependency, ProviderUnavailable
+from selfheal.llm.slots import SlotRouter
 
 __all__ = [
     "DEFAULT_CTX_PER_SLOT",
@@ -185,9 +187,14 @@ class ServerSettings(Record):
     """``-ngl``: layers offloaded to a GPU (set for a CUDA build), None for none."""
     extra_args: tuple[str, ...] = ()
     """More llama-server arguments (``$SELFHEAL_LLAMA_SERVER_ARGS``)."""
+    prompt_copy: bool = True
+    """Pin requests to slots and copy processed prompts between them
+    (:class:`~selfheal.llm.slots.SlotRouter`; ``$SELFHEAL_LOCAL_PROMPT_COPY=0`` turns it off)."""
 
-    def argv(self, port: int) -> list[str]:
-        """The command line (the API key is passed in the environment)."""
+    def argv(self, port: int, slot_dir: str | None = None) -> list[str]:
+        """The command line (the API key is passed in the environment); ``slot_dir`` is the
+        private directory slot saves go to (the prompt copies of
+        :class:`~selfheal.llm.slots.SlotRouter`)."""
         args = [
             self.binary,
             "--model",
@@ -211,6 +218,8 @@ class ServerSettings(Record):
             # default of the pinned build; explicit so an older build does it too)
             "--jinja",
         ]
+        if slot_dir and self.prompt_copy:
+            args += ["--slot-save-path", slot_dir.rstrip("/") + "/"]
         if self.gpu_layers is not None:
             args += ["--n-gpu-layers", str(self.gpu_layers)]
         return [*args, *self.extra_args]
@@ -242,7 +251,7 @@ def server_settings(
     """Settings for serving ``model_path`` (default: the installed model, assembled if its
     parts are installed). Arguments win over the environment: ``SELFHEAL_LOCAL_SLOTS``,
     ``SELFHEAL_LOCAL_CTX`` (per slot), ``SELFHEAL_LOCAL_THREADS``,
-    ``SELFHEAL_LLAMA_SERVER_ARGS``. Raises :class:`MissingDependency` when there is no
+    ``SELFHEAL_LLAMA_SERVER_ARGS``, ``SELFHEAL_LOCAL_PROMPT_COPY`` (``0``: off). Raises :class:`MissingDependency` when there is no
     server binary."""
     env = os.environ if env is None else env
     if binary is None:
@@ -265,6 +274,8 @@ def server_settings(
         threads=threads or _env_int(env, "SELFHEAL_LOCAL_THREADS", default_threads()),
         gpu_layers=999 if cuda else None,
         extra_args=tuple(shlex.split(env.get("SELFHEAL_LLAMA_SERVER_ARGS", ""))),
+        prompt_copy=env.get("SELFHEAL_LOCAL_PROMPT_COPY", "1").strip().lower()
+        not in ("0", "off", "false", "no"),
     )
 
 
@@ -409,6 +420,10 @@ class LocalServer:
         self._generation = 0
         self.start_seconds: float | None = None
         """How long the last start took, to healthy."""
+        self.router: SlotRouter | None = None
+        """Pins requests to slots and copies prompts between them (new at every start; None
+        with ``prompt_copy`` off)."""
+        self._slot_dir: str | None = None
 
     def __repr__(self) -> str:
         state = "running" if self.alive else ("stopped" if self._proc else "not started")
@@ -551,7 +566,8 @@ class LocalServer:
             # llama.cpp's OpenMP threads spin while waiting by default; on a shared 2-core
             # machine that made decoding 6x slower (docs/local_model.md).
             env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-            argv = self.settings.argv(port)
+            self._slot_dir = tempfile.mkdtemp(prefix="selfheal-slots-")  # 0700, ours alone
+            argv = self.settings.argv(port, self._slot_dir)
             with self.log_path.open("ab") as log:
                 log.write(f"=== selfheal: {shlex.join(argv)}\n".encode())
                 log.flush()
@@ -559,6 +575,7 @@ class LocalServer:
             self._port = port
             _register_atexit()
             if self._wait_healthy(started):
+                self.router = SlotRouter(self.settings.slots) if self.settings.prompt_copy else None
                 self._ready = True
                 self._generation += 1
                 self.start_seconds = time.monotonic() - started
@@ -592,6 +609,14 @@ class LocalServer:
     def _close_proc(self, timeout: float = 10.0) -> None:
         proc, self._proc = self._proc, None
         self._ready = False
+        slot_dir, self._slot_dir = self._slot_dir, None
+        try:
+            self._end_proc(proc, timeout)
+        finally:
+            if slot_dir:
+                shutil.rmtree(slot_dir, ignore_errors=True)
+
+    def _end_proc(self, proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
         if proc is None:
             return
         self._last = proc  # keeps the exit status for describe_exit

@@ -32,15 +32,19 @@ OpenAI itself::
 * Retries (429, 5xx, connection errors) are the SDK's own (``max_retries``, with backoff and
   ``Retry-After``); errors are mapped to :mod:`selfheal.errors` with what to do.
 * With a supervised server (``server=``), the server starts on the first request, and a request
-  that lost its connection because the server died is retried once after a restart.
+  that lost its connection because the server died is retried once after a restart. Its
+  requests are pinned to slots by a :class:`~selfheal.llm.slots.SlotRouter`, which processes a
+  prompt shared by concurrent requests once and copies it between slots.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import openai
 
 from selfheal.errors import ConfigError, ProviderError, ProviderUnavailable
@@ -55,6 +59,7 @@ from selfheal.llm.base import (
 )
 from selfheal.llm.openai_errors import TRANSPORT_ERRORS, IncompleteStream, is_timeout, map_error
 from selfheal.llm.retry import RetryPolicy
+from selfheal.llm.slots import SlotRouter, prompt_key
 from selfheal.llm.tokens import estimate_tokens
 
 if TYPE_CHECKING:
@@ -132,7 +137,9 @@ class OpenAICompatible(ProviderBase):
     use instead of a fixed URL. ``local=True`` marks a llama.cpp server: requests then ask
     for its prompt cache (``cache_prompt``) explicitly. ``extra_body`` is merged into every
     request. ``max_concurrency`` tells callers how many requests to have in flight at once
-    (a supervised server's slots; None: no limit).
+    (a supervised server's slots; None: no limit). ``router`` pins requests to a llama-server's
+    slots and copies prompts between them (a supervised server brings its own; give one for a
+    llama-server started with ``--slot-save-path`` and ``-np`` slots).
     """
 
     def __init__(
@@ -147,6 +154,7 @@ class OpenAICompatible(ProviderBase):
         local: bool = False,
         extra_body: dict[str, Any] | None = None,
         max_concurrency: int | None = None,
+        router: SlotRouter | None = None,
     ) -> None:
         if server is None and not model:
             raise ConfigError(
@@ -167,7 +175,9 @@ class OpenAICompatible(ProviderBase):
         if self.local:
             self._extra_body.setdefault("cache_prompt", True)
         self._max_concurrency = max_concurrency
+        self._router = router
         self._clients: PerLoop[openai.AsyncOpenAI] = PerLoop()
+        self._http: PerLoop[httpx.AsyncClient] = PerLoop()
 
     supports_tools = True
     """Native tool calling through ``tools`` / ``tool_calls`` (see the module docs)."""
@@ -257,10 +267,40 @@ class OpenAICompatible(ProviderBase):
             body["extra_body"] = dict(self._extra_body)
         return body
 
+    def router(self) -> SlotRouter | None:
+        """The slot router of this provider's llama-server (None: requests go unpinned)."""
+        if self.server is not None:
+            return self.server.router
+        return self._router
+
     async def _acomplete(self, request: CompletionRequest) -> Completion:
         """Generate a reply (see the module docs). Never blocks the event loop."""
         body = self._body(request)
         endpoint = await self._endpoint()
+        router = self.router()
+        if router is None:
+            return await self._request(body, request, endpoint)
+        started = time.monotonic()
+        lease = await router.acquire(prompt_key(body), _HTTPSlots(self, body, endpoint))
+        before = time.monotonic() - started  # the prefill, a restore or a wait: this request's
+        ok = False
+        try:
+            if lease.slot is not None:
+                body = {**body, "extra_body": {**body.get("extra_body", {}), "id_slot": lease.slot}}
+            done = await self._request(body, request, endpoint)
+            ok = True
+        finally:
+            router.release(lease, ok=ok)
+        update: dict[str, Any] = {"latency": done.latency + before}
+        if done.time_to_first_token is not None:
+            update["time_to_first_token"] = done.time_to_first_token + before
+        if lease.prefilled:  # the prefill processed the prompt: report what it found cached
+            update["cached_tokens"] = lease.cached_before
+        return done.model_copy(update=update)
+
+    async def _request(
+        self, body: dict[str, Any], request: CompletionRequest, endpoint: Endpoint | None
+    ) -> Completion:
         try:
             return await self._stream(body, request, endpoint)
         except _Dropped as first:
@@ -369,3 +409,58 @@ class OpenAICompatible(ProviderBase):
             provider="local",
             model=self.model,
         )
+
+
+class _HTTPSlots:
+    """The :class:`~selfheal.llm.slots.SlotAPI` of one request: llama-server's ``/slots``
+    actions, and a one-token prefill of the request's own prompt."""
+
+    def __init__(
+        self, provider: OpenAICompatible, body: dict[str, Any], endpoint: Endpoint | None
+    ) -> None:
+        self.provider = provider
+        self.body = body
+        base_url = endpoint.base_url if endpoint else provider._base_url
+        self.api_key = endpoint.api_key if endpoint else provider._api_key
+        self.base_url = base_url
+        root = (base_url or "").rstrip("/")
+        self.root = root[: -len("/v1")] if root.endswith("/v1") else root
+
+    def _http(self) -> httpx.AsyncClient:
+        return self.provider._http.get(
+            (self.root, self.api_key),
+            lambda: httpx.AsyncClient(
+                base_url=self.root,
+                headers={"Authorization": f"Bearer {self.api_key}"},
+                timeout=httpx.Timeout(60.0, connect=5.0),
+            ),
+        )
+
+    async def _action(self, slot: int, action: str, filename: str) -> None:
+        r = await self._http().post(
+            f"/slots/{slot}", params={"action": action}, json={"filename": filename}
+        )
+        r.raise_for_status()
+
+    async def save(self, slot: int, filename: str) -> None:
+        await self._action(slot, "save", filename)
+
+    async def restore(self, slot: int, filename: str) -> None:
+        await self._action(slot, "restore", filename)
+
+    async def prefill(self, slot: int) -> int:
+        body = {
+            k: v
+            for k, v in self.body.items()
+            if k not in ("stream", "stream_options", "response_format", "stop")
+        }
+        body.update(max_tokens=1, temperature=0.0)
+        body["extra_body"] = {**body.get("extra_body", {}), "id_slot": slot}
+        client = self.provider._client(self.base_url, self.api_key)
+        reply = await client.chat.completions.create(**body)
+        details = getattr(reply.usage, "prompt_tokens_details", None)
+        cached = getattr(details, "cached_tokens", None) if details is not None else None
+        if cached is None:
+            timings = (reply.model_extra or {}).get("timings")
+            cached = timings.get("cache_n") if isinstance(timings, dict) else 0
+        return int(cached or 0)

@@ -115,6 +115,22 @@ def test_shared_prefix_is_served_from_the_slot_cache(provider: OpenAICompatible)
     assert second.cached_tokens >= first.prompt_tokens - 20  # all but the new question
 
 
+def test_concurrent_samples_share_one_processed_prompt(provider: OpenAICompatible) -> None:
+    """Four answers to one new prompt at once: the slot router processes the prompt once (a
+    prefill) and restores it into the other slots, so three of them find all of it cached
+    (the server's own counts); without the router each slot would process it."""
+    nonce = random.random()
+    system = f"{nonce} You are a careful Python programmer. " + "Keep functions short. " * 40
+    messages = [Message(role="system", content=system), Message(role="user", content="Write f.")]
+    results = provider.complete_many(messages, n=4, max_tokens=4, temperature=0.8, seed=5)
+    cached = sorted(r.cached_tokens for r in results)
+    prompt = results[0].prompt_tokens
+    assert prompt > 150 and cached[0] < 50  # the one that processed it
+    assert all(c >= prompt - 5 for c in cached[1:]), cached
+    router = provider.router()
+    assert router is not None and router.stats["prefills"] >= 1
+
+
 def test_context_too_long_is_a_clear_error(provider: OpenAICompatible) -> None:
     with pytest.raises(ProviderError) as info:
         provider.complete([Message(role="user", content="word " * 3000)], max_tokens=4)

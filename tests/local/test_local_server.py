@@ -111,6 +111,23 @@ def test_starts_on_first_request_with_a_private_key(settings: ls.ServerSettings)
     assert not server.alive and _gone(server.pid or 0)
 
 
+def test_slot_saves_go_to_a_private_directory_removed_at_stop(
+    settings: ls.ServerSettings,
+) -> None:
+    server = ls.LocalServer(settings)
+    _provider(server).complete(HI, max_tokens=1)
+    argv = psutil.Process(server.pid).cmdline()
+    slot_dir = Path(argv[argv.index("--slot-save-path") + 1])
+    assert slot_dir.is_dir() and (slot_dir.stat().st_mode & 0o777) == 0o700
+    assert server.router is not None and len(server.router.slots) == settings.slots
+    server.stop()
+    assert not slot_dir.exists()
+    off = ls.LocalServer(settings.model_copy(update={"prompt_copy": False}))
+    _provider(off).complete(HI, max_tokens=1)
+    assert "--slot-save-path" not in psutil.Process(off.pid).cmdline() and off.router is None
+    off.stop()
+
+
 def test_one_shared_server_per_settings(settings: ls.ServerSettings) -> None:
     a, b = ls.shared_server(settings), ls.shared_server(settings)
     assert a is b
@@ -311,9 +328,11 @@ def test_settings_from_the_environment(binary: Path, tmp_path: Path) -> None:
         "SELFHEAL_LOCAL_CTX": "2048",
         "SELFHEAL_LOCAL_THREADS": "1",
         "SELFHEAL_LLAMA_SERVER_ARGS": "--flash-attn on",
+        "SELFHEAL_LOCAL_PROMPT_COPY": "off",
     }
     s = ls.server_settings(model, binary=binary, env=env)
     assert (s.slots, s.ctx_per_slot, s.threads, s.alias) == (3, 2048, 1, "x")
+    assert not s.prompt_copy and ls.server_settings(model, binary=binary, env={}).prompt_copy
     argv = s.argv(8080)
     assert argv[-2:] == ["--flash-attn", "on"]
     assert argv[argv.index("--ctx-size") + 1] == "6144"
