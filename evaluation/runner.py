@@ -391,11 +391,16 @@ class BenchmarkRunner:
             self._heal = heal_quietly
         return self._heal
 
-    def run_one(self, task: Task, mode: str) -> TaskRecord:
+    def run_one(self, task: Task, mode: str, *, cold: bool = False) -> TaskRecord:
         """Run the agent on ``task`` in ``mode`` here, then score it. Never raises for a bad
-        candidate or a failing agent: both end as a failing record."""
+        candidate or a failing agent: both end as a failing record. ``cold``: first erase the
+        prompts the model server has cached (a provider with ``forget_prompts``), so that this
+        run is not served prompts an earlier mode of the same task processed."""
         provider = self.provider_factory() if self.provider_factory else self.provider
         assert provider is not None  # one of the two is set (checked in __init__)
+        forget = getattr(provider, "forget_prompts", None)
+        if cold and callable(forget):
+            forget()
         return run_pair(
             task,
             mode,
@@ -468,8 +473,10 @@ class BenchmarkRunner:
                     for n in sorted({split_mode(m)[1] for _, m in pending})
                 ]
                 if self.engine is None and self.workers == 1:
+                    # one run at a time: each starts from a cold prompt cache (modes of a task
+                    # run back to back with the same prompt; the first would warm the others)
                     for task, mode in (pair for phase in phases for pair in phase):
-                        finished(self.run_one(task, mode), bar)
+                        finished(self.run_one(task, mode, cold=True), bar)
                 elif phases:
                     self._run_on_engine(phases, lambda r: finished(r, bar))
         finally:

@@ -48,7 +48,7 @@ import httpx
 import openai
 
 from selfheal.errors import ConfigError, ProviderError, ProviderUnavailable
-from selfheal.llm.aio import PerLoop
+from selfheal.llm.aio import PerLoop, blocking
 from selfheal.llm.base import (
     Completion,
     CompletionRequest,
@@ -273,6 +273,25 @@ class OpenAICompatible(ProviderBase):
             return self.server.router
         return self._router
 
+    async def aforget_prompts(self) -> None:
+        """Erase every slot's cached prompt on the llama-server this provider routes for (its
+        supervised server, or the one given a ``router``), so the next request starts cold.
+        The benchmark runner calls it before each (task, mode) run, so that no mode is served
+        prompts another mode processed. Does nothing for other servers."""
+        router = self.router()
+        if router is None:
+            return
+        endpoint = self.server.current() if self.server is not None else None
+        if self.server is not None and endpoint is None:
+            return  # not started (or died): nothing is cached
+        api = _HTTPSlots(self, {}, endpoint)
+        for slot in range(len(router.slots)):
+            await api.erase(slot)
+        router.forget()
+
+    forget_prompts = blocking(aforget_prompts)
+    """Blocking twin of :meth:`aforget_prompts`."""
+
     async def _acomplete(self, request: CompletionRequest) -> Completion:
         """Generate a reply (see the module docs). Never blocks the event loop."""
         body = self._body(request)
@@ -444,6 +463,10 @@ class _HTTPSlots:
 
     async def save(self, slot: int, filename: str) -> None:
         await self._action(slot, "save", filename)
+
+    async def erase(self, slot: int) -> None:
+        r = await self._http().post(f"/slots/{slot}", params={"action": "erase"})
+        r.raise_for_status()
 
     async def restore(self, slot: int, filename: str) -> None:
         await self._action(slot, "restore", filename)

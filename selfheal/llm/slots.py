@@ -267,6 +267,13 @@ class SlotRouter:
             slot.key = lease.key if ok else ""
             slot.used = time.monotonic()
 
+    def forget(self) -> None:
+        """The server's slots were erased: nothing is held or saved any more."""
+        with self._lock:
+            for slot in self.slots:
+                slot.key = ""
+            self._files = []
+
     def snapshot(self) -> Sequence[tuple[int, bool, int]]:
         """``(slot, busy, characters held)`` for each slot (for tests and ``doctor``)."""
         with self._lock:

@@ -381,3 +381,40 @@ def test_cached_prompt_tokens_reach_the_timeline_the_record_and_the_metrics(
     assert llm and all(e["cached_tokens"] == 5 for e in llm)
     m = summarise([record], "heal")
     assert m.cached_tokens == record.cached_tokens
+
+
+class _ForgettingServer(WrapperProvider):
+    """The oracle model behind a server with a prompt cache to erase: every erase and every
+    call is logged in order."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.log: list[str] = []
+
+    def forget_prompts(self) -> None:
+        self.log.append("forget")
+
+    async def _acomplete(self, request: CompletionRequest) -> Completion:
+        self.log.append("call")
+        return await super()._acomplete(request)
+
+
+def test_each_run_starts_from_a_cold_prompt_cache(
+    builtin_tasks: list[Task], pool: KernelPool, tmp_path: Path
+) -> None:
+    servers: list[_ForgettingServer] = []
+
+    def wrap(p: Any) -> _ForgettingServer:
+        servers.append(_ForgettingServer(p))
+        return servers[-1]
+
+    runner = _runner(
+        builtin_tasks[:2], ["single_shot", "heal"], tmp_path / "r.jsonl", pool, CountingHeal(), wrap
+    )
+    records = runner.run()
+    log = servers[0].log
+    assert len(records) == 4 and log.count("forget") == 4
+    # the cache is erased before each run's first call, never in the middle of a run
+    runs = "".join("F" if e == "forget" else "c" for e in log).split("F")
+    assert runs[0] == "" and len(runs) == 5 and all(runs[1:])
+    assert [len(r) for r in runs[1:]] == [r.llm_calls for r in records]

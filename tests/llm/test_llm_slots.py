@@ -164,6 +164,10 @@ class FakeLlama:
             return Response.json({"error": {"message": "Invalid API Key", "code": 401}}, 401)
         if r.path.startswith("/slots/"):
             slot = int(r.path.split("/")[2].split("?")[0])
+            if "action=erase" in r.path:
+                with self.lock:
+                    self.slots[slot] = ""
+                return Response.json({"id_slot": slot, "n_erased": 1})
             name = r.json()["filename"]
             with self.lock:
                 if "action=save" in r.path:
@@ -263,3 +267,27 @@ def test_provider_prefills_once_and_restores_for_concurrent_samples(
     assert cached[0] == 0 and cached[1] == cached[2] == done[0].prompt_tokens
     assert router.stats["prefills"] == 1 and router.stats["restores"] == 2
     assert all(s[1] is False for s in router.snapshot())  # every slot released
+
+
+def test_forget_prompts_erases_every_slot_and_the_next_request_starts_cold(
+    http_server: Callable[..., FakeServer],
+) -> None:
+    llama = FakeLlama(slots=2)
+    server = http_server(llama)
+    router = SlotRouter(2)
+    p = OpenAICompatible(
+        model="m", base_url=server.url + "/v1", api_key="k-test", local=True, router=router
+    )
+    messages = [Message(role="system", content=LONG), Message(role="user", content="Write f.")]
+    p.complete(messages, max_tokens=4)
+    assert p.complete(messages, max_tokens=4).cached_tokens > 0  # served from its slot
+    p.forget_prompts()
+    assert llama.slots == ["", ""]
+    assert sorted(q for q in server.paths() if "erase" in q) == [
+        "/slots/0?action=erase",
+        "/slots/1?action=erase",
+    ]
+    assert p.complete(messages, max_tokens=4).cached_tokens == 0  # prefilled again, cold
+    assert router.stats["prefills"] == 2
+    OpenAICompatible(model="m", base_url=server.url + "/v1").forget_prompts()  # no router: no-op
+    assert sum("erase" in q for q in server.paths()) == 2
