@@ -227,12 +227,13 @@ class FakeLlama:
         return Response(body=chunks, headers={"content-type": "text/event-stream"})
 
 
-def test_provider_prefills_once_and_restores_for_concurrent_samples(
-    http_server: Callable[..., FakeServer],
-) -> None:
-    llama = FakeLlama(slots=4)
+def routed(
+    http_server: Callable[..., FakeServer], slots: int
+) -> tuple[FakeLlama, FakeServer, SlotRouter, OpenAICompatible]:
+    """A fake llama-server with ``slots`` slots and a provider routing for it."""
+    llama = FakeLlama(slots)
     server = http_server(llama)
-    router = SlotRouter(4)
+    router = SlotRouter(slots)
     p = OpenAICompatible(
         model="m",
         base_url=server.url + "/v1",
@@ -241,6 +242,13 @@ def test_provider_prefills_once_and_restores_for_concurrent_samples(
         local=True,
         router=router,
     )
+    return llama, server, router, p
+
+
+def test_provider_prefills_once_and_restores_for_concurrent_samples(
+    http_server: Callable[..., FakeServer],
+) -> None:
+    _llama, server, router, p = routed(http_server, 4)
     messages = [Message(role="system", content=LONG), Message(role="user", content="Write f.")]
 
     async def samples() -> list[Any]:
@@ -272,12 +280,7 @@ def test_provider_prefills_once_and_restores_for_concurrent_samples(
 def test_forget_prompts_erases_every_slot_and_the_next_request_starts_cold(
     http_server: Callable[..., FakeServer],
 ) -> None:
-    llama = FakeLlama(slots=2)
-    server = http_server(llama)
-    router = SlotRouter(2)
-    p = OpenAICompatible(
-        model="m", base_url=server.url + "/v1", api_key="k-test", local=True, router=router
-    )
+    llama, server, router, p = routed(http_server, 2)
     messages = [Message(role="system", content=LONG), Message(role="user", content="Write f.")]
     p.complete(messages, max_tokens=4)
     assert p.complete(messages, max_tokens=4).cached_tokens > 0  # served from its slot
