@@ -9,7 +9,7 @@
 # the server on the model, generate a small function, stop): a build that crashes or answers
 # wrongly is removed, marked <key>.failed (not rebuilt next time) and the next flags are tried.
 # The chosen build is recorded in $SELFHEAL_CACHE_DIR/llama-server/current, where selfheal looks
-# first (selfheal.llm.local_server.find_server_binary()).
+# first (selfheal.llm.server_setup.find_server_binary()).
 #
 # Environment:
 #   SELFHEAL_LLAMA_CMAKE_ARGS   use exactly these CMake flags (e.g. "-DGGML_NATIVE=ON")

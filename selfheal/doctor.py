@@ -252,7 +252,7 @@ def _model_file() -> ModelCheck:
 
 
 def _server_build() -> ServerCheck:
-    from selfheal.llm.local_server import build_info, find_server_binary
+    from selfheal.llm.server_setup import build_info, find_server_binary
 
     shared = os.environ.get("SELFHEAL_LOCAL_URL", "").strip()
     try:
@@ -336,7 +336,7 @@ def _probe_server(model: ModelCheck, server: ServerCheck) -> tuple[ModelCheck, S
 def _with_probe(
     model: ModelCheck, server: ServerCheck, result: object, load_seconds: float | None
 ) -> tuple[ModelCheck, ServerCheck]:
-    from selfheal.llm.local_server import ProbeResult
+    from selfheal.llm.server_probe import ProbeResult
 
     assert isinstance(result, ProbeResult)
     if not result.ok:

@@ -1,17 +1,17 @@
 """The local model as a served engine: a supervised ``llama-server`` (llama.cpp's own HTTP
 server) on 127.0.0.1, reached through the OpenAI-compatible provider.
 
-``make install`` builds ``llama-server`` from the llama.cpp tree vendored in the
-``llama-cpp-python`` sdist (``scripts/install_llama_server.sh``) and caches it under
-``$SELFHEAL_CACHE_DIR/llama-server/<hash of version + flags>/bin/``. :func:`find_server_binary`
-finds it; :class:`LocalServer` runs it:
+:mod:`selfheal.llm.server_setup` finds the binary ``make install`` built and says how to run it
+(:class:`ServerSettings`); :class:`LocalServer` runs it:
 
 * started on first use (not when the provider is built) on ``127.0.0.1`` with a free port and
   a random API key (passed in the environment, not on the command line, so other local users
   see neither it nor a usable server), ``-np`` parallel slots (``$SELFHEAL_LOCAL_SLOTS``,
   default 4 on CPU) of ``$SELFHEAL_LOCAL_CTX`` tokens each (default 4096; ``-c`` is their
   product), ``-t`` = the usable cores; each slot keeps its prompt in its KV cache, so a request
-  sharing a prefix with an earlier one only processes the rest;
+  sharing a prefix with an earlier one only processes the rest, and the provider's
+  :class:`~selfheal.llm.slots.SlotRouter` copies prompts between slots (``--slot-save-path``,
+  a private directory);
 * ready when ``/health`` answers 200; its output goes to a log file under
   ``$XDG_STATE_HOME/selfheal/llama-server/`` and every error quotes the log's tail;
 * one warm server per model and settings, shared by every provider, run and thread of the
@@ -34,7 +34,6 @@ import atexit
 import concurrent.futures
 import contextlib
 import functools
-import json
 import os
 import queue
 import secrets
@@ -54,10 +53,26 @@ from typing import IO, Any, TypeVar
 import httpx
 
 from selfheal._record import Record
-from selfheal.errors import ConfigError, MissingDependency, ProviderUnavailable
+from selfheal.errors import ProviderUnavailable
+from selfheal.llm.server_probe import ProbeResult, probe
+from selfheal.llm.server_setup import (
+    DEFAULT_CTX_PER_SLOT,
+    DEFAULT_SLOTS,
+    INSTALL,
+    ServerSettings,
+    build_info,
+    default_threads,
+    env_int,
+    find_server_binary,
+    install_hint,
+    log_dir,
+    server_settings,
+)
 from selfheal.llm.slots import SlotRouter
 
+# the names below are defined in server_setup / server_probe and kept importable from here
 __all__ = [
+    "ProbeResult",
     "DEFAULT_CTX_PER_SLOT",
     "DEFAULT_SLOTS",
     "LocalServer",
@@ -76,207 +91,8 @@ __all__ = [
 
 T = TypeVar("T")
 
-DEFAULT_SLOTS = 4
-"""Parallel slots on a CPU: 4 answers at once cost about 2.4x one (docs/local_model.md)."""
-DEFAULT_CTX_PER_SLOT = 4096
-"""Context tokens per slot: the longest selfheal prompt plus its reply."""
 STARTUP_TIMEOUT = 180.0
 """Seconds to wait for ``/health`` after starting (loading 1.1 GB takes ~5 s idle)."""
-
-_INSTALL = "`make install` (scripts/install_llama_server.sh builds llama-server, about 5-8 min)"
-
-
-def install_hint() -> str:
-    """How to get the server binary."""
-    return _INSTALL
-
-
-# ----------------------------------------------------------------------------- finding
-
-
-def _cache_root() -> Path:
-    from selfheal.llm.weights import cache_dir
-
-    return cache_dir() / "llama-server"
-
-
-def log_dir() -> Path:
-    """Where server logs go: ``$XDG_STATE_HOME/selfheal/llama-server`` (default
-    ``~/.local/state/selfheal/llama-server``)."""
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
-    return base / "selfheal" / "llama-server"
-
-
-def _executable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
-
-
-def find_server_binary() -> Path | None:
-    """The ``llama-server`` to run, or None when there is none.
-
-    Order: ``$SELFHEAL_LLAMA_SERVER`` (a path; a missing file is a :class:`ConfigError`);
-    the build ``make install`` made (``<cache>/llama-server/current`` names it; else the
-    newest cached build); a ``llama-server`` on ``PATH``.
-    """
-    explicit = os.environ.get("SELFHEAL_LLAMA_SERVER", "").strip()
-    if explicit:
-        p = Path(explicit).expanduser()
-        if not _executable(p):
-            raise ConfigError(
-                f"SELFHEAL_LLAMA_SERVER={explicit!r} is not an executable file. Fix or unset it "
-                f"(unset, the server built by {_INSTALL} is used)."
-            )
-        return p
-    root = _cache_root()
-    with contextlib.suppress(OSError):
-        current = (root / "current").read_text().strip()
-        if current:
-            p = root / current / "bin" / "llama-server"
-            if _executable(p):
-                return p
-    builds: list[tuple[float, Path]] = []
-    with contextlib.suppress(OSError):
-        for d in root.iterdir():
-            p = d / "bin" / "llama-server"
-            if _executable(p) and (d / "build.json").is_file():
-                builds.append(((d / "build.json").stat().st_mtime, p))
-    if builds:
-        return max(builds)[1]
-    found = shutil.which("llama-server")
-    return Path(found) if found else None
-
-
-def build_info(binary: str | os.PathLike[str]) -> dict[str, Any]:
-    """``build.json`` of a cached build (version, CMake flags, build seconds), or ``{}``."""
-    path = Path(binary).resolve().parent.parent / "build.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def default_threads() -> int:
-    """The number of cores this process may use (CPU affinity aware)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-# ----------------------------------------------------------------------------- settings
-
-
-class ServerSettings(Record):
-    """How to run one llama-server."""
-
-    binary: str
-    """The ``llama-server`` executable."""
-    model_path: str
-    """The GGUF file served."""
-    alias: str
-    """The model name the server answers to (``model`` in requests)."""
-    slots: int = DEFAULT_SLOTS
-    """Parallel slots (``-np``): requests decoded together."""
-    ctx_per_slot: int = DEFAULT_CTX_PER_SLOT
-    """Context tokens of each slot; the server gets ``-c slots * ctx_per_slot``."""
-    threads: int = 1
-    """CPU threads (``-t`` and ``-tb``)."""
-    gpu_layers: int | None = None
-    """``-ngl``: layers offloaded to a GPU (set for a CUDA build), None for none."""
-    extra_args: tuple[str, ...] = ()
-    """More llama-server arguments (``$SELFHEAL_LLAMA_SERVER_ARGS``)."""
-    prompt_copy: bool = True
-    """Pin requests to slots and copy processed prompts between them
-    (:class:`~selfheal.llm.slots.SlotRouter`; ``$SELFHEAL_LOCAL_PROMPT_COPY=0`` turns it off)."""
-
-    def argv(self, port: int, slot_dir: str | None = None) -> list[str]:
-        """The command line (the API key is passed in the environment); ``slot_dir`` is the
-        private directory slot saves go to (the prompt copies of
-        :class:`~selfheal.llm.slots.SlotRouter`)."""
-        args = [
-            self.binary,
-            "--model",
-            self.model_path,
-            "--alias",
-            self.alias,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--parallel",
-            str(self.slots),
-            "--ctx-size",
-            str(self.slots * self.ctx_per_slot),
-            "--threads",
-            str(self.threads),
-            "--threads-batch",
-            str(self.threads),
-            "--no-webui",
-            # the model's own chat template (Jinja): what native tool calls need (the
-            # default of the pinned build; explicit so an older build does it too)
-            "--jinja",
-        ]
-        if slot_dir and self.prompt_copy:
-            args += ["--slot-save-path", slot_dir.rstrip("/") + "/"]
-        if self.gpu_layers is not None:
-            args += ["--n-gpu-layers", str(self.gpu_layers)]
-        return [*args, *self.extra_args]
-
-
-def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a whole number.") from None
-    if value < minimum:
-        raise ConfigError(f"{name}={raw!r} must be at least {minimum}.")
-    return value
-
-
-def server_settings(
-    model_path: str | os.PathLike[str] | None = None,
-    *,
-    slots: int | None = None,
-    ctx_per_slot: int | None = None,
-    threads: int | None = None,
-    binary: str | os.PathLike[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    progress: bool = True,
-) -> ServerSettings:
-    """Settings for serving ``model_path`` (default: the installed model, assembled if its
-    parts are installed). Arguments win over the environment: ``SELFHEAL_LOCAL_SLOTS``,
-    ``SELFHEAL_LOCAL_CTX`` (per slot), ``SELFHEAL_LOCAL_THREADS``,
-    ``SELFHEAL_LLAMA_SERVER_ARGS``, ``SELFHEAL_LOCAL_PROMPT_COPY`` (``0``: off). Raises :class:`MissingDependency` when there is no
-    server binary."""
-    env = os.environ if env is None else env
-    if binary is None:
-        found = find_server_binary()
-        if found is None:
-            raise MissingDependency("llama-server", "local", "the local model", install=_INSTALL)
-        binary = found
-    from selfheal.llm.weights import ensure_model
-
-    path = Path(model_path).expanduser() if model_path else ensure_model(progress=progress)
-    if not path.is_file():
-        raise ConfigError(f"Model file {str(path)!r} does not exist; pass a GGUF file.")
-    cuda = "GGML_CUDA=ON" in str(build_info(binary).get("cmake_args", ""))
-    return ServerSettings(
-        binary=str(binary),
-        model_path=str(path.resolve()),
-        alias=path.stem,
-        slots=slots or _env_int(env, "SELFHEAL_LOCAL_SLOTS", 8 if cuda else DEFAULT_SLOTS),
-        ctx_per_slot=ctx_per_slot or _env_int(env, "SELFHEAL_LOCAL_CTX", DEFAULT_CTX_PER_SLOT, 256),
-        threads=threads or _env_int(env, "SELFHEAL_LOCAL_THREADS", default_threads()),
-        gpu_layers=999 if cuda else None,
-        extra_args=tuple(shlex.split(env.get("SELFHEAL_LLAMA_SERVER_ARGS", ""))),
-        prompt_copy=env.get("SELFHEAL_LOCAL_PROMPT_COPY", "1").strip().lower()
-        not in ("0", "off", "false", "no"),
-    )
 
 
 # ----------------------------------------------------------------------------- process
@@ -588,7 +404,7 @@ class LocalServer:
         raise ProviderUnavailable(
             "The local model server (llama-server) did not start. "
             + last_error
-            + f"\nCheck the model file and the build: `selfheal doctor`; rebuild with {_INSTALL}.",
+            + f"\nCheck the model file and the build: `selfheal doctor`; rebuild with {INSTALL}.",
             provider="local",
             model=self.settings.alias,
         )
@@ -714,7 +530,7 @@ def local_provider(model_path: str = "", *, env: Mapping[str, str] | None = None
             api_key=env.get("SELFHEAL_LOCAL_KEY") or "sk-no-key",
             model_id=f"local:{name}",
             local=True,
-            max_concurrency=_env_int(env, "SELFHEAL_LOCAL_SLOTS", DEFAULT_SLOTS),
+            max_concurrency=env_int(env, "SELFHEAL_LOCAL_SLOTS", DEFAULT_SLOTS),
         )
     settings = server_settings(model_path or None, env=env)
     return OpenAICompatible(
@@ -729,68 +545,3 @@ def _default_alias() -> str:
     from selfheal.llm.weights import DEFAULT_MODEL
 
     return DEFAULT_MODEL.name
-
-
-# ----------------------------------------------------------------------------- probe
-
-
-class ProbeResult(Record):
-    """One short generation through a server (``selfheal doctor``)."""
-
-    ok: bool
-    """It answered."""
-    seconds: float = 0.0
-    """Wall time of the request."""
-    prompt_tokens: int = 0
-    """Prompt tokens."""
-    completion_tokens: int = 0
-    """Generated tokens."""
-    generated_per_second: float | None = None
-    """Decode speed the server measured (``timings.predicted_per_second``)."""
-    prompt_per_second: float | None = None
-    """Prompt speed the server measured (``timings.prompt_per_second``)."""
-    sample: str = ""
-    """The start of the reply."""
-    error: str = ""
-    """What went wrong."""
-
-
-def probe(
-    base_url: str, api_key: str, *, model: str = "local", max_tokens: int = 32
-) -> ProbeResult:
-    """Ask the server for a short function and report its speed (one plain HTTP request)."""
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": "Write a Python function add(a, b). Code only."}],
-        "max_tokens": max_tokens,
-        "temperature": 0.0,
-        "cache_prompt": False,
-    }
-    started = time.monotonic()
-    try:
-        r = httpx.post(
-            base_url.rstrip("/") + "/chat/completions",
-            json=body,
-            headers={"Authorization": f"Bearer {api_key}"},
-            timeout=300,
-        )
-        r.raise_for_status()
-        data = r.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        return ProbeResult(ok=False, error=f"{type(exc).__name__}: {exc}")
-    usage = data.get("usage") or {}
-    timings = data.get("timings") or {}
-    text = ((data.get("choices") or [{}])[0].get("message") or {}).get("content") or ""
-    return ProbeResult(
-        ok=True,
-        seconds=round(time.monotonic() - started, 2),
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
-        generated_per_second=_round(timings.get("predicted_per_second")),
-        prompt_per_second=_round(timings.get("prompt_per_second")),
-        sample=text.strip()[:80],
-    )
-
-
-def _round(value: object) -> float | None:
-    return round(float(value), 2) if isinstance(value, (int, float)) else None

@@ -176,7 +176,7 @@ def _installed_local_model(env: Mapping[str, str]) -> tuple[str | None, str]:
     ``$SELFHEAL_LOCAL_URL``), and when there is none, why."""
     if env.get("SELFHEAL_LOCAL_URL", "").strip():
         return "", ""
-    from selfheal.llm.local_server import find_server_binary
+    from selfheal.llm.server_setup import find_server_binary
     from selfheal.llm.weights import find_model
 
     path = find_model()

@@ -1,0 +1,237 @@
+"""Which ``llama-server`` to run and how: finding the binary ``make install`` built, its build
+record, and the settings a server starts with (slots, context, threads, extra arguments,
+prompt copying), from arguments and the environment.
+
+``make install`` builds ``llama-server`` from the llama.cpp tree vendored in the
+``llama-cpp-python`` sdist (``scripts/install_llama_server.sh``) and caches it under
+``$SELFHEAL_CACHE_DIR/llama-server/<hash of version + flags>/bin/``; :func:`find_server_binary`
+finds it, :func:`server_settings` says how to run it, and
+:class:`~selfheal.llm.local_server.LocalServer` runs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from selfheal._record import Record
+from selfheal.errors import ConfigError, MissingDependency
+
+__all__ = [
+    "DEFAULT_CTX_PER_SLOT",
+    "DEFAULT_SLOTS",
+    "ServerSettings",
+    "build_info",
+    "default_threads",
+    "env_int",
+    "find_server_binary",
+    "install_hint",
+    "log_dir",
+    "server_settings",
+]
+
+DEFAULT_SLOTS = 4
+"""Parallel slots on a CPU: 4 answers at once cost about 2.4x one (docs/local_model.md)."""
+DEFAULT_CTX_PER_SLOT = 4096
+"""Context tokens per slot: the longest selfheal prompt plus its reply."""
+
+INSTALL = "`make install` (scripts/install_llama_server.sh builds llama-server, about 5-8 min)"
+
+
+def install_hint() -> str:
+    """How to get the server binary."""
+    return INSTALL
+
+
+# ----------------------------------------------------------------------------- finding
+
+
+def _cache_root() -> Path:
+    from selfheal.llm.weights import cache_dir
+
+    return cache_dir() / "llama-server"
+
+
+def log_dir() -> Path:
+    """Where server logs go: ``$XDG_STATE_HOME/selfheal/llama-server`` (default
+    ``~/.local/state/selfheal/llama-server``)."""
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
+    return base / "selfheal" / "llama-server"
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def find_server_binary() -> Path | None:
+    """The ``llama-server`` to run, or None when there is none.
+
+    Order: ``$SELFHEAL_LLAMA_SERVER`` (a path; a missing file is a :class:`ConfigError`);
+    the build ``make install`` made (``<cache>/llama-server/current`` names it; else the
+    newest cached build); a ``llama-server`` on ``PATH``.
+    """
+    explicit = os.environ.get("SELFHEAL_LLAMA_SERVER", "").strip()
+    if explicit:
+        p = Path(explicit).expanduser()
+        if not _executable(p):
+            raise ConfigError(
+                f"SELFHEAL_LLAMA_SERVER={explicit!r} is not an executable file. Fix or unset it "
+                f"(unset, the server built by {INSTALL} is used)."
+            )
+        return p
+    root = _cache_root()
+    with contextlib.suppress(OSError):
+        current = (root / "current").read_text().strip()
+        if current:
+            p = root / current / "bin" / "llama-server"
+            if _executable(p):
+                return p
+    builds: list[tuple[float, Path]] = []
+    with contextlib.suppress(OSError):
+        for d in root.iterdir():
+            p = d / "bin" / "llama-server"
+            if _executable(p) and (d / "build.json").is_file():
+                builds.append(((d / "build.json").stat().st_mtime, p))
+    if builds:
+        return max(builds)[1]
+    found = shutil.which("llama-server")
+    return Path(found) if found else None
+
+
+def build_info(binary: str | os.PathLike[str]) -> dict[str, Any]:
+    """``build.json`` of a cached build (version, CMake flags, build seconds), or ``{}``."""
+    path = Path(binary).resolve().parent.parent / "build.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def default_threads() -> int:
+    """The number of cores this process may use (CPU affinity aware)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+# ----------------------------------------------------------------------------- settings
+
+
+class ServerSettings(Record):
+    """How to run one llama-server."""
+
+    binary: str
+    """The ``llama-server`` executable."""
+    model_path: str
+    """The GGUF file served."""
+    alias: str
+    """The model name the server answers to (``model`` in requests)."""
+    slots: int = DEFAULT_SLOTS
+    """Parallel slots (``-np``): requests decoded together."""
+    ctx_per_slot: int = DEFAULT_CTX_PER_SLOT
+    """Context tokens of each slot; the server gets ``-c slots * ctx_per_slot``."""
+    threads: int = 1
+    """CPU threads (``-t`` and ``-tb``)."""
+    gpu_layers: int | None = None
+    """``-ngl``: layers offloaded to a GPU (set for a CUDA build), None for none."""
+    extra_args: tuple[str, ...] = ()
+    """More llama-server arguments (``$SELFHEAL_LLAMA_SERVER_ARGS``)."""
+    prompt_copy: bool = True
+    """Pin requests to slots and copy processed prompts between them
+    (:class:`~selfheal.llm.slots.SlotRouter`; ``$SELFHEAL_LOCAL_PROMPT_COPY=0`` turns it off)."""
+
+    def argv(self, port: int, slot_dir: str | None = None) -> list[str]:
+        """The command line (the API key is passed in the environment); ``slot_dir`` is the
+        private directory slot saves go to (the prompt copies of
+        :class:`~selfheal.llm.slots.SlotRouter`)."""
+        args = [
+            self.binary,
+            "--model",
+            self.model_path,
+            "--alias",
+            self.alias,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--parallel",
+            str(self.slots),
+            "--ctx-size",
+            str(self.slots * self.ctx_per_slot),
+            "--threads",
+            str(self.threads),
+            "--threads-batch",
+            str(self.threads),
+            "--no-webui",
+            # the model's own chat template (Jinja): what native tool calls need (the
+            # default of the pinned build; explicit so an older build does it too)
+            "--jinja",
+        ]
+        if slot_dir and self.prompt_copy:
+            args += ["--slot-save-path", slot_dir.rstrip("/") + "/"]
+        if self.gpu_layers is not None:
+            args += ["--n-gpu-layers", str(self.gpu_layers)]
+        return [*args, *self.extra_args]
+
+
+def env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a whole number.") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r} must be at least {minimum}.")
+    return value
+
+
+def server_settings(
+    model_path: str | os.PathLike[str] | None = None,
+    *,
+    slots: int | None = None,
+    ctx_per_slot: int | None = None,
+    threads: int | None = None,
+    binary: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    progress: bool = True,
+) -> ServerSettings:
+    """Settings for serving ``model_path`` (default: the installed model, assembled if its
+    parts are installed). Arguments win over the environment: ``SELFHEAL_LOCAL_SLOTS``,
+    ``SELFHEAL_LOCAL_CTX`` (per slot), ``SELFHEAL_LOCAL_THREADS``,
+    ``SELFHEAL_LLAMA_SERVER_ARGS``, ``SELFHEAL_LOCAL_PROMPT_COPY`` (``0``: off). Raises :class:`MissingDependency` when there is no
+    server binary."""
+    env = os.environ if env is None else env
+    if binary is None:
+        found = find_server_binary()
+        if found is None:
+            raise MissingDependency("llama-server", "local", "the local model", install=INSTALL)
+        binary = found
+    from selfheal.llm.weights import ensure_model
+
+    path = Path(model_path).expanduser() if model_path else ensure_model(progress=progress)
+    if not path.is_file():
+        raise ConfigError(f"Model file {str(path)!r} does not exist; pass a GGUF file.")
+    cuda = "GGML_CUDA=ON" in str(build_info(binary).get("cmake_args", ""))
+    return ServerSettings(
+        binary=str(binary),
+        model_path=str(path.resolve()),
+        alias=path.stem,
+        slots=slots or env_int(env, "SELFHEAL_LOCAL_SLOTS", 8 if cuda else DEFAULT_SLOTS),
+        ctx_per_slot=ctx_per_slot or env_int(env, "SELFHEAL_LOCAL_CTX", DEFAULT_CTX_PER_SLOT, 256),
+        threads=threads or env_int(env, "SELFHEAL_LOCAL_THREADS", default_threads()),
+        gpu_layers=999 if cuda else None,
+        extra_args=tuple(shlex.split(env.get("SELFHEAL_LLAMA_SERVER_ARGS", ""))),
+        prompt_copy=env.get("SELFHEAL_LOCAL_PROMPT_COPY", "1").strip().lower()
+        not in ("0", "off", "false", "no"),
+    )
