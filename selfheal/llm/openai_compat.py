@@ -67,6 +67,9 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenAICompatible", "wire_message"]
 
+TOOL_PADDING_STOP = "\n\n\n\n"
+"""Sent as a stop string with tools to a local server (see ``_body``)."""
+
 NO_KEY = "sk-no-key"
 """Sent when no key is configured: local servers without ``--api-key`` accept anything, and
 the SDK refuses to build a client without one."""
@@ -241,8 +244,15 @@ class OpenAICompatible(ProviderBase):
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        if request.stop:
-            body["stop"] = list(request.stop)
+        stop = list(request.stop)
+        if request.tools and self.local and TOOL_PADDING_STOP not in stop:
+            # a small model on llama-server may write its call as a fenced JSON block the
+            # server neither parses nor holds to a grammar, then pad the reply with blank lines
+            # up to max_tokens (Qwen2.5-Coder-1.5B, measured): this stop ends the padding, and
+            # the caller reads the written call (selfheal.roles.investigate.salvage)
+            stop.append(TOOL_PADDING_STOP)
+        if stop:
+            body["stop"] = stop
         if request.seed is not None:
             body["seed"] = int(request.seed)
         if request.tools:

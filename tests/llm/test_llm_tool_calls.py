@@ -15,6 +15,7 @@ from selfheal.llm import Message, OpenAICompatible, RetryPolicy
 from selfheal.llm.anthropic import AnthropicProvider, to_anthropic_messages
 from selfheal.llm.base import ToolCall, ToolSpec, WrapperProvider, supports_tools
 from selfheal.llm.mock import MockProvider
+from selfheal.llm.openai_compat import TOOL_PADDING_STOP
 
 TRACE = ToolSpec(
     name="trace_failure",
@@ -105,6 +106,19 @@ def test_a_request_without_tools_sends_none(http_server: Callable[..., FakeServe
     openai_provider(server).complete(CHAT)
     body = server.requests[-1].json()
     assert "tools" not in body and "tool_choice" not in body
+
+
+def test_a_local_server_gets_a_stop_for_blank_line_padding_with_tools(
+    http_server: Callable[..., FakeServer],
+) -> None:
+    server = http_server(lambda r: openai_stream(["ok"]))
+    local = OpenAICompatible(model="m", base_url=server.url + "/v1", local=True)
+    local.complete(CHAT, tools=[TRACE], stop=["END"])
+    assert server.requests[-1].json()["stop"] == ["END", TOOL_PADDING_STOP]
+    local.complete(CHAT)  # no tools: no extra stop
+    assert "stop" not in server.requests[-1].json()
+    openai_provider(server).complete(CHAT, tools=[TRACE])  # a remote API: not sent
+    assert "stop" not in server.requests[-1].json()
 
 
 def anthropic_tool_handler(request: Request) -> Response:

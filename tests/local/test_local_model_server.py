@@ -131,6 +131,45 @@ def test_concurrent_samples_share_one_processed_prompt(provider: OpenAICompatibl
     assert router is not None and router.stats["prefills"] >= 1
 
 
+def test_tool_call_from_the_real_model(provider: OpenAICompatible) -> None:
+    """The debugger's own tools offered through native tool calling (``--jinja``, the model's
+    chat template). What this server and model do, measured here: the 1.5B model writes its
+    call as a fenced JSON block, which llama-server neither parses into ``tool_calls`` nor holds
+    to a grammar, and then pads the reply with blank lines; the provider's stop string ends the
+    padding and the debugger reads the written call (``salvage``). Either way the result must be
+    a call of one of the tools whose arguments match its schema, and the conversation with
+    the call and its result must go back to the server."""
+    from selfheal.llm.base import ToolSpec
+    from selfheal.roles.debugtools import TOOLS
+    from selfheal.roles.investigate import salvage
+
+    messages = [
+        Message(role="system", content="You debug Python code with the tools you are given."),
+        Message(
+            role="user",
+            content="The trusted test ex1 `assert add(2, 3) == 5` fails for this code:\n"
+            "```python\ndef add(a, b):\n    return a - b\n```\nInvestigate the failing test ex1.",
+        ),
+    ]
+    c = provider.complete(messages, tools=list(TOOLS), tool_choice="required", max_tokens=200)
+    assert c.finish_reason != "length", f"the reply ran to max_tokens: {c.text!r}"
+    call = c.tool_calls[0] if c.tool_calls else salvage(c.text)
+    assert call is not None, f"no tool call, native or written; the reply was {c.text!r}"
+    spec: ToolSpec = next(t for t in TOOLS if t.name == call.name)
+    jsonschema.validate(json.loads(call.arguments or "{}"), spec.parameters)
+    call = call.model_copy(update={"id": call.id or "call_1"})
+    follow = provider.complete(
+        [
+            *messages,
+            Message(role="assistant", content="", tool_calls=(call,)),
+            Message(role="tool", content="add(2, 3) returned -1", tool_call_id=call.id),
+        ],
+        tools=list(TOOLS),
+        max_tokens=96,
+    )
+    assert follow.text.strip() or follow.tool_calls
+
+
 def test_context_too_long_is_a_clear_error(provider: OpenAICompatible) -> None:
     with pytest.raises(ProviderError) as info:
         provider.complete([Message(role="user", content="word " * 3000)], max_tokens=4)
