@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -306,7 +302,9 @@ def test_runner_needs_exactly_one_provider_source(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_killed_process_resumes_from_the_file(builtin_tasks: list[Task], tmp_path: Path) -> None:
+def test_killed_process_resumes_from_the_file(
+    builtin_tasks: list[Task], tmp_path: Path, kill_then_resume: Any
+) -> None:
     tasks = builtin_tasks[:4]
     # a slow model (0.5 s a call) so the run is surely still going when it is killed
     script = _mock_script(tasks, tmp_path / "script.yaml", latency=0.5)
@@ -314,26 +312,7 @@ def test_killed_process_resumes_from_the_file(builtin_tasks: list[Task], tmp_pat
     cmd = [sys.executable, "-m", "evaluation.run_benchmark", "--suite", "builtin",
            "--model", f"mock:{script}", "--modes", "single_shot", "--limit", "4",
            "--out", str(out), "--no-progress", "--resume"]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    results = out / "results.jsonl"
-    deadline = time.monotonic() + 600  # generous: kernels start slowly on a busy machine
-    while time.monotonic() < deadline and proc.poll() is None:
-        if results.exists() and results.read_text().count("\n") >= 1:
-            break
-        time.sleep(0.1)
-    assert proc.poll() is None, "the run ended before it could be killed"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    before = ResultsFile(results).read()
-    assert 1 <= len(before) < 4, f"{len(before)} records when killed"
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    after = ResultsFile(results).read()
-    assert sorted(r.task_id for r in after) == sorted(t.id for t in tasks)
-    assert after[: len(before)] == before
+    kill_then_resume(cmd, out / "results.jsonl", [t.id for t in tasks])
 
 
 def test_parallel_workers_record_every_pair_once(

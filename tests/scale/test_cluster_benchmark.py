@@ -9,7 +9,6 @@ import functools
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -159,7 +158,9 @@ def test_a_killed_worker_loses_no_finished_pair(cluster: Any, client: Any, tmp_p
 
 
 @pytest.mark.slow
-def test_a_killed_run_on_the_cluster_resumes(cluster: Any, tmp_path: Path) -> None:
+def test_a_killed_run_on_the_cluster_resumes(
+    cluster: Any, tmp_path: Path, kill_then_resume: Any
+) -> None:
     tasks = BuiltinSuite().tasks()[:4]
     script = tmp_path / "script.yaml"
     replies = [f"```python\n{t.canonical_solution}\n```" for t in tasks]
@@ -169,23 +170,4 @@ def test_a_killed_run_on_the_cluster_resumes(cluster: Any, tmp_path: Path) -> No
            "--model", f"mock:{script}", "--modes", "single_shot", "--limit", "4",
            "--out", str(out), "--no-progress", "--no-hash", "--resume", "--executor", "dask",
            "--scheduler", cluster.scheduler_address, "--pool-size", "1"]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    results = out / "results.jsonl"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and proc.poll() is None:
-        if results.exists() and results.read_text().count("\n") >= 1:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run ended before it could be killed"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    before = ResultsFile(results).read()
-    assert 1 <= len(before) < 4, f"{len(before)} records when killed"
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    after = ResultsFile(results).read()
-    assert sorted(r.task_id for r in after) == sorted(t.id for t in tasks)
-    assert after[: len(before)] == before
+    kill_then_resume(cmd, out / "results.jsonl", [t.id for t in tasks])
