@@ -1,0 +1,151 @@
+"""What the populations held: every candidate of a results file's runs scored against the
+reference tests after the fact, to say where right answers came from and how often one was in
+the population but not chosen.
+
+    PYTHONPATH=. python -m evaluation.population evaluation/results/humaneval164-r3 [--modes heal]
+
+The agent never sees these scores: they are computed here, after the run, in the same scoring
+sandbox as ``passed`` (:func:`evaluation.scoring.score`). Scores are kept in
+``population.json`` beside the results (keyed by task and the candidate's code), so a second
+report re-scores nothing. For each mode with candidates it prints:
+
+* tasks passed, and tasks failed although some candidate passed the reference (a *selection
+  miss*: the tournament chose another), with their ids;
+* for the passed tasks, which kind of candidate was the first right one (``greedy``,
+  ``sample``, a repair strategy, ``remembered``): what each part of the loop contributed;
+* how many candidates a run made, and how many of them were right.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from evaluation.records import TaskRecord
+from evaluation.results_file import ResultsFile
+from evaluation.scoring import score
+from evaluation.suites import Task, get_suite
+from selfheal.kernel_sandbox.types import Executor
+
+__all__ = ["PopulationReport", "population_report", "score_populations"]
+
+Scores = dict[str, bool]
+"""``"<task id>|<sha256 of the code>"`` -> passed the reference tests."""
+
+
+def _key(task_id: str, code: str) -> str:
+    return f"{task_id}|{hashlib.sha256(code.encode()).hexdigest()[:16]}"
+
+
+def score_populations(
+    records: Sequence[TaskRecord],
+    tasks: dict[str, Task],
+    executor: Executor,
+    cache: Scores | None = None,
+    on_score: Callable[[], None] | None = None,
+) -> Scores:
+    """Every distinct candidate of ``records`` scored against its task's reference tests
+    (``cache`` holds scores already known; it is updated and returned)."""
+    scores: Scores = dict(cache or {})
+    for record in records:
+        task = tasks.get(record.task_id)
+        if task is None:
+            continue
+        for candidate in record.candidates:
+            code = str(candidate.get("code") or "")
+            key = _key(record.task_id, code)
+            if key not in scores:
+                scores[key] = bool(code) and score(task, code, executor).passed
+                if on_score is not None:
+                    on_score()
+    return scores
+
+
+class PopulationReport:
+    """The population figures of one mode (see the module docs)."""
+
+    def __init__(self, mode: str, records: Sequence[TaskRecord], scores: Scores) -> None:
+        self.mode = mode
+        self.runs = len(records)
+        self.passed = [r.task_id for r in records if r.passed]
+        self.misses: list[str] = []
+        """Failed although a candidate passed the reference tests."""
+        self.none_right: list[str] = []
+        """Failed with no candidate that passes them."""
+        self.first_right: Counter[str] = Counter()
+        """Passed runs by the origin of their first right candidate."""
+        self.candidates = 0
+        self.right = 0
+        for r in records:
+            right = [
+                c for c in r.candidates if scores.get(_key(r.task_id, str(c.get("code") or "")))
+            ]
+            self.candidates += len(r.candidates)
+            self.right += len(right)
+            if not r.passed:
+                (self.misses if right else self.none_right).append(r.task_id)
+            elif right:
+                self.first_right[str(right[0].get("origin") or "?")] += 1
+
+    def markdown(self) -> str:
+        runs = max(1, self.runs)
+        origins = ", ".join(f"{o} {n}" for o, n in self.first_right.most_common()) or "none"
+        return "\n".join(
+            [
+                f"### `{self.mode}`: {self.runs} runs, {len(self.passed)} passed",
+                "",
+                f"- candidates per run: {self.candidates / runs:.1f} on average, "
+                f"{self.right / runs:.1f} of them right (pass the reference tests)",
+                f"- failed although a candidate was right (selection misses): {len(self.misses)}"
+                + (f" ({', '.join(self.misses)})" if self.misses else ""),
+                f"- failed with no right candidate: {len(self.none_right)}",
+                f"- the first right candidate of each passed run, by origin: {origins}",
+            ]
+        )
+
+
+def population_report(records: Sequence[TaskRecord], scores: Scores) -> list[PopulationReport]:
+    """One :class:`PopulationReport` per mode whose records hold candidates."""
+    by_mode: dict[str, list[TaskRecord]] = {}
+    for r in records:
+        if r.candidates:
+            by_mode.setdefault(r.mode, []).append(r)
+    return [PopulationReport(mode, rs, scores) for mode, rs in by_mode.items()]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m evaluation.population", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument("results", type=Path, help="a results folder (with results.jsonl)")
+    ap.add_argument("--modes", default="", help="comma-separated modes (default: every mode)")
+    args = ap.parse_args(argv)
+    path = args.results / "results.jsonl"
+    if not path.is_file():
+        print(f"error: {path} does not exist; give a folder run_benchmark wrote.", file=sys.stderr)
+        return 2
+    records = list(ResultsFile(path).latest().values())
+    wanted = {m for m in args.modes.split(",") if m}
+    if wanted:
+        records = [r for r in records if r.mode in wanted]
+    suites = {r.suite for r in records}
+    tasks = {t.id: t for name in suites for t in get_suite(name).tasks()}
+    cache_path = args.results / "population.json"
+    cache: Scores = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
+    from selfheal.kernel_sandbox import KernelPool
+
+    with KernelPool(size=1) as pool:
+        scores = score_populations(records, tasks, pool, cache)
+    cache_path.write_text(json.dumps(scores, indent=0, sort_keys=True) + "\n")
+    for report in population_report(records, scores):
+        print(report.markdown() + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

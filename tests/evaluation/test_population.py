@@ -1,0 +1,77 @@
+"""evaluation/population.py: every candidate of a run scored against the reference tests after
+the fact (real sandbox), selection misses and the origin of the first right candidate, scores
+cached beside the results, and the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from evaluation.population import population_report, score_populations
+from evaluation.records import TaskRecord
+from evaluation.results_file import ResultsFile
+from evaluation.runner import error_record
+from evaluation.suites import Task
+from selfheal.config import HealConfig
+from selfheal.kernel_sandbox import KernelPool
+
+ROOT = Path(__file__).resolve().parents[2]
+WRONG = "def {name}(*args, **kwargs):\n    return None\n"
+
+
+def record(task: Task, passed: bool, *origins_right: tuple[str, bool]) -> TaskRecord:
+    """A heal record of ``task`` whose candidates have these origins, right or wrong."""
+    base = error_record(task, "heal", HealConfig(), "mock:x", "")
+    candidates = tuple(
+        {
+            "id": f"c{i + 1}",
+            "origin": origin,
+            "code": task.canonical_solution if right else WRONG.format(name=task.entry_point),
+        }
+        for i, (origin, right) in enumerate(origins_right)
+    )
+    return base.model_copy(
+        update={"passed": passed, "status": "verified", "error": "", "candidates": candidates}
+    )
+
+
+def test_misses_and_origins(builtin_tasks: list[Task], pool: KernelPool) -> None:
+    a, b, c = builtin_tasks[:3]
+    records = [
+        record(a, True, ("greedy", False), ("sample", True)),  # a sample was the right one
+        record(b, False, ("greedy", False), ("patch", True)),  # right one not chosen: a miss
+        record(c, False, ("greedy", False)),  # nothing right
+    ]
+    calls: list[int] = []
+    scores = score_populations(
+        records, {t.id: t for t in builtin_tasks}, pool, on_score=lambda: calls.append(1)
+    )
+    assert len(calls) == 5 and sum(scores.values()) == 2
+    (report,) = population_report(records, scores)
+    assert report.misses == [b.id] and report.none_right == [c.id]
+    assert dict(report.first_right) == {"sample": 1}
+    assert (report.candidates, report.right) == (5, 2)
+    text = report.markdown()
+    assert "selection misses): 1 (" + b.id + ")" in text and "sample 1" in text
+    # known scores are not computed again
+    again = score_populations(records, {t.id: t for t in builtin_tasks}, pool, scores)
+    assert again == scores and len(calls) == 5
+
+
+def test_command_line_caches_the_scores(builtin_tasks: list[Task], tmp_path: Path) -> None:
+    a = builtin_tasks[0]
+    ResultsFile(tmp_path / "results.jsonl").append(
+        record(a, True, ("greedy", True), ("sample", True))
+    )
+    cmd = [sys.executable, "-m", "evaluation.population", str(tmp_path)]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "`heal`: 1 runs, 1 passed" in done.stdout and "greedy 1" in done.stdout
+    assert list(json.loads((tmp_path / "population.json").read_text()).values()) == [True]
+    missing = subprocess.run(
+        [*cmd[:-1], str(tmp_path / "nothing")], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
