@@ -46,6 +46,21 @@ def test_examples_with_names_as_arguments_are_not_examples() -> None:
     assert [(e.call, e.expected) for e in spec.examples] == [("is_happy('aa')", "False")]
 
 
+def test_a_doctest_that_rounds_the_result_with_a_comment() -> None:
+    spec = parse_spec(
+        'def find_zero(xs: list):\n    """A zero of the polynomial.\n'
+        "    >>> round(find_zero([1, 2]), 2) # f(x) = 1 + 2x\n    -0.5\n"
+        "    >>> sorted(find_zero([1, 2]))\n    [1]\n"
+        "    >>> round(other([1, 2]), 2)\n    3\n"
+        '    >>> round(find_zero([1, 2]), n)\n    3\n    """\n'
+    )
+    assert [(e.call, e.expected) for e in spec.examples] == [
+        ("round(find_zero([1, 2]), 2)", "-0.5"),
+        ("sorted(find_zero([1, 2]))", "[1]"),
+    ]  # another function, or a name as an argument, is not an example of this one
+    assert example_assert(spec.examples[0]) == "assert round(find_zero([1, 2]), 2) == -0.5"
+
+
 def test_no_name_found() -> None:
     assert parse_spec("Return the n-th Fibonacci number.").entry_point is None
 
