@@ -99,6 +99,8 @@ class ServerCheck(Record):
     """``$SELFHEAL_LOCAL_URL``: a server selfheal uses instead of starting one."""
     slots: int | None = None
     """Parallel slots (``-np``)."""
+    prompt_copy: bool | None = None
+    """The slot router copies processed prompts between slots (``SELFHEAL_LOCAL_PROMPT_COPY``)."""
     ctx_per_slot: int | None = None
     """Context tokens per slot."""
     threads: int | None = None
@@ -307,6 +309,7 @@ def _probe_server(model: ModelCheck, server: ServerCheck) -> tuple[ModelCheck, S
     server = server.model_copy(
         update={
             "slots": settings.slots,
+            "prompt_copy": settings.prompt_copy,
             "ctx_per_slot": settings.ctx_per_slot,
             "threads": settings.threads,
         }
@@ -504,6 +507,13 @@ def format_report(report: DoctorReport) -> str:
             f"  slots      {srv.slots} x {srv.ctx_per_slot} tokens, {srv.threads} threads "
             "(SELFHEAL_LOCAL_SLOTS, SELFHEAL_LOCAL_CTX, SELFHEAL_LOCAL_THREADS)"
         )
+    if srv.prompt_copy is not None:
+        copy = (
+            "on: a prompt shared by concurrent requests is processed once"
+            if srv.prompt_copy
+            else "off"
+        )
+        lines.append(f"  prompts    slot router {copy} (SELFHEAL_LOCAL_PROMPT_COPY)")
     if srv.healthy is not None:
         state = "ok" if srv.healthy else "FAILED"
         where = f" on port {srv.port}" if srv.port else ""

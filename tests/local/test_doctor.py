@@ -127,8 +127,9 @@ def test_real_server_starts_and_generates(monkeypatch: pytest.MonkeyPatch) -> No
     assert report.model.tokens_per_second and report.model.tokens_per_second > 0
     assert "def add" in report.model.sample
     server = report.server
-    assert server.healthy and server.port and server.slots == 1
+    assert server.healthy and server.port and server.slots == 1 and server.prompt_copy
     assert "GGML_" in server.cmake_args and server.version.startswith("version")
     assert _by_name(report)["local"]
     text = format_report(report)
     assert "health     ok on port" in text and "tokens/s" in text
+    assert "slot router on" in text
