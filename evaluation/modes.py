@@ -29,6 +29,7 @@ MODES: Mapping[str, Mapping[str, object]] = {
     "heal-k1": {"candidates": 1, "first_sample": 1},
     "heal-all-at-once": {"first_sample": 4},
     "heal-greedy-first": {"first_sample": 1},
+    "heal-lean": {"first_sample": 1, "repair": False},
     "heal-no-probes": {"probes": False, "spec_blind_tests": False},
     "heal-no-repair": {"repair": False},
     "heal-spec-tests": {"spec_blind_tests": True},
@@ -56,7 +57,9 @@ MODES: Mapping[str, Mapping[str, object]] = {
 ``heal`` is the loop with selfheal's defaults (a population of 4, the first 2 asked first);
 ``heal-k1`` one candidate per round (the old chain); ``heal-all-at-once`` all 4 candidates in
 the first request; ``heal-greedy-first`` the greedy answer alone first (samples only when it
-fails the examples or there are none: no confirming sample when it passes them); ``heal-no-probes`` no probe inputs and no spec-blind tests (candidates are
+fails the examples or there are none: no confirming sample when it passes them); ``heal-lean``
+that and no repair round (the greedy answer, else a population of 4 chosen by agreement: the
+parts of heal that cost about what plain sampling costs); ``heal-no-probes`` no probe inputs and no spec-blind tests (candidates are
 then chosen by the trusted tests alone, greedy first: sampling plus a filter by the spec's
 examples, plus repair); ``heal-no-repair`` the first round only; ``heal-critic`` /
 ``heal-adversarial`` turn on roles that are off by default; ``heal-spec-tests`` asks the
