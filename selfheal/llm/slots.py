@@ -187,22 +187,19 @@ class SlotRouter:
                 action, what, target = self._plan(key)
                 if target is not None:
                     target.busy = True
-                if action != "wait":
-                    self.stats["requests"] += 1
+                self.stats["waits" if action == "wait" else "requests"] += 1
             if action == "wait":
                 lease.actions.append("wait")
-                self.stats["waits"] += 1
                 await asyncio.wrap_future(what)
                 continue
-            assert action == "send" or target is not None
             lease.slot = target.id if target is not None else None
-            if action == "restore":
+            if target is not None and action == "restore":
                 await self._copy(lease, target, what, api)
-            elif action == "prefill":
+            elif target is not None and action == "prefill":
                 await self._prefill(lease, target, what, api)
             return lease
 
-    async def _copy(self, lease: Lease, target: Any, f: _File, api: SlotAPI) -> None:
+    async def _copy(self, lease: Lease, target: _Slot, f: _File, api: SlotAPI) -> None:
         ok = await self._safely(lambda: api.restore(target.id, f.name), "restore")
         with self._lock:
             target.key = f.key if ok else ""
@@ -211,7 +208,7 @@ class SlotRouter:
             self.stats["restores"] += 1
 
     async def _prefill(
-        self, lease: Lease, target: Any, future: concurrent.futures.Future[None], api: SlotAPI
+        self, lease: Lease, target: _Slot, future: concurrent.futures.Future[None], api: SlotAPI
     ) -> None:
         try:
             cached: list[int] = []
