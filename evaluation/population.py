@@ -13,7 +13,13 @@ report re-scores nothing. For each mode with candidates it prints:
   miss*: the tournament chose another), with their ids;
 * for the passed tasks, which kind of candidate was the first right one (``greedy``,
   ``sample``, a repair strategy, ``remembered``): what each part of the loop contributed;
-* how many candidates a run made, and how many of them were right.
+* how many candidates a run made, and how many of them were right;
+* the ``verified`` results, and those failing the reference (false successes), as recorded and
+  under the agreement rule (``HealConfig.agreement``, ``--agreement K``): a record counts as
+  verified only when its chosen behaviour was shared by at least K candidates (a remembered one
+  counts twice). It is computed from the recorded evidence, so records made before the rule
+  existed show what it would have said (the rule only decides the final status; nothing before
+  it changes).
 """
 
 from __future__ import annotations
@@ -30,9 +36,10 @@ from evaluation.records import TaskRecord
 from evaluation.results_file import ResultsFile
 from evaluation.scoring import score
 from evaluation.suites import Task, get_suite
+from selfheal.config import HealConfig
 from selfheal.kernel_sandbox.types import Executor
 
-__all__ = ["PopulationReport", "population_report", "score_populations"]
+__all__ = ["PopulationReport", "agreed", "population_report", "score_populations"]
 
 Scores = dict[str, bool]
 """``"<task id>|<sha256 of the code>"`` -> passed the reference tests."""
@@ -66,11 +73,34 @@ def score_populations(
     return scores
 
 
+def agreed(record: TaskRecord, agreement: int) -> bool:
+    """``record`` is verified and at least ``agreement`` candidates shared the chosen behaviour
+    (its evidence's ``chosen_cluster``; a remembered candidate in that cluster counts twice)."""
+    if record.status != "verified":
+        return False
+    size = int((record.evidence or {}).get("chosen_cluster") or 0)
+    remembered = sum(
+        1 for c in record.candidates if c.get("cluster") == 0 and c.get("origin") == "memory"
+    )
+    return size + remembered >= agreement
+
+
 class PopulationReport:
     """The population figures of one mode (see the module docs)."""
 
-    def __init__(self, mode: str, records: Sequence[TaskRecord], scores: Scores) -> None:
+    def __init__(
+        self, mode: str, records: Sequence[TaskRecord], scores: Scores, agreement: int = 2
+    ) -> None:
         self.mode = mode
+        self.agreement = agreement
+        self.false_success = [r.task_id for r in records if r.status == "verified" and not r.passed]
+        """Verified as recorded, failing the reference tests."""
+        self.verified = sum(1 for r in records if r.status == "verified")
+        by_rule = [r for r in records if agreed(r, agreement)]
+        self.verified_agreed = len(by_rule)
+        """Verified under the agreement rule."""
+        self.false_agreed = [r.task_id for r in by_rule if not r.passed]
+        """Verified under the agreement rule, failing the reference tests."""
         self.runs = len(records)
         self.passed = [r.task_id for r in records if r.passed]
         self.misses: list[str] = []
@@ -105,17 +135,29 @@ class PopulationReport:
                 + (f" ({', '.join(self.misses)})" if self.misses else ""),
                 f"- failed with no right candidate: {len(self.none_right)}",
                 f"- the first right candidate of each passed run, by origin: {origins}",
+                f"- verified as recorded: {self.verified}, failing the reference: "
+                + _ids(self.false_success, self.verified),
+                f"- verified with at least {self.agreement} agreeing candidates: "
+                f"{self.verified_agreed}, failing the reference: "
+                + _ids(self.false_agreed, self.verified_agreed),
             ]
         )
 
 
-def population_report(records: Sequence[TaskRecord], scores: Scores) -> list[PopulationReport]:
+def _ids(ids: Sequence[str], whole: int) -> str:
+    share = f" ({100 * len(ids) / whole:.1f}%)" if whole else ""
+    return f"{len(ids)}{share}" + (f": {', '.join(ids)}" if ids else "")
+
+
+def population_report(
+    records: Sequence[TaskRecord], scores: Scores, agreement: int = 2
+) -> list[PopulationReport]:
     """One :class:`PopulationReport` per mode whose records hold candidates."""
     by_mode: dict[str, list[TaskRecord]] = {}
     for r in records:
         if r.candidates:
             by_mode.setdefault(r.mode, []).append(r)
-    return [PopulationReport(mode, rs, scores) for mode, rs in by_mode.items()]
+    return [PopulationReport(mode, rs, scores, agreement) for mode, rs in by_mode.items()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -124,7 +166,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("results", type=Path, help="a results folder (with results.jsonl)")
     ap.add_argument("--modes", default="", help="comma-separated modes (default: every mode)")
+    ap.add_argument(
+        "--agreement",
+        type=int,
+        default=HealConfig().agreement,
+        help="agreeing candidates the rule asks for (default: HealConfig's)",
+    )
     args = ap.parse_args(argv)
+    if args.agreement < 1:
+        print("error: --agreement must be at least 1.", file=sys.stderr)
+        return 2
     path = args.results / "results.jsonl"
     if not path.is_file():
         print(f"error: {path} does not exist; give a folder run_benchmark wrote.", file=sys.stderr)
@@ -142,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with KernelPool(size=1) as pool:
         scores = score_populations(records, tasks, pool, cache)
     cache_path.write_text(json.dumps(scores, indent=0, sort_keys=True) + "\n")
-    for report in population_report(records, scores):
+    for report in population_report(records, scores, args.agreement):
         print(report.markdown() + "\n")
     return 0
 

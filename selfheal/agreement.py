@@ -287,6 +287,10 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
     contenders = sum(1 for c in sel.passing if contends(c))
     agreeing = sum(1 for c in sel.clusters[0] if contends(c)) if chosen_size else 0
     majority = contenders < 2 or 2 * agreeing > contenders
+    need = state.config.agreement
+    # a remembered solution was verified (by agreement) in an earlier run: it brings that along
+    remembered = sum(1 for c in sel.clusters[0] if c.origin == "memory") if chosen_size else 0
+    agreed = chosen_size + remembered >= need
     if not trusted:
         head = "no trusted test (add an example to the spec to verify)"
     else:
@@ -301,12 +305,16 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
                 agree += f" (clusters {'/'.join(map(str, sizes))})"
             if not majority:
                 agree += ", no behaviour holds a majority"
+            elif not agreed:
+                agree += f" ({need} must agree to verify)"
             if ran > len(sel.passing):
                 agree += f"; {ran - len(sel.passing)} of {ran} candidates fail a trusted test"
         else:
             agree = f"no candidate of {ran} passes every trusted test"
     else:
-        agree = "one candidate"
+        agree = "one candidate" + (
+            f" (verifying needs {need} that agree: ask for more candidates)" if not agreed else ""
+        )
     parts = [head, agree]
     if sel.oracle_votes:
         parts.append(f"the spec oracle agrees on {sel.oracle_votes} input(s)")
@@ -326,5 +334,6 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
         failing=sel.failing,
         oracle=sel.oracle_votes,
         majority=majority,
+        agreed=agreed,
         summary="; ".join(parts),
     )

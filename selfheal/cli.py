@@ -89,6 +89,7 @@ def _model_string(provider: str | None, model: str | None) -> str | None:
 HEAL_OPTIONS: dict[str, str] = {
     "max_iterations": "--max-iterations",
     "candidates": "--candidates",
+    "agreement": "--agreement",
     "autonomy": "--autonomy",
     "critic": "--critic",
     "adversarial_tests": "--adversarial",
@@ -494,6 +495,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--candidates",
         type=int,
         help="independent candidates in the first round: the greedy one plus samples (4)",
+    )
+    h.add_argument(
+        "--agreement",
+        type=int,
+        help="candidates that must pass the examples and behave alike for `verified` (2); "
+        "1 accepts a lone candidate",
     )
     h.add_argument("--autonomy", choices=["full_auto", "review_repairs", "review_all"])
     h.add_argument("--entry-point", help="name of the function, if the spec does not say")

@@ -56,6 +56,12 @@ class HealConfig(Record):
     signature, the calls in model-written tests) and compare their outputs."""
     max_probes: int = Field(default=12, ge=0, le=100)
     """Most probe inputs."""
+    agreement: int = Field(default=2, ge=1, le=16)
+    """Candidates that must pass every trusted test and behave alike on every probe for the
+    status ``verified``. A lone candidate that passes the spec's examples is the best there is,
+    not evidence: on HumanEval with the local model, 3 of the 17 lone winners the first 164-task
+    run called verified failed the reference tests. A remembered solution (``memory``; it was
+    verified in an earlier run) counts twice. 1 accepts a lone candidate."""
     oracle_calls: int = Field(default=3, ge=0, le=20)
     """Most spec-oracle questions per run, asked for inputs where passing clusters disagree
     (and for failing model-written equality tests of a lone candidate)."""

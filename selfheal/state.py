@@ -281,6 +281,9 @@ class Evidence(Record):
     summary: str = ""
     """One sentence for the CLI, the notebook and the benchmark records."""
 
+    agreed: bool = True
+    """At least ``HealConfig.agreement`` candidates share the chosen behaviour (pass every
+    trusted test, alike on every probe). ``verified`` needs it."""
     majority: bool = True
     """The chosen behaviour is held by more than half of the contenders: the candidates that
     pass every trusted test and fail no credible (active, undisputed) model-written one. True

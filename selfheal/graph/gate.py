@@ -134,9 +134,10 @@ def finish(state: HealState, ctx: Context) -> HealState:
     """Settle on the chosen attempt and the final status.
 
     ``verified`` needs at least one trusted test, the chosen code passing every trusted test,
-    no undisputed failure, and (with several candidates passing them) the chosen behaviour held
-    by a strict majority of those (``Evidence.majority``). With no trusted test, or with no
-    majority, the status is ``unverified``: the chosen code is the best there is, not evidence.
+    no undisputed failure, at least ``config.agreement`` candidates sharing the chosen behaviour
+    (``Evidence.agreed``), and that behaviour held by a strict majority of the candidates passing
+    the trusted tests (``Evidence.majority``). Otherwise the status is ``unverified``: the chosen
+    code is the best there is, not evidence.
     """
     best = (state.current if state.candidates else best_attempt(state)) or _unrun(state)
     if state.status == "failed":
@@ -151,8 +152,9 @@ def finish(state: HealState, ctx: Context) -> HealState:
     elif all_active_pass(state, best.report):
         # a critic's rejection counts through the tests it added (run like any other);
         # an opinion without one is advice and never changes the status
-        majority = state.evidence is None or state.evidence.majority
-        status = "verified" if majority else "unverified"
+        ev = state.evidence
+        agreed = ev.majority and ev.agreed if ev else state.config.agreement <= 1
+        status = "verified" if agreed else "unverified"
     else:
         status = "exhausted"
     error = state.error

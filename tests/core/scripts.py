@@ -97,6 +97,7 @@ def repair_script(debugger: list[str] | None = None) -> dict[str, list[str]]:
 CHAIN: dict[str, object] = {
     "candidates": 1,
     "first_sample": 1,
+    "agreement": 1,
     "adversarial_tests": True,
     "critic": True,
     "lessons": True,
@@ -105,7 +106,8 @@ CHAIN: dict[str, object] = {
     "repair_width": 1,
 }
 """One candidate per round with every role on: the scripted chain these tests tell, step by
-step (the population has its own tests in test_population.py)."""
+step (the population has its own tests in test_population.py). A lone candidate that passes
+the trusted tests counts as verified here (``agreement=1``)."""
 
 
 def chain(**changes: object) -> HealConfig:

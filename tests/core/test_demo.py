@@ -104,4 +104,6 @@ def test_forks_of_the_demo_with_a_lesson_and_with_code(pool: KernelPool) -> None
     generate = [e for e in forked.timeline if e.kind == "llm" and e.node == "generate"]
     assert lesson in generate[0].messages[-1].content, "the lesson reaches the model"
     edited = run.fork(1, code=STATISTICS).run()
-    assert edited.status == "verified" and edited.code == STATISTICS
+    # the human's code is run like any candidate; it passes every test but nothing agrees with it
+    assert edited.code == STATISTICS and edited.evidence.trusted_passed == 2
+    assert edited.status == "unverified" and not edited.evidence.agreed

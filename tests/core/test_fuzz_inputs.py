@@ -128,6 +128,7 @@ providers = st.one_of(
 FLAGS = {
     "--max-iterations": numbers,
     "--candidates": numbers,
+    "--agreement": numbers,
     "--debugger-steps": numbers,
     "--token-budget": numbers,
     "--time-budget": numbers,

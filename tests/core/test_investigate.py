@@ -137,7 +137,7 @@ def test_inspect_a_recursive_function_and_trace_it(pool: KernelPool) -> None:
             ],
         }
     )
-    cfg = HealConfig(candidates=1, first_sample=1, repair_width=1, debugger_steps=2)
+    cfg = HealConfig(candidates=1, first_sample=1, agreement=1, repair_width=1, debugger_steps=2)
     result = heal(spec, provider=mock, config=cfg, executor=pool)
     assert result.status == "verified"
     inspect, trace = result.diagnoses[0].probes

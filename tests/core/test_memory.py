@@ -398,7 +398,7 @@ def test_runs_show_names_the_remembered_run(
 def test_a_remembered_solution_that_fails_this_specs_examples_is_not_chosen(
     pool: KernelPool,
 ) -> None:
-    config = HealConfig(candidates=1, first_sample=1, spec_blind_tests=False)
+    config = HealConfig(candidates=1, first_sample=1, agreement=1, spec_blind_tests=False)
     first = heal(
         CLAMP_LO, provider=MockProvider({"generator": [s.GOOD]}), config=config, executor=pool
     )
@@ -418,7 +418,9 @@ def test_a_remembered_solution_that_fails_this_specs_examples_is_not_chosen(
 
 
 def test_memory_off_reads_and_writes_nothing(pool: KernelPool, memory_path: Path) -> None:
-    config = HealConfig(memory=False, candidates=1, first_sample=1, spec_blind_tests=False)
+    config = HealConfig(
+        memory=False, candidates=1, first_sample=1, agreement=1, spec_blind_tests=False
+    )
     result = heal(
         s.SPEC, provider=MockProvider({"generator": [s.GOOD]}), config=config, executor=pool
     )
@@ -442,7 +444,7 @@ def test_a_memory_that_fails_mid_run_is_on_the_timeline_not_the_end_of_it(
     request = HealRequest(
         s.SPEC,
         provider=MockProvider({"generator": [s.GOOD]}),
-        config=HealConfig(candidates=1, first_sample=1, spec_blind_tests=False),
+        config=HealConfig(candidates=1, first_sample=1, agreement=1, spec_blind_tests=False),
         executor=pool,
     )
     run = Run.start(request)

@@ -209,7 +209,11 @@ def test_verified_needs_a_strict_majority_of_the_contenders(pool: KernelPool) ->
 
 def test_one_candidate_per_round_is_the_old_chain(pool: KernelPool) -> None:
     result, mock = run(
-        {"generator": [s.GOOD], "test_writer": [s.TESTS]}, pool, candidates=1, first_sample=1
+        {"generator": [s.GOOD], "test_writer": [s.TESTS]},
+        pool,
+        candidates=1,
+        first_sample=1,
+        agreement=1,
     )
     assert result.status == "verified"
     assert len(result.candidates) == 1 and result.evidence.summary.endswith("one candidate")
@@ -240,11 +244,35 @@ def test_a_candidate_that_returns_the_example_without_reading_its_input_stands_l
         candidates=2,
         oracle_calls=0,
     )
-    assert result.status == "verified"
     assert result.function(-5, 0, 3) == 0
     hard = result.candidates[0]
     assert hard.code.endswith("return 3") and hard.cluster is None
     assert result.evidence.passing == 1
+    # the winner stands alone: the best there is, not evidence
+    assert result.status == "unverified" and not result.evidence.agreed
+    assert "(2 must agree to verify)" in result.evidence.summary
+
+
+def test_verified_needs_two_candidates_that_agree(pool: KernelPool) -> None:
+    # the same lone winner with a second, differently written candidate that behaves alike
+    result, _ = run(
+        {"generator": [HARDCODED, s.GOOD, GOOD_DOC], "test_writer": [s.NO_TESTS]},
+        pool,
+        candidates=3,
+        first_sample=3,
+        oracle_calls=0,
+    )
+    assert result.status == "verified" and result.evidence.agreed
+    assert result.evidence.chosen_cluster == 2
+    # a config that accepts a lone candidate says so (the chain of round 1)
+    lone, _ = run(
+        {"generator": [HARDCODED, s.GOOD], "test_writer": [s.NO_TESTS]},
+        pool,
+        candidates=2,
+        oracle_calls=0,
+        agreement=1,
+    )
+    assert lone.status == "verified" and lone.evidence.chosen_cluster == 1
 
 
 def test_ignores_input_reads_the_function_body() -> None:

@@ -75,3 +75,31 @@ def test_command_line_caches_the_scores(builtin_tasks: list[Task], tmp_path: Pat
         [*cmd[:-1], str(tmp_path / "nothing")], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_false_successes_under_the_agreement_rule(builtin_tasks: list[Task]) -> None:
+    a, b, c, d = builtin_tasks[:4]
+
+    def verified(task: Task, passed: bool, chosen: int, *origins: str) -> TaskRecord:
+        base = record(task, passed, *((o, passed) for o in origins))
+        candidates = tuple({**cand, "cluster": 0} for cand in base.candidates)
+        return base.model_copy(
+            update={"evidence": {"chosen_cluster": chosen}, "candidates": candidates}
+        )
+
+    records = [
+        verified(a, True, 2, "greedy", "sample"),  # two agree, right
+        verified(b, False, 1, "patch"),  # a lone winner, wrong: the rule drops it
+        verified(c, False, 2, "greedy", "sample"),  # two agree on a wrong behaviour
+        verified(d, True, 1, "memory"),  # a remembered solution counts twice
+    ]
+    (report,) = population_report(records, {}, agreement=2)
+    assert report.verified == 4 and report.false_success == [b.id, c.id]
+    assert report.verified_agreed == 3 and report.false_agreed == [c.id]
+    text = report.markdown()
+    assert f"verified as recorded: 4, failing the reference: 2 (50.0%): {b.id}, {c.id}" in text
+    assert f"at least 2 agreeing candidates: 3, failing the reference: 1 (33.3%): {c.id}" in text
+    (lenient,) = population_report(records, {}, agreement=1)
+    assert lenient.verified_agreed == 4
+    (strict,) = population_report(records, {}, agreement=3)
+    assert strict.verified_agreed == 0 and strict.false_agreed == []

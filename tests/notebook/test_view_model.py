@@ -348,7 +348,9 @@ def test_one_candidate_per_round_and_a_candidate_that_does_not_load() -> None:
             "lessons": [mock._DEMO_LESSONS],
         }
     )
-    cfg = HealConfig(candidates=1, first_sample=1, repair_width=1, spec_blind_tests=False)
+    cfg = HealConfig(
+        candidates=1, first_sample=1, agreement=1, repair_width=1, spec_blind_tests=False
+    )
     result = Run.start(
         HealRequest(DEMO_SPEC, provider=provider, executor=InProcessExecutor(), config=cfg)
     ).run()
