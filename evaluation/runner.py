@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -81,6 +82,11 @@ def _dump(value: Any) -> dict[str, Any]:
     return {"repr": repr(value)}
 
 
+def task_seed(task_id: str) -> int:
+    """The sampling seed of a task's runs (``HealConfig.seed``): stable across processes."""
+    return zlib.crc32(task_id.encode()) % 2**31
+
+
 def run_pair(
     task: Task,
     mode: str,
@@ -95,6 +101,10 @@ def run_pair(
     """Run the agent on ``task`` in ``mode``, then score it with the sandbox ``executor()``
     gives. Never raises for a bad candidate or a failing agent: both end as a failing
     record."""
+    if config.seed is None:
+        # every mode of a task samples with the same seeds: modes differ by what they do, not
+        # by the luck of their samples
+        config = config.model_copy(update={"seed": task_seed(task.id)})
     recorder = RecordingProvider(provider)
     started = clock()
     try:

@@ -48,6 +48,12 @@ class HealConfig(Record):
     otherwise it tops up to ``candidates``. Set it to ``candidates`` to always ask for all."""
     sample_temperature: float = Field(default=0.8, ge=0.0, le=2.0)
     """Temperature of the sampled candidates and of fresh samples in repair rounds."""
+    seed: int | None = Field(default=None, ge=0)
+    """Base of the sampled candidates' seeds (each request's seed is derived from it and the
+    request's place in the run), where the backend takes one (llama-server, OpenAI-compatible
+    servers, Ollama): the same seed, spec and model ask the same questions with the same seeds,
+    so two configurations can be compared on the same samples. None: random seeds. The
+    benchmark derives one from each task's id."""
     repair_width: int = Field(default=3, ge=1, le=16)
     """Candidates each repair round asks for at once: a targeted patch of the best failing
     candidate, then (when wider) a patch of the next distinct one and fresh rewrites."""

@@ -55,6 +55,10 @@ class MockCall:
     """The completion-token cap the caller asked for."""
     node: str = ""
     """The pipeline node the call came from."""
+    temperature: float = 0.0
+    """The sampling temperature asked for."""
+    seed: int | None = None
+    """The sampling seed asked for (None: the backend's choice)."""
 
 
 @dataclass
@@ -156,6 +160,8 @@ class MockProvider(ProviderBase):
                         request.schema,
                         request.max_tokens,
                         request.node,
+                        request.temperature,
+                        request.seed,
                     )
                 )
                 texts.append(text)

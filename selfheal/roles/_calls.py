@@ -221,11 +221,15 @@ def ask_for_code(
     variables: dict[str, Any],
     temperature: float | None = None,
     extra: Sequence[Message] = (),
+    seed: int | None = None,
 ) -> tuple[str, str]:
     """Ask ``role`` (with prompt file ``prompt``) for code. Returns ``(code, full_reply)``.
-    Raises ``MalformedReply`` when no parseable code came back."""
+    Raises ``MalformedReply`` when no parseable code came back. ``seed``: the sampling seed,
+    where the backend takes one."""
     messages = [*_messages(state, prompt, variables), *extra]
     provider, options = _call(ctx, state, log, role, node)
+    if seed is not None:
+        options = {**options, "seed": seed}
     reply = ask_code(
         provider,
         messages,

@@ -7,6 +7,7 @@ them in parallel slots. A candidate that repeats a known version is replaced by 
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,15 @@ class _Request:
     parent: str | None = None
 
 
+def _seed(state: HealState, where: str) -> int | None:
+    """The sampling seed of one request: derived from ``HealConfig.seed`` and the request's
+    place in the run (node, round, position, temperature), so a run repeated with the same seed
+    asks the same questions with the same seeds; None (a random seed) without one."""
+    if state.config.seed is None:
+        return None
+    return (state.config.seed * 1_000_003 + zlib.crc32(where.encode())) % 2**31
+
+
 def _shown_lessons(state: HealState) -> list[str]:
     """The lessons the prompts show: the rolling ones when the lessons role is on, and always
     those a human gave a fork (``Run.fork(lessons=...)``), which would otherwise be dropped."""
@@ -65,7 +75,7 @@ def _ask_round(
 ) -> list[Candidate]:
     """Ask for every request at once; returns the candidates that came back usable."""
 
-    def job(r: _Request) -> Callable[[], tuple[str, str]]:
+    def job(i: int, r: _Request) -> Callable[[], tuple[str, str]]:
         return lambda: ask_for_code(
             ctx,
             state,
@@ -76,9 +86,10 @@ def _ask_round(
             entry_point=state.spec.entry_point,
             variables=r.variables,
             temperature=r.temperature,
+            seed=_seed(state, f"{node}:{round}:{len(state.candidates) + i}:{r.temperature}"),
         )
 
-    results = concurrently(ctx, "generator", [job(r) for r in requests])
+    results = concurrently(ctx, "generator", [job(i, r) for i, r in enumerate(requests)])
     # a dead server or a bad key fails the node (the runner checkpoints and says how to go
     # on); an unusable reply only loses its candidate
     down = [

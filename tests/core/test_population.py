@@ -341,3 +341,20 @@ def test_a_critic_opinion_whose_counterexample_separates_nothing_is_advice(
     assert result.state.reviews[0].verdict == "reject"
     assert not mock.calls_for("oracle") and not result.state.oracle
     assert "max(lo, min(x, hi))" in (result.code or "")
+
+
+def test_a_seed_gives_every_request_its_own_seed_and_a_repeated_run_the_same_ones(
+    pool: KernelPool,
+) -> None:
+    script = {"generator": [s.BUGGY, s.GOOD, GOOD_DOC, GOOD_SWAPPED], "test_writer": [s.NO_TESTS]}
+
+    def seeds(**cfg: object) -> list[tuple[float, int | None]]:
+        _, mock = run(script, pool, **cfg)
+        return [(c.temperature, c.seed) for c in mock.calls_for("generator")]
+
+    first = seeds(seed=7)
+    assert len(first) == 4 and first[0][0] == 0.0 and all(t == 0.8 for t, _ in first[1:])
+    assert len({seed for _, seed in first}) == 4, "each request its own seed"
+    assert seeds(seed=7) == first, "the same seed asks with the same seeds"
+    assert {seed for _, seed in seeds(seed=8)}.isdisjoint({seed for _, seed in first})
+    assert {seed for _, seed in seeds()} == {None}, "no seed: the backend's choice"

@@ -15,7 +15,7 @@ import selfheal
 from evaluation.metrics import summarise
 from evaluation.results_file import ResultsFile
 from evaluation.run_benchmark import main
-from evaluation.runner import BenchmarkRunner
+from evaluation.runner import BenchmarkRunner, task_seed
 from evaluation.suites import Task
 from selfheal.config import HealConfig
 from selfheal.kernel_sandbox import KernelPool
@@ -109,6 +109,9 @@ def test_records_and_metrics_match_what_happened(
 
     single = records[(tasks[2].id, "single_shot")]
     assert single.passed and single.status == "unverified" and single.llm_calls == 1
+    # every mode of a task samples with the task's seed, and the record says which
+    assert good.config["seed"] == single.config["seed"] == task_seed(tasks[2].id)
+    assert len({records[(t.id, "heal")].config["seed"] for t in tasks}) == 3
     assert not single.false_failure
 
     heal = summarise(records.values(), "heal")
