@@ -89,6 +89,7 @@ def _model_string(provider: str | None, model: str | None) -> str | None:
 HEAL_OPTIONS: dict[str, str] = {
     "max_iterations": "--max-iterations",
     "candidates": "--candidates",
+    "first_sample": "--first-sample",
     "agreement": "--agreement",
     "autonomy": "--autonomy",
     "critic": "--critic",
@@ -113,7 +114,7 @@ def _config(args: argparse.Namespace) -> HealConfig:
             cfg[field] = value
     if args.no_spec_tests:
         cfg["spec_blind_tests"] = False
-    if isinstance(args.candidates, int) and args.candidates >= 1:
+    if isinstance(args.candidates, int) and args.candidates >= 1 and args.first_sample is None:
         cfg["first_sample"] = min(args.candidates, HealConfig().first_sample)
     return HealConfig.model_validate(cfg, context={"names": HEAL_OPTIONS})
 
@@ -495,6 +496,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--candidates",
         type=int,
         help="independent candidates in the first round: the greedy one plus samples (4)",
+    )
+    h.add_argument(
+        "--first-sample",
+        type=int,
+        help="candidates asked for first (2: the greedy one and a confirming sample); 1 asks for "
+        "the greedy one alone and stops when it passes the examples: faster, but a lone answer "
+        "is not verified",
     )
     h.add_argument(
         "--agreement",

@@ -61,6 +61,7 @@ def _no_run_started(runs_dir: Path, kernels: list[KernelPool]) -> None:
         (["--test-timeout", "0"], "--test-timeout 0.0: must be greater than 0"),
         (["--candidates", "17"], "--candidates 17: must be at most 16"),
         (["--agreement", "0"], "--agreement 0: must be at least 1"),
+        (["--first-sample", "0"], "--first-sample 0: must be at least 1"),
         (["--max-iterations", "many"], "argument --max-iterations: invalid int value: 'many'"),
         (["--autonomy", "sometimes"], "argument --autonomy: invalid choice: 'sometimes'"),
     ],
@@ -273,6 +274,7 @@ def test_the_mock_refuses_a_spec_it_has_no_script_for_with_one_json_object(
         ["--debugger-steps", "3", "--critic", "--adversarial"],
         ["--candidates", "1", "--no-spec-tests", "--autonomy", "review_all"],
         ["--candidates", "1", "--agreement", "1", "--max-iterations", "3"],
+        ["--first-sample", "1", "--candidates", "3"],
     ],
 )
 def test_the_demo_runs_to_the_end_with_any_options(

@@ -113,3 +113,16 @@ def test_debugger_options_reach_the_config() -> None:
     assert (cfg.debugger_steps, cfg.debugger_tool_calls) == (3, "structured")
     default = _config(build_parser().parse_args(["heal", "SPEC"]))
     assert (default.debugger_steps, default.debugger_tool_calls) == (0, "native")
+
+
+def test_population_options_reach_the_config() -> None:
+    from selfheal.cli import _config, build_parser
+
+    def cfg(*argv: str) -> tuple[int, int, int]:
+        c = _config(build_parser().parse_args(["heal", "SPEC", *argv]))
+        return c.candidates, c.first_sample, c.agreement
+
+    assert cfg() == (4, 2, 2)
+    assert cfg("--candidates", "1") == (1, 1, 2)  # the first round cannot ask for more
+    assert cfg("--first-sample", "1") == (4, 1, 2)
+    assert cfg("--candidates", "6", "--first-sample", "3", "--agreement", "3") == (6, 3, 3)
