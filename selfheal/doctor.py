@@ -101,6 +101,8 @@ class ServerCheck(Record):
     """Parallel slots (``-np``)."""
     prompt_copy: bool | None = None
     """The slot router copies processed prompts between slots (``SELFHEAL_LOCAL_PROMPT_COPY``)."""
+    drafts: str | None = None
+    """Speculative decoding from n-grams (``--spec-type``; ``SELFHEAL_LOCAL_DRAFTS``)."""
     ctx_per_slot: int | None = None
     """Context tokens per slot."""
     threads: int | None = None
@@ -310,6 +312,7 @@ def _probe_server(model: ModelCheck, server: ServerCheck) -> tuple[ModelCheck, S
         update={
             "slots": settings.slots,
             "prompt_copy": settings.prompt_copy,
+            "drafts": settings.drafts,
             "ctx_per_slot": settings.ctx_per_slot,
             "threads": settings.threads,
         }
@@ -514,6 +517,8 @@ def format_report(report: DoctorReport) -> str:
             else "off"
         )
         lines.append(f"  prompts    slot router {copy} (SELFHEAL_LOCAL_PROMPT_COPY)")
+    if srv.drafts is not None:
+        lines.append(f"  drafts     {srv.drafts} speculative decoding (SELFHEAL_LOCAL_DRAFTS)")
     if srv.healthy is not None:
         state = "ok" if srv.healthy else "FAILED"
         where = f" on port {srv.port}" if srv.port else ""

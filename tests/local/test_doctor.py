@@ -128,6 +128,7 @@ def test_real_server_starts_and_generates(monkeypatch: pytest.MonkeyPatch) -> No
     assert "def add" in report.model.sample
     server = report.server
     assert server.healthy and server.port and server.slots == 1 and server.prompt_copy
+    assert server.drafts == "ngram-simple"  # the real build accepts --spec-type
     assert "GGML_" in server.cmake_args and server.version.startswith("version")
     assert _by_name(report)["local"]
     text = format_report(report)

@@ -342,6 +342,19 @@ def test_settings_from_the_environment(binary: Path, tmp_path: Path) -> None:
         ls.server_settings(model, binary=binary, env={"SELFHEAL_LOCAL_SLOTS": "many"})
 
 
+def test_ngram_drafts_are_on_unless_the_environment_says_none(binary: Path, tmp_path: Path) -> None:
+    model = tmp_path / "x.gguf"
+    model.write_bytes(b"GGUF")
+    default = ls.server_settings(model, binary=binary, env={}).argv(8080)
+    assert default[default.index("--spec-type") + 1] == "ngram-simple"
+    off = ls.server_settings(model, binary=binary, env={"SELFHEAL_LOCAL_DRAFTS": "none"})
+    assert off.drafts == "none" and "--spec-type" not in off.argv(8080)
+    mod = ls.server_settings(model, binary=binary, env={"SELFHEAL_LOCAL_DRAFTS": "ngram-mod"})
+    assert mod.argv(8080)[mod.argv(8080).index("--spec-type") + 1] == "ngram-mod"
+    with pytest.raises(ConfigError, match=r"SELFHEAL_LOCAL_DRAFTS='eagle'.*none turns"):
+        ls.server_settings(model, binary=binary, env={"SELFHEAL_LOCAL_DRAFTS": "eagle"})
+
+
 def test_no_binary_is_a_missing_dependency_naming_make_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
