@@ -10,7 +10,7 @@ from selfheal.approval import Approve
 from selfheal.config import HealConfig
 from selfheal.diffs import unified_diff
 from selfheal.graph.runner import Run
-from selfheal.llm import mock
+from selfheal.llm import mock_demo as mock
 from selfheal.llm.mock import DEMO_SPEC, MockProvider
 from selfheal.request import HealRequest
 from selfheal.state import Event, Lesson
