@@ -14,8 +14,10 @@ __all__ = [
     "Comparison",
     "MemoryUse",
     "ModeMetrics",
+    "PairedUse",
     "compare",
     "memory_use",
+    "paired_use",
     "summarise",
 ]
 
@@ -125,6 +127,60 @@ class MemoryUse(Record):
     with the same behaviour)."""
     chosen_passed: int
     """Of those, tasks where it passes the reference tests."""
+
+
+class PairedUse(Record):
+    """A paired mode (``--paired``) against its base mode, task by task."""
+
+    mode: str
+    """The paired mode."""
+    base: str
+    """The base mode whose runs it continued."""
+    tasks: int
+    """Tasks with a record of both."""
+    unpaired: int
+    """Of those, tasks the mode ran on its own (the base run's log was missing)."""
+    diverged: int
+    """Tasks where its switch mattered and the run went on its own way."""
+    at_nodes: dict[str, int]
+    """Where those branches started: node -> tasks."""
+    passed: int
+    """Of the diverged tasks, those the mode passes."""
+    base_passed: int
+    """Of the diverged tasks, those the base mode passes."""
+    extra_seconds: float
+    """Mean seconds the mode's runs took beyond the base's on the diverged tasks."""
+
+
+def paired_use(records: Iterable[TaskRecord], mode: str) -> PairedUse | None:
+    """``mode`` against the base it was paired with (None when no record of it is paired)."""
+    rs = list(records)
+    mine = {r.task_id: r for r in rs if r.mode == mode}
+    base_mode = next((r.paired.base for r in mine.values() if r.paired is not None), None)
+    if base_mode is None:
+        return None
+    base = {r.task_id: r for r in rs if r.mode == base_mode}
+    both = [(mine[t], base[t]) for t in mine if t in base]
+    diverged = [(m, b) for m, b in both if m.paired is not None and m.paired.diverged]
+    nodes: dict[str, int] = {}
+    for m, _ in diverged:
+        assert m.paired is not None
+        nodes[m.paired.at_node] = nodes.get(m.paired.at_node, 0) + 1
+    return PairedUse(
+        mode=mode,
+        base=base_mode,
+        tasks=len(both),
+        unpaired=sum(m.paired is None for m, _ in both),
+        diverged=len(diverged),
+        at_nodes=nodes,
+        passed=sum(m.passed for m, _ in diverged),
+        base_passed=sum(b.passed for _, b in diverged),
+        extra_seconds=_rate_f(sum(m.wall_time - b.wall_time for m, b in diverged), len(diverged)),
+    )
+
+
+def _rate_f(total: float, n: int) -> float:
+    return total / n if n else 0.0
 
 
 def _rate(part: int, whole: int) -> float:

@@ -12,7 +12,15 @@ from collections.abc import Mapping, Sequence
 from evaluation.errors import SuiteError
 from selfheal.config import HealConfig
 
-__all__ = ["DEFAULT_MODES", "MODES", "PASSES", "config_for", "parse_modes", "split_mode"]
+__all__ = [
+    "DEFAULT_MODES",
+    "MODES",
+    "PAIRED",
+    "PASSES",
+    "config_for",
+    "parse_modes",
+    "split_mode",
+]
 
 
 def _single_shot_switches() -> dict[str, object]:
@@ -78,6 +86,22 @@ PASSES: Mapping[str, int] = {"heal-memory": 2}
 empty (``memory.sqlite3`` beside the results): their records are ``heal-memory:1`` (the first
 pass, which remembers as it goes) and ``heal-memory:2`` (the suite again, recalling what the
 first pass learnt). The report pairs the second pass with the first."""
+
+PAIRED: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    "heal-critic": ("heal", ()),
+    "heal-adversarial": ("heal", ()),
+    "heal-lessons": ("heal", ()),
+    "heal-no-repair": ("heal", ()),
+    "heal-debugger": ("heal", ("diagnose",)),
+    "heal-debugger-json": ("heal", ("diagnose",)),
+}
+"""With ``--paired``: mode -> (its base mode, the nodes that read its switches while they run).
+Such a mode differs from its base only in switches read by routes (the critic, the adversary,
+the lessons, the repair round) or by the nodes named, so instead of a run of its own it
+continues the base mode's run of the same task from the first state where its config would
+have gone another way (``selfheal.graph.branch``): the same first round, the same answers up to
+there, so the pair differs by what the switch does and not by the luck of its samples
+(``evaluation.paired``)."""
 
 DEFAULT_MODES: tuple[str, ...] = ("single_shot", "heal")
 """Modes run when ``--modes`` is not given."""

@@ -10,7 +10,7 @@ from evaluation.honesty import HonestyReport
 from evaluation.scoring import ReferenceVerdict
 from selfheal.records import Record
 
-__all__ = ["AttemptRecord", "TaskRecord", "TestRecord"]
+__all__ = ["AttemptRecord", "PairInfo", "TaskRecord", "TestRecord"]
 
 
 class TestRecord(Record):
@@ -41,6 +41,28 @@ class AttemptRecord(Record):
     """The code of this attempt."""
     own_tests_passed: bool | None = None
     """Whether it passed the agent's own tests (None if it was never executed)."""
+
+
+class PairInfo(Record):
+    """How a paired mode's record relates to its base mode's run of the same task
+    (``--paired``, ``evaluation.paired``)."""
+
+    base: str
+    """The base mode (``heal``)."""
+    base_run_id: str
+    """The base mode's run this record continued."""
+    diverged: bool
+    """Whether the mode's config ever made the run go another way; False: it would have done
+    exactly what the base run did, and the record repeats the base's result."""
+    at_node: str = ""
+    """The node the branch went on with (``critic``, ``diagnose`` ...); empty when it never
+    diverged."""
+    at_step: int = 0
+    """The base run's step the branch started from."""
+    shared_seconds: float = 0.0
+    """Seconds of the base run before the branch (counted in ``wall_time``)."""
+    shared_calls: int = 0
+    """Model calls of the base run before the branch (counted in ``llm_calls``)."""
 
 
 class TaskRecord(Record):
@@ -117,6 +139,8 @@ class TaskRecord(Record):
     worker: str = ""
     """The cluster worker that ran the pair (its address); empty when it ran in the
     benchmark's own process."""
+    paired: PairInfo | None = None
+    """With ``--paired``: the base run this record continued (None: a run of its own)."""
 
     @property
     def key(self) -> tuple[str, str]:

@@ -13,8 +13,10 @@ from evaluation.metrics import (
     Comparison,
     MemoryUse,
     ModeMetrics,
+    PairedUse,
     compare,
     memory_use,
+    paired_use,
     summarise,
 )
 from evaluation.modes import split_mode
@@ -55,6 +57,8 @@ class Summary(Record):
     several times (``heal-memory:2``) against its first pass."""
     memory: tuple[MemoryUse, ...] = ()
     """For each pass of a memory mode: what its runs recalled and what that did."""
+    paired: tuple[PairedUse, ...] = ()
+    """For each paired mode (``--paired``): where it parted from its base and what that did."""
     complete: bool
     """True when every selected (task, mode) has a record."""
     tasks: tuple[dict[str, Any], ...]
@@ -118,6 +122,7 @@ def build_summary(
         metrics={m: summarise(chosen, m) for m in settings.modes},
         comparisons=tuple(comparisons),
         memory=tuple(memory_use(chosen, m) for m in memory_modes),
+        paired=tuple(p for m in settings.modes if (p := paired_use(chosen, m)) is not None),
         complete=len(latest) == len(task_ids) * len(settings.modes),
         tasks=tuple(_compact(r) for r in chosen),
     )
@@ -184,6 +189,23 @@ def render_markdown(summary: Summary) -> str:
                 f"{u.tasks} task(s); a remembered verified solution joined the first round on "
                 f"{u.solutions} and was the chosen candidate on {u.chosen} (passing the "
                 f"reference tests on {u.chosen_passed} of those)."
+            )
+    if summary.paired:
+        lines += [
+            "",
+            "Paired modes (`--paired`: each continued its base mode's run of the task from "
+            "where its switch first mattered; the tasks where it never did repeat the base's "
+            "result):",
+            "",
+        ]
+        for p in summary.paired:
+            where = ", ".join(f"{n} at {node}" for node, n in sorted(p.at_nodes.items()))
+            own = f"; {p.unpaired} ran on their own (no base run log)" if p.unpaired else ""
+            lines.append(
+                f"- `{p.mode}` from `{p.base}`: parted on {p.diverged} of {p.tasks} task(s)"
+                + (f" ({where})" if where else "")
+                + f"; on those it passes {p.passed} and `{p.base}` {p.base_passed}, "
+                f"{p.extra_seconds:+.1f} s a task{own}."
             )
     categories = sorted({c for m in summary.metrics.values() for c in m.by_category})
     if len(categories) > 1:

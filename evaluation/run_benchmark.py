@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--resume", action="store_true", help="skip (task, mode) pairs already in OUT"
     )
+    parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="a role's mode (heal-critic, heal-debugger, ...) continues heal's run of the task "
+        "from where its switch first matters, instead of a run of its own (evaluation.paired)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="output directory")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-hash", action="store_true", help="do not sha256 the local model file")
@@ -237,6 +243,7 @@ def _main(args: argparse.Namespace, args_list: list[str], provider: Provider | N
         workers=args.workers,
         engine=engine,
         progress=not args.no_progress,
+        paired=args.paired,
     )
     runs = (*(previous.runs if (previous and args.resume) else ()), info)
     task_ids = [t.id for t in tasks]

@@ -14,7 +14,8 @@ from typing import Any, Protocol
 
 from evaluation.errors import ResultsFileError
 from evaluation.honesty import check_calls
-from evaluation.modes import config_for, split_mode
+from evaluation.modes import PAIRED, config_for, split_mode
+from evaluation.paired import base_history, paired_record
 from evaluation.recording import RecordingProvider
 from evaluation.records import AttemptRecord, TaskRecord, TestRecord
 from evaluation.results_file import ResultsFile
@@ -25,11 +26,13 @@ from selfheal.errors import ConfigError
 from selfheal.kernel_sandbox.types import Executor, Limits
 from selfheal.llm.base import Provider
 from selfheal.scale import Engine, LocalEngine, current, stream
+from selfheal.state import HealState
 
 __all__ = [
     "BenchmarkRunner",
     "HealFunction",
     "RemotePairs",
+    "continue_quietly",
     "default_executor",
     "error_record",
     "heal_quietly",
@@ -62,6 +65,16 @@ def heal_quietly(
         spec, provider=provider, config=config, entry_point=entry_point, executor=executor
     )
     return Run.start(request).run()
+
+
+def continue_quietly(state: HealState, *, provider: Any, executor: Executor | None = None) -> Any:
+    """Go on with a run from ``state`` (a branch of an earlier run: ``evaluation.paired``),
+    without a frontend, as ``heal_quietly`` does for a new one."""
+    from selfheal import Run
+    from selfheal.graph.build import make_context
+
+    ctx = make_context(state.config, provider, spec=state.spec.text, executor=executor)
+    return Run.new(state, ctx).run()
 
 
 def default_executor() -> Executor:
@@ -97,18 +110,27 @@ def run_pair(
     executor: Callable[[], Executor],
     score_limits: Limits = DEFAULT_LIMITS,
     clock: Callable[[], float] = time.monotonic,
+    start: HealState | None = None,
 ) -> TaskRecord:
     """Run the agent on ``task`` in ``mode``, then score it with the sandbox ``executor()``
     gives. Never raises for a bad candidate or a failing agent: both end as a failing
-    record."""
-    if config.seed is None:
+    record. ``start``: go on from this state of an earlier run instead of starting afresh
+    (``evaluation.paired``; ``config`` must be the state's)."""
+    if start is not None:
+        config = start.config
+    elif config.seed is None:
         # every mode of a task samples with the same seeds: modes differ by what they do, not
         # by the luck of their samples
         config = config.model_copy(update={"seed": task_seed(task.id)})
     recorder = RecordingProvider(provider)
     started = clock()
     try:
-        result = heal(task.prompt, provider=recorder, config=config, entry_point=task.entry_point)
+        if start is not None:
+            result = continue_quietly(start, provider=recorder)
+        else:
+            result = heal(
+                task.prompt, provider=recorder, config=config, entry_point=task.entry_point
+            )
     except Exception as exc:
         # The agent itself failed (model server down, a bug): record it and go on.
         return _record(
@@ -328,9 +350,12 @@ class BenchmarkRunner:
         score_limits: Limits = DEFAULT_LIMITS,
         progress: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        paired: bool = False,
     ) -> None:
         if workers < 1:
             raise ConfigError(f"--workers must be at least 1 (got {workers}).")
+        if paired:
+            _check_paired(list(modes), workers=workers, engine=engine)
         if (provider is None) == (provider_factory is None):
             raise ConfigError(
                 "BenchmarkRunner needs exactly one of provider= (shared by every run) and "
@@ -367,6 +392,8 @@ class BenchmarkRunner:
         self._clock = clock
         self._executor_lock = threading.Lock()
         self._shared_executor: Executor | None = None
+        self.paired = paired
+        """Modes in ``PAIRED`` continue their base mode's run of the task (``--paired``)."""
 
     @property
     def provider(self) -> Provider | None:
@@ -420,6 +447,35 @@ class BenchmarkRunner:
             executor=self._executor,
             score_limits=self._score_limits,
             clock=self._clock,
+        )
+
+    def run_paired(self, task: Task, mode: str) -> TaskRecord:
+        """``mode`` on ``task`` as a branch of its base mode's run of the task
+        (``evaluation.paired``); a run of its own, unpaired, when that run or its log is
+        missing."""
+        base_mode = PAIRED[mode][0]
+        base = self.results.latest().get((task.id, base_mode))
+        history = None if base is None else base_history(base, self.configs[base_mode])
+        if base is None or history is None:
+            return self.run_one(task, mode, cold=True)
+        provider = self.provider_factory() if self.provider_factory else self.provider
+        assert provider is not None
+
+        def run_from(state: HealState) -> TaskRecord:
+            return run_pair(
+                task,
+                mode,
+                config=state.config,
+                provider=provider,
+                heal=self._heal_fn(),
+                executor=self._executor,
+                score_limits=self._score_limits,
+                clock=self._clock,
+                start=state,
+            )
+
+        return paired_record(
+            task, mode, config=self.configs[mode], base=base, history=history, run_from=run_from
         )
 
     # ------------------------------------------------------------------ the run
@@ -486,7 +542,10 @@ class BenchmarkRunner:
                     # one run at a time: each starts from a cold prompt cache (modes of a task
                     # run back to back with the same prompt; the first would warm the others)
                     for task, mode in (pair for phase in phases for pair in phase):
-                        finished(self.run_one(task, mode, cold=True), bar)
+                        if self.paired and mode in PAIRED:
+                            finished(self.run_paired(task, mode), bar)
+                        else:
+                            finished(self.run_one(task, mode, cold=True), bar)
                 elif phases:
                     self._run_on_engine(phases, lambda r: finished(r, bar))
         finally:
@@ -538,6 +597,21 @@ class BenchmarkRunner:
         closer = getattr(executor, "close", None)
         if callable(closer):
             closer()
+
+
+def _check_paired(modes: list[str], *, workers: int, engine: Engine | None) -> None:
+    """``--paired`` runs one pair at a time, each paired mode after its base mode."""
+    if workers != 1 or engine is not None:
+        raise ConfigError(
+            "--paired runs one pair at a time in this process: drop --workers and --executor."
+        )
+    for mode in modes:
+        if mode in PAIRED:
+            base = PAIRED[mode][0]
+            if base not in modes or modes.index(base) > modes.index(mode):
+                raise ConfigError(
+                    f"--paired: {mode} continues {base}'s runs; put {base} before it in --modes."
+                )
 
 
 def _chosen(attempts: Sequence[Any], code: str | None) -> str | None:

@@ -32,7 +32,8 @@ from selfheal.state import Decision, HealState
 __all__ = ["Run"]
 
 
-def _over_budget(s: HealState) -> str:
+def over_budget(s: HealState) -> str:
+    """Why ``s`` may not run another node (its token or time budget is spent), or ""."""
     cfg = s.config
     if cfg.token_budget is not None and s.usage.total_tokens >= cfg.token_budget:
         return f"token budget spent ({s.usage.total_tokens} >= {cfg.token_budget})"
@@ -132,7 +133,7 @@ class Run:
             return s
         ctx = self.ctx
         name = s.next
-        reason = _over_budget(s) if name not in ("finish", "done") else ""
+        reason = over_budget(s) if name not in ("finish", "done") else ""
         if reason:
             s = record(
                 ctx, s, name, detail=reason, update={"next": "finish", "stop_reason": reason}

@@ -400,3 +400,105 @@ def test_each_run_starts_from_a_cold_prompt_cache(
     runs = "".join("F" if e == "forget" else "c" for e in log).split("F")
     assert runs[0] == "" and len(runs) == 5 and all(runs[1:])
     assert [len(r) for r in runs[1:]] == [r.llm_calls for r in records]
+
+
+def test_paired_modes_continue_heal_from_where_their_switch_matters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--paired``: heal-critic and heal-debugger continue heal's own run of the demo task
+    (a failing first round, a diagnosis, a repair), sharing everything before the branch."""
+    monkeypatch.setenv("SELFHEAL_RUNS_DIR", str(tmp_path / "runs"))
+    out = tmp_path / "out"
+    args = ["--suite", "demo", "--model", "mock", "--out", str(out), "--no-progress",
+            "--modes", "heal,heal-critic,heal-debugger", "--paired"]  # fmt: skip
+    assert main(args) == 0
+    records = {r.mode: r for r in ResultsFile(out / "results.jsonl").read()}
+    heal, critic, debugger = records["heal"], records["heal-critic"], records["heal-debugger"]
+    assert heal.paired is None and heal.passed
+    assert critic.paired is not None and critic.paired.diverged
+    assert (critic.paired.base, critic.paired.base_run_id) == ("heal", heal.run_id)
+    assert critic.paired.at_node == "critic" and critic.run_id != heal.run_id
+    # the critic is asked once, after the very population heal chose from
+    assert critic.llm_calls == heal.llm_calls + 1 == critic.paired.shared_calls + 1
+    assert [c["code"] for c in critic.candidates] == [c["code"] for c in heal.candidates]
+    assert critic.wall_time >= critic.paired.shared_seconds > 0
+    assert critic.config["critic"] and not heal.config["critic"]
+    assert critic.config["seed"] == heal.config["seed"]
+    # the debugger's steps change the diagnosis itself: the branch starts at diagnose, after
+    # the first round heal ran (the same candidates up to there)
+    assert debugger.paired is not None and debugger.paired.at_node == "diagnose"
+    first_round = [c["code"] for c in heal.candidates if c["round"] == 1]
+    assert [c["code"] for c in debugger.candidates if c["round"] == 1] == first_round
+    assert debugger.honesty is not None and debugger.honesty.clean
+    report = (out / "results.md").read_text()
+    assert "- `heal-critic` from `heal`: parted on 1 of 1 task(s) (1 at critic)" in report
+    assert "- `heal-debugger` from `heal`: parted on 1 of 1 task(s) (1 at diagnose)" in report
+    # --resume keeps them: nothing runs again
+    assert main([*args, "--resume"]) == 0
+    assert len(ResultsFile(out / "results.jsonl").read()) == 3
+
+
+def test_paired_modes_need_their_base_first_and_one_pair_at_a_time(tmp_path: Path) -> None:
+    out = str(tmp_path / "out")
+    base = ["--suite", "demo", "--model", "mock", "--out", out, "--no-progress", "--paired"]
+    assert main([*base, "--modes", "heal-critic,heal"]) == 2
+    assert main([*base, "--modes", "heal,heal-critic", "--workers", "2"]) == 2
+
+
+def test_a_paired_mode_whose_switch_never_matters_repeats_the_base_result(
+    builtin_tasks: list[Task], pool: KernelPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Right first time, heal never diagnoses nor repairs: heal-debugger and heal-no-repair
+    would have done exactly what it did, so their records repeat heal's, marked so."""
+    monkeypatch.setenv("SELFHEAL_RUNS_DIR", str(tmp_path / "runs"))
+    tasks = builtin_tasks[:1]
+    heal = CountingHeal()
+    runner = BenchmarkRunner(
+        tasks=tasks,
+        modes=["heal", "heal-debugger", "heal-no-repair"],
+        provider=oracle_provider(tasks),
+        results=ResultsFile(tmp_path / "r.jsonl"),
+        heal=heal,
+        executor_factory=lambda: pool,
+        progress=False,
+        paired=True,
+    )
+    runner.close = lambda: None  # type: ignore[method-assign]  # the pool is shared
+    records = {r.mode: r for r in runner.run()}
+    assert len(heal.calls) == 1  # only heal ran the agent
+    base = records["heal"]
+    for mode in ("heal-debugger", "heal-no-repair"):
+        r = records[mode]
+        assert r.paired is not None and not r.paired.diverged
+        assert r.paired.base_run_id == base.run_id == r.run_id
+        assert (r.passed, r.code, r.wall_time, r.llm_calls) == (
+            base.passed, base.code, base.wall_time, base.llm_calls,
+        )  # fmt: skip
+        assert r.config["debugger_steps"] == (3 if mode == "heal-debugger" else 0)
+
+
+def test_a_paired_mode_without_its_base_run_log_runs_on_its_own(
+    builtin_tasks: list[Task], pool: KernelPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("SELFHEAL_RUNS_DIR", str(runs))
+    tasks = builtin_tasks[:1]
+    results = ResultsFile(tmp_path / "r.jsonl")
+    first = _runner(tasks, ["heal"], results.path, pool, CountingHeal())
+    first.run()
+    for log in runs.glob("*.jsonl"):
+        log.unlink()  # e.g. the results were copied from another machine
+    heal = CountingHeal()
+    second = BenchmarkRunner(
+        tasks=tasks,
+        modes=["heal", "heal-critic"],
+        provider=oracle_provider(tasks),
+        results=results,
+        heal=heal,
+        executor_factory=lambda: pool,
+        progress=False,
+        paired=True,
+    )
+    second.close = lambda: None  # type: ignore[method-assign]
+    (record,) = second.run(resume=True)
+    assert record.mode == "heal-critic" and record.paired is None and len(heal.calls) == 1

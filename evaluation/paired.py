@@ -1,0 +1,106 @@
+"""Paired ablations (``--paired``): a mode that differs from its base mode only in a role's
+switch continues the base mode's run of the same task instead of running afresh.
+
+Sampling noise swamps small effects on a 1.5B model: two runs of the same loop differ on a
+few problems in every sixty, which is the size of what a role can add. A paired mode removes
+that noise where it can: it takes the base run's states from its run log, finds the first one
+where the mode's config would have gone another way (``selfheal.graph.branch``), and goes on
+from there with the same provider and sandbox. Up to that point the two records share every
+answer; after it, they differ only by what the switch does (and the samples it leads to). A task
+on which the switch never matters gets the base's result, marked ``diverged: false``.
+
+The record counts the shared part: ``wall_time`` is the base run's time up to the branch plus
+the continuation's; calls and tokens likewise (``PairInfo``). The continuation does not erase
+the server's prompt cache first: a run that reached the branch on its own would have its own
+prompts cached, and the base's continuation may have left some of the same ones.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from evaluation.honesty import HonestyReport
+from evaluation.modes import PAIRED
+from evaluation.records import PairInfo, TaskRecord
+from evaluation.suites import Task
+from selfheal.config import HealConfig
+from selfheal.errors import SelfHealError
+from selfheal.graph.branch import branch_point
+from selfheal.graph.checkpoint import find_run, read_states
+from selfheal.state import HealState
+
+__all__ = ["base_history", "paired_record"]
+
+
+def base_history(record: TaskRecord, config: HealConfig) -> list[HealState] | None:
+    """The states of the run behind ``record`` (from its run log), or None when the log cannot
+    be found or read (another machine, a cleaned runs directory)."""
+    if not record.run_id or record.error:
+        return None
+    try:
+        return read_states(find_run(record.run_id, config.runs_dir))
+    except (SelfHealError, OSError, ValueError):
+        return None
+
+
+def _merge_honesty(a: HonestyReport | None, b: HonestyReport | None) -> HonestyReport | None:
+    if a is None or b is None:
+        return a or b
+    return HonestyReport(
+        messages_checked=a.messages_checked + b.messages_checked,
+        secret_assertions=max(a.secret_assertions, b.secret_assertions),
+        leaks=tuple(dict.fromkeys(a.leaks + b.leaks)),
+        echoes=tuple(dict.fromkeys(a.echoes + b.echoes)),
+    )
+
+
+def paired_record(
+    task: Task,
+    mode: str,
+    *,
+    config: HealConfig,
+    base: TaskRecord,
+    history: list[HealState],
+    run_from: Callable[[HealState], TaskRecord],
+) -> TaskRecord:
+    """The record of ``mode`` on ``task`` as a branch of ``base`` (whose run's states are
+    ``history``): ``run_from(state)`` runs and scores the continuation. ``config`` is the
+    mode's own (its seed is the base run's, so the continuation samples like a fresh run of
+    the mode would)."""
+    base_mode, reads = PAIRED[mode]
+    config = config.model_copy(update={"seed": history[0].config.seed})
+    start = branch_point(history, config, reads=reads)
+    if start is None:
+        info = PairInfo(base=base_mode, base_run_id=base.run_id, diverged=False)
+        return base.model_copy(
+            update={
+                "mode": mode,
+                "config": config.model_dump(mode="json"),
+                "paired": info,
+                "finished_at": time.time(),
+            }
+        )
+    shared_seconds = max(0.0, base.wall_time - (history[-1].elapsed - start.elapsed))
+    usage = start.usage
+    record = run_from(start)
+    info = PairInfo(
+        base=base_mode,
+        base_run_id=base.run_id,
+        diverged=True,
+        at_node=start.next,
+        at_step=start.step,
+        shared_seconds=shared_seconds,
+        shared_calls=usage.calls,
+    )
+    return record.model_copy(
+        update={
+            "llm_calls": record.llm_calls + usage.calls,
+            "prompt_tokens": record.prompt_tokens + usage.prompt_tokens,
+            "completion_tokens": record.completion_tokens + usage.completion_tokens,
+            "cached_tokens": record.cached_tokens + usage.cached_tokens,
+            "wall_time": record.wall_time + shared_seconds,
+            "honesty": _merge_honesty(base.honesty, record.honesty),
+            "paired": info,
+        }
+    )

@@ -1,0 +1,88 @@
+"""What-if from a finished run: the first state at which a run with another ``HealConfig`` would
+have parted from it, ready to continue from there.
+
+A paired ablation (``evaluation --paired``) uses it: a mode that differs from ``heal`` only in
+a role's switch continues ``heal``'s own run from the point where the switch first matters,
+instead of drawing a new first round. Everything before that point is shared, so the two modes
+differ by what the switch does, not by the luck of their samples.
+
+A switch matters at the first state where
+
+* a route, asked again with the new config, answers another node (``critic=True`` turns
+  ``select``'s answer from ``finish`` to ``critic``; ``adversarial_tests``, ``lessons``,
+  ``max_iterations`` and ``candidates`` act through routes too);
+* the next node is one that reads the switch while it runs (``reads``: the debugger's
+  ``debugger_steps`` is read by ``diagnose``), which the caller names; or
+* the new config's token or time budget is already spent where the old one's was not.
+
+Routes only read the state, so re-asking them is exact; a node's own reading of the config is
+not visible from outside, hence ``reads``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from itertools import pairwise
+
+from selfheal.config import HealConfig
+from selfheal.graph.runner import over_budget
+from selfheal.graph.table import GRAPH, after_decision
+from selfheal.state import ForkInfo, HealState, NodeName, new_run_id
+
+__all__ = ["branch_point", "config_changes"]
+
+
+def config_changes(old: HealConfig, new: HealConfig) -> tuple[str, ...]:
+    """The names of the settings ``new`` changes, as ``config.NAME``."""
+    a, b = old.model_dump(), new.model_dump()
+    return tuple(f"config.{k}" for k in a if a[k] != b.get(k))
+
+
+def _diverges(
+    prev: HealState, s: HealState, alt: HealState, reads: Collection[str]
+) -> NodeName | None:
+    """The node a run with ``alt``'s config goes to from ``s`` when that parts from the
+    recorded run, else None."""
+    if over_budget(alt) and not over_budget(s):
+        return s.next  # the runner stops it there (the budget check comes before any node)
+    if len(s.decisions) > len(prev.decisions):
+        nxt = after_decision(alt)  # a human's answer was applied between the two states
+    else:
+        nxt = GRAPH[prev.next].go(alt)
+    if nxt != s.next or s.next in reads:
+        return nxt
+    return None
+
+
+def branch_point(
+    history: Sequence[HealState], config: HealConfig, *, reads: Collection[str] = ()
+) -> HealState | None:
+    """The state a run with ``config`` continues from: the first state of ``history`` (a run,
+    oldest first) from which it would have gone another way, with ``config`` and the node it
+    goes to next, a new run id and the run as its parent. None when it would have done exactly
+    what the run did (no state parts)."""
+    if not history:
+        return None
+    changes = config_changes(history[0].config, config) or ("config",)
+
+    def fork_at(s: HealState, nxt: NodeName) -> HealState:
+        return s.model_copy(
+            update={
+                "config": config,
+                "next": nxt,
+                "run_id": new_run_id(),
+                "parent": ForkInfo(run_id=s.run_id, at_iteration=s.iteration, changes=changes),
+            }
+        )
+
+    first = history[0]
+    if first.next in reads or over_budget(first.model_copy(update={"config": config})):
+        return fork_at(first, first.next)
+    for prev, s in pairwise(history):
+        if s.finished or prev.next == "done":
+            break
+        alt = s.model_copy(update={"config": config})
+        nxt = _diverges(prev, s, alt, reads)
+        if nxt is not None:
+            return fork_at(s, nxt)
+    return None
