@@ -49,6 +49,7 @@ MODES: Mapping[str, Mapping[str, object]] = {
     "heal-no-spec-tests": {"spec_blind_tests": False},
     "heal-no-examples": {"example_tests": False},
     "heal-no-lessons": {"lessons": False},
+    "heal-no-diagnosis": {"diagnosis": False},
     "heal-debugger": {"debugger_steps": 3},
     "heal-debugger-json": {"debugger_steps": 3, "debugger_tool_calls": "structured"},
     "sample-5": {
@@ -75,7 +76,8 @@ spec-blind test writer on every task (the default asks it only when the spec has
 component off; ``heal-debugger`` lets the debugger make up to three tool calls (run a snippet,
 inspect a function, diff two candidates, trace a failing test; through the provider's native
 tool calling where it has one) before it diagnoses, ``heal-debugger-json`` the same through
-structured JSON replies; ``sample-5`` is the plain-sampling yardstick heal must beat: the greedy
+structured JSON replies; ``heal-no-diagnosis`` asks no diagnosis at all (the repair round
+patches from the failing tests); ``sample-5`` is the plain-sampling yardstick heal must beat: the greedy
 answer, and only if it fails the spec's examples 4 samples, keeping the first that passes them
 (no probes, no model-written tests, no oracle, no repair); ``heal-memory`` is ``heal`` with the
 memory across runs, run twice (see ``PASSES``). Every other mode runs with the memory off, so no
@@ -92,6 +94,7 @@ PAIRED: Mapping[str, tuple[str, tuple[str, ...]]] = {
     "heal-adversarial": ("heal", ()),
     "heal-lessons": ("heal", ()),
     "heal-no-repair": ("heal", ()),
+    "heal-no-diagnosis": ("heal", ("diagnose",)),
     "heal-debugger": ("heal", ("diagnose",)),
     "heal-debugger-json": ("heal", ("diagnose",)),
 }

@@ -108,6 +108,11 @@ class HealConfig(Record):
     """Most adversarial tests to keep."""
     max_critic_tests: int = Field(default=3, ge=0, le=30)
     """Most tests the critic may add."""
+    diagnosis: bool = True
+    """Ask the debugger for a structured diagnosis (root cause, category, strategy) before a
+    repair round. Off: the round patches the failing candidates from their failing tests
+    alone (self-debugging), with fresh rewrites beside them; failing model-written tests are
+    still judged against the spec oracle first."""
     debugger_steps: int = Field(default=0, ge=0, le=10)
     """Tool calls of the debugger's investigation before it diagnoses (think, call a tool,
     read what it shows): ``run_snippet``, ``inspect_function``, ``diff_candidates``,

@@ -225,6 +225,15 @@ def diagnose(state: HealState, ctx: Context) -> HealState:
             )
             if all_active_pass(state, rep):
                 return log.apply(state)
+    if not state.config.diagnosis:
+        info(
+            log,
+            ctx,
+            state,
+            NODE,
+            "no diagnosis asked (diagnosis=False): the repair round patches from the failing tests",
+        )
+        return log.apply(state)
     load_error = (
         "" if rep.load.ok else f"{rep.load.exc_type} at line {rep.load.line}: {rep.load.message}"
     )

@@ -252,7 +252,8 @@ def _trusted_passed(state: HealState, c: Candidate) -> int:
 def repair(state: HealState, ctx: Context) -> HealState:
     """A repair round: a targeted patch of the best failing candidate from the diagnosis, a
     patch of the next distinct one, fresh rewrites from the spec with the failures and
-    lessons; all at once. A low-confidence diagnosis routes to fresh samples only."""
+    lessons; all at once. A low-confidence diagnosis routes to fresh samples only; with no
+    diagnosis asked (``diagnosis=False``) the patches go from the failing tests alone."""
     cfg = state.config
     log = CallLog()
     current = state.current
@@ -266,7 +267,9 @@ def repair(state: HealState, ctx: Context) -> HealState:
     leaders = _failing_leaders(state, 2)
     base = _base_variables(state)
     requests: list[_Request] = []
-    if confident or cfg.candidates == 1:
+    # without a diagnosis asked (``diagnosis=False``) a patch is made from the failing tests
+    patching = confident or cfg.candidates == 1 or not cfg.diagnosis
+    if patching:
         for i, c in enumerate(leaders[: 1 if cfg.repair_width < 3 else 2]):
             d = diagnosis if c.id == current.candidate else None
             requests.append(
@@ -292,7 +295,7 @@ def repair(state: HealState, ctx: Context) -> HealState:
             "low-confidence diagnosis: fresh samples from the spec instead of a patch",
         )
     failures = _failures_of(state, leaders[0]) if leaders else []
-    origin: CandidateOrigin = "rewrite" if confident else "regenerate"
+    origin: CandidateOrigin = "rewrite" if confident or not cfg.diagnosis else "regenerate"
     while len(requests) < cfg.repair_width:
         requests.append(
             _Request(

@@ -358,3 +358,25 @@ def test_a_seed_gives_every_request_its_own_seed_and_a_repeated_run_the_same_one
     assert seeds(seed=7) == first, "the same seed asks with the same seeds"
     assert {seed for _, seed in seeds(seed=8)}.isdisjoint({seed for _, seed in first})
     assert {seed for _, seed in seeds()} == {None}, "no seed: the backend's choice"
+
+
+def test_without_a_diagnosis_the_repair_round_patches_from_the_failing_tests(
+    pool: KernelPool,
+) -> None:
+    """``diagnosis=False``: no debugger call (the script has none to give); the repair round
+    still patches the failing candidate, shown its failing example, beside a rewrite."""
+    result, mock = run(
+        {"generator": [s.BROKEN, s.BROKEN, s.GOOD, GOOD_DOC], "test_writer": [s.NO_TESTS]},
+        pool,
+        candidates=2,
+        diagnosis=False,
+    )
+    assert not mock.calls_for("debugger") and not result.diagnoses
+    assert result.status == "verified"
+    repairs = [c for c in result.candidates if c.round == 2]
+    assert [c.origin for c in repairs] == ["patch", "rewrite"]
+    patch_prompt = mock.calls_for("generator")[2].messages[-1].content
+    assert "Current code:" in patch_prompt and "clamp(5, 0, 3)" in patch_prompt
+    assert "Diagnosis:" not in patch_prompt
+    detail = [e.detail for e in result.timeline if e.node == "diagnose" and e.kind == "end"]
+    assert detail and "no diagnosis asked" in detail[0]
