@@ -38,6 +38,7 @@ MODES: Mapping[str, Mapping[str, object]] = {
     "heal-all-at-once": {"first_sample": 4},
     "heal-greedy-first": {"first_sample": 1},
     "heal-lean": {"first_sample": 1, "repair": False},
+    "heal-top-up-when-failing": {"top_up": "when_failing"},
     "heal-no-probes": {"probes": False, "spec_blind_tests": False},
     "heal-no-repair": {"repair": False},
     "heal-spec-tests": {"spec_blind_tests": True},
@@ -68,7 +69,9 @@ MODES: Mapping[str, Mapping[str, object]] = {
 the first request; ``heal-greedy-first`` the greedy answer alone first (samples only when it
 fails the examples or there are none: no confirming sample when it passes them); ``heal-lean``
 that and no repair round (the greedy answer, else a population of 4 chosen by agreement: the
-parts of heal that cost about what plain sampling costs); ``heal-no-probes`` no probe inputs and no spec-blind tests (candidates are
+parts of heal that cost about what plain sampling costs); ``heal-top-up-when-failing`` asks
+for the rest of the first round only when no candidate passes the examples (not to settle a
+disagreement with a passing greedy answer); ``heal-no-probes`` no probe inputs and no spec-blind tests (candidates are
 then chosen by the trusted tests alone, greedy first: sampling plus a filter by the spec's
 examples, plus repair); ``heal-no-repair`` the first round only; ``heal-critic`` /
 ``heal-adversarial`` turn on roles that are off by default; ``heal-spec-tests`` asks the
@@ -94,6 +97,7 @@ PAIRED: Mapping[str, tuple[str, tuple[str, ...]]] = {
     "heal-adversarial": ("heal", ()),
     "heal-lessons": ("heal", ()),
     "heal-no-repair": ("heal", ()),
+    "heal-top-up-when-failing": ("heal", ()),
     "heal-no-diagnosis": ("heal", ("diagnose",)),
     "heal-debugger": ("heal", ("diagnose",)),
     "heal-debugger-json": ("heal", ("diagnose",)),

@@ -46,6 +46,12 @@ class HealConfig(Record):
     """Spend where it pays: the first round asks for this many candidates first; when the greedy
     one passes every trusted test and they all agree on every probe, the round stops there,
     otherwise it tops up to ``candidates``. Set it to ``candidates`` to always ask for all."""
+    top_up: Literal["to_agree", "when_failing"] = "to_agree"
+    """When the first round asks for the rest of its ``candidates`` after the first
+    ``first_sample``: ``to_agree`` also when the greedy answer passes every trusted test but the
+    first answers disagree (or there is no trusted test), to find a majority that can verify it;
+    ``when_failing`` only when no candidate passes every trusted test, as plain sampling does
+    (faster; a passing greedy answer the first sample does not confirm is then unverified)."""
     sample_temperature: float = Field(default=0.8, ge=0.0, le=2.0)
     """Temperature of the sampled candidates and of fresh samples in repair rounds."""
     seed: int | None = Field(default=None, ge=0)

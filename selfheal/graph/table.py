@@ -105,7 +105,7 @@ def after_select(s: HealState) -> NodeName:
         if _can_top_up(s):
             return "generate"  # fresh samples before repairs: cheaper and more diverse
         return "diagnose" if can_repair(s) else "finish"
-    if _can_top_up(s) and not _settled_early(s):
+    if s.config.top_up == "to_agree" and _can_top_up(s) and not _settled_early(s):
         return "generate"
     if open_questions(s):  # a tie, or a critic's counterexample that separates the candidates
         return "consult"

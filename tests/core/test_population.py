@@ -380,3 +380,36 @@ def test_without_a_diagnosis_the_repair_round_patches_from_the_failing_tests(
     assert "Diagnosis:" not in patch_prompt
     detail = [e.detail for e in result.timeline if e.node == "diagnose" and e.kind == "end"]
     assert detail and "no diagnosis asked" in detail[0]
+
+
+def test_top_up_when_failing_settles_a_disagreement_without_more_samples(
+    pool: KernelPool,
+) -> None:
+    """``top_up="when_failing"``: the greedy answer passes the example, the sample disagrees on
+    the probes; no more samples are asked (plain sampling's rule), the oracle breaks the tie, and
+    one answer against one is not a majority."""
+    result, mock = run(
+        {
+            "generator": [s.BUGGY, s.GOOD],
+            "test_writer": [s.NO_TESTS],
+            "oracle": [s.oracle_from_truth] * 4,
+        },
+        pool,
+        top_up="when_failing",
+    )
+    assert len(mock.calls_for("generator")) == 2
+    assert "generate" not in nodes(result)[3:] and "consult" in nodes(result)
+    assert result.function(-5, 0, 3) == 0
+    assert result.status == "unverified" and result.evidence.clusters == (1, 1)
+
+
+def test_top_up_when_failing_still_tops_up_a_round_with_no_passing_candidate(
+    pool: KernelPool,
+) -> None:
+    result, mock = run(
+        {"generator": [s.BROKEN, s.BROKEN, s.GOOD, GOOD_DOC], "test_writer": [s.NO_TESTS]},
+        pool,
+        top_up="when_failing",
+    )
+    assert len(mock.calls_for("generator")) == 4
+    assert result.status == "verified" and nodes(result).count("generate") == 2
