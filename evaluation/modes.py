@@ -42,6 +42,7 @@ MODES: Mapping[str, Mapping[str, object]] = {
     "heal-no-probes": {"probes": False, "spec_blind_tests": False},
     "heal-no-repair": {"repair": False},
     "heal-spec-tests": {"spec_blind_tests": True},
+    "heal-spec-inputs": {"spec_blind_form": "inputs"},
     "heal-critic": {"critic": True},
     "heal-lessons": {"lessons": True},
     "heal-adversarial": {"adversarial_tests": True},
@@ -75,7 +76,8 @@ disagreement with a passing greedy answer); ``heal-no-probes`` no probe inputs a
 then chosen by the trusted tests alone, greedy first: sampling plus a filter by the spec's
 examples, plus repair); ``heal-no-repair`` the first round only; ``heal-critic`` /
 ``heal-adversarial`` turn on roles that are off by default; ``heal-spec-tests`` asks the
-spec-blind test writer on every task (the default asks it only when the spec has no example); each ``heal-no-*`` turns one
+spec-blind test writer on every task (the default asks it only when the spec has no example);
+``heal-spec-inputs`` has it propose inputs (calls alone, each a probe) instead of tests; each ``heal-no-*`` turns one
 component off; ``heal-debugger`` lets the debugger make up to three tool calls (run a snippet,
 inspect a function, diff two candidates, trace a failing test; through the provider's native
 tool calling where it has one) before it diagnoses, ``heal-debugger-json`` the same through

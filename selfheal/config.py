@@ -94,6 +94,12 @@ class HealConfig(Record):
     ``auto`` asks only when the spec gives no trusted test or too few probe inputs (fewer than
     4): with examples, mutations of them are the probes, and the test writer's longer reply
     would be the slowest request of the first round."""
+    spec_blind_form: Literal["tests", "inputs"] = "tests"
+    """What the spec-blind test writer writes: ``tests``, asserts with expected values
+    (untrusted claims; their calls become probe inputs too), or ``inputs``, calls alone, each a
+    probe input: no guessed value to dispute and a shorter reply (it is asked at the same time
+    as the first candidates, and the round waits for it). A spec whose function has no name
+    yet always gets ``tests`` (the test writer names it)."""
     adversarial_tests: bool = False
     """Ask the adversarial QA role for edge cases against the first candidate."""
     critic: bool = False

@@ -218,9 +218,12 @@ class ProbeInput(Record):
     """Stable id: ``p1``, ``p2``, ..."""
     call: str
     """The call expression, e.g. ``f([3, 1], 2)``."""
-    origin: Literal["example", "mutation", "signature", "model_test", "critic", "user"]
+    origin: Literal[
+        "example", "mutation", "signature", "model_test", "model_input", "critic", "user"
+    ]
     """Where the input came from: a spec example's call, a mutation of one, a value drawn
-    from the signature's type hints, the call inside a model-written test, or a critic's
+    from the signature's type hints, the call inside a model-written test, a call the test
+    writer proposed as an input (``spec_blind_form="inputs"``), or a critic's
     counterexample."""
     added_at: int = 0
     """Round at which it was added."""

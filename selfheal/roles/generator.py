@@ -20,7 +20,13 @@ from selfheal.llm.parsing import prose
 from selfheal.memory.recall import remembered_candidates
 from selfheal.roles._calls import CallLog, ask_for_code, concurrently, info, record_failure
 from selfheal.roles._source import entry_point_of, normalized, with_prelude
-from selfheal.roles.test_writer import spec_blind_tests, with_examples
+from selfheal.roles.test_writer import (
+    spec_blind_inputs,
+    spec_blind_tests,
+    wants_inputs,
+    with_examples,
+    with_inputs,
+)
 from selfheal.spec import find_examples
 from selfheal.state import Candidate, CandidateOrigin, Diagnosis, HealState, Proposal
 from selfheal.testsuite import failure_lines
@@ -161,17 +167,23 @@ def generate(state: HealState, ctx: Context) -> HealState:
     wanted = cfg.spec_blind_tests
     if wanted == "auto":
         wanted = not any(t.trusted for t in state.tests) or len(state.probes) < 4
+    inputs = wants_inputs(state)
     write_tests = (
         wanted
         and cfg.max_spec_tests > 0
         and not any(t.origin == "spec_blind" for t in state.tests)
+        and not any(p.origin == "model_input" for p in state.probes)
         and not first_round
     )
     jobs: list[Callable[[], Any]] = [
         lambda: _ask_round(state, ctx, log, "generate", requests, round=1)
     ]
     if write_tests:
-        jobs.append(lambda: spec_blind_tests(state, ctx, log))
+        jobs.append(
+            (lambda: spec_blind_inputs(state, ctx, log))
+            if inputs
+            else (lambda: spec_blind_tests(state, ctx, log))
+        )
     results = concurrently(ctx, "generator", jobs)
     if isinstance(results[0], BaseException):
         raise results[0]
@@ -190,6 +202,8 @@ def generate(state: HealState, ctx: Context) -> HealState:
             if not isinstance(tests, MalformedReply | ProviderError):
                 raise tests
             record_failure(log, ctx, state, "generate", "test_writer", tests)
+        elif inputs:
+            state = with_inputs(state, tests)
         else:
             state = state.model_copy(update={"tests": state.tests + tests})
     state = _name_the_function(state, candidates[0].code, ctx, log)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from selfheal.context import Context
-from selfheal.probes import merge_probes, planned_probes
+from selfheal.probes import calls_in_test, merge_probes, planned_probes
 from selfheal.roles._calls import CallLog, ask_for_tests, info
 from selfheal.spec import example_assert
 from selfheal.state import HealState, TestCase
@@ -70,6 +70,7 @@ def spec_blind_tests(state: HealState, ctx: Context, log: CallLog) -> tuple[Test
             "signature": spec.signature or "",
             "entry_point": spec.entry_point or "",
             "max_tests": cfg.max_spec_tests,
+            "inputs_only": False,
         },
     )
     signature, found = parse_test_block(code, spec.entry_point)
@@ -81,3 +82,48 @@ def spec_blind_tests(state: HealState, ctx: Context, log: CallLog) -> tuple[Test
     )
     info(log, ctx, state, "generate", f"{len(new)} spec-blind test(s) (untrusted)")
     return new
+
+
+def wants_inputs(state: HealState) -> bool:
+    """The test writer proposes inputs, not tests (``spec_blind_form="inputs"``, and the
+    function has a name to call)."""
+    return state.config.spec_blind_form == "inputs" and bool(state.spec.entry_point)
+
+
+def spec_blind_inputs(state: HealState, ctx: Context, log: CallLog) -> list[str]:
+    """Ask the test writer for calls that exercise the spec, from the spec alone (one lenient
+    call: a reply without usable calls adds none; provider errors propagate). Each call becomes
+    a probe input: candidates are compared on it, nothing is expected of it."""
+    cfg = state.config
+    spec = state.spec
+    code = ask_for_tests(
+        ctx,
+        state,
+        log,
+        node="generate",
+        role="test_writer",
+        prompt="test_writer",
+        variables={
+            "spec": spec.text,
+            "signature": spec.signature or "",
+            "entry_point": spec.entry_point or "",
+            "max_tests": cfg.max_spec_tests,
+            "inputs_only": True,
+        },
+        max_tokens=200,
+    )
+    calls = list(dict.fromkeys(calls_in_test(code, spec.entry_point)))[: cfg.max_spec_tests]
+    info(log, ctx, state, "generate", f"{len(calls)} spec-blind input(s) (probes)")
+    return calls
+
+
+def with_inputs(state: HealState, calls: list[str]) -> HealState:
+    """``state`` with the test writer's proposed calls as probe inputs (on top of the
+    mechanical ones' ``max_probes``)."""
+    probes = merge_probes(
+        state.probes,
+        [(c, "model_input") for c in calls],
+        limit=len(state.probes) + len(calls),
+        round=state.iteration,
+    )
+    return state.model_copy(update={"probes": probes})

@@ -413,3 +413,24 @@ def test_top_up_when_failing_still_tops_up_a_round_with_no_passing_candidate(
     )
     assert len(mock.calls_for("generator")) == 4
     assert result.status == "verified" and nodes(result).count("generate") == 2
+
+
+def test_the_test_writer_can_propose_inputs_instead_of_guessed_values(pool: KernelPool) -> None:
+    """``spec_blind_form="inputs"``: the reply is calls alone; each becomes a probe input the
+    candidates are compared on, and no model-written test (no guessed value) joins the run."""
+    inputs = s.block("clamp(2, 0, 3)\nclamp(-7, 0, 3)\nclamp(9, 0, 3)\nclamp(2, 0, 3)")
+    result, mock = run(
+        {"generator": [s.BUGGY, s.GOOD, GOOD_DOC, GOOD_SWAPPED], "test_writer": [inputs]},
+        pool,
+        spec=NO_EXAMPLE_SPEC,
+        spec_blind_form="inputs",
+    )
+    prompt = mock.calls_for("test_writer")[0].messages[-1].content
+    assert "No assert, no expected value" in prompt
+    assert not [t for t in result.tests if t.origin == "spec_blind"]
+    proposed = [p.call for p in result.state.probes if p.origin == "model_input"]
+    assert proposed == ["clamp(2, 0, 3)", "clamp(-7, 0, 3)", "clamp(9, 0, 3)"]
+    # clamp(-7, 0, 3) separates the buggy greedy answer from the three that agree
+    assert result.evidence.clusters == (3, 1)
+    assert result.function(-7, 0, 3) == 0
+    assert result.status == "unverified"  # no trusted test: agreement alone does not verify
