@@ -9,7 +9,9 @@ from there with the same provider and sandbox. Up to that point the two records 
 answer; after it, they differ only by what the switch does (and the samples it leads to). A task
 on which the switch never matters gets the base's result, marked ``diverged: false``.
 
-The record counts the shared part: ``wall_time`` is the base run's time up to the branch plus
+The base runs' logs are kept beside the results (``runs/<run id>.jsonl.xz``, ``archive_run``)
+so that ``--resume`` on another machine can still branch from them. The record counts the
+shared part: ``wall_time`` is the base run's time up to the branch plus
 the continuation's; calls and tokens likewise (``PairInfo``). The continuation does not erase
 the server's prompt cache first: a run that reached the branch on its own would have its own
 prompts cached, and the base's continuation may have left some of the same ones.
@@ -17,8 +19,10 @@ prompts cached, and the base's continuation may have left some of the same ones.
 
 from __future__ import annotations
 
+import lzma
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from evaluation.honesty import HonestyReport
 from evaluation.modes import PAIRED
@@ -30,18 +34,45 @@ from selfheal.graph.branch import branch_point
 from selfheal.graph.checkpoint import find_run, read_states
 from selfheal.state import HealState
 
-__all__ = ["base_history", "paired_record"]
+__all__ = ["archive_run", "base_history", "paired_record"]
 
 
-def base_history(record: TaskRecord, config: HealConfig) -> list[HealState] | None:
-    """The states of the run behind ``record`` (from its run log), or None when the log cannot
-    be found or read (another machine, a cleaned runs directory)."""
+def archive_run(record: TaskRecord, config: HealConfig, folder: Path) -> Path | None:
+    """Keep the run log behind a base mode's ``record`` in ``folder`` (beside the results),
+    xz-compressed (a run log of 800 KB keeps in about 10 KB), so that a paired mode resumed
+    later or on another machine can still branch from it. None when there is no log to keep."""
     if not record.run_id or record.error:
         return None
+    target = folder / f"{record.run_id}.jsonl.xz"
+    if target.exists():
+        return target
     try:
-        return read_states(find_run(record.run_id, config.runs_dir))
-    except (SelfHealError, OSError, ValueError):
+        data = find_run(record.run_id, config.runs_dir).read_bytes()
+    except (SelfHealError, OSError):
         return None
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".part")
+    partial.write_bytes(lzma.compress(data))
+    partial.replace(target)
+    return target
+
+
+def base_history(
+    record: TaskRecord, config: HealConfig, archive: Path | None = None
+) -> list[HealState] | None:
+    """The states of the run behind ``record``: from its run log in the runs directory, else
+    from its copy in ``archive`` (``archive_run``); None when neither can be read."""
+    if not record.run_id or record.error:
+        return None
+    places: list[Callable[[], Path]] = [lambda: find_run(record.run_id, config.runs_dir)]
+    if archive is not None:
+        places.append(lambda: archive / f"{record.run_id}.jsonl.xz")
+    for place in places:
+        try:
+            return read_states(place())
+        except (SelfHealError, OSError, ValueError):
+            continue
+    return None
 
 
 def _merge_honesty(a: HonestyReport | None, b: HonestyReport | None) -> HonestyReport | None:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from evaluation.errors import ResultsFileError
 from evaluation.honesty import check_calls
 from evaluation.modes import PAIRED, config_for, split_mode
-from evaluation.paired import base_history, paired_record
+from evaluation.paired import archive_run, base_history, paired_record
 from evaluation.recording import RecordingProvider
 from evaluation.records import AttemptRecord, TaskRecord, TestRecord
 from evaluation.results_file import ResultsFile
@@ -394,6 +394,9 @@ class BenchmarkRunner:
         self._shared_executor: Executor | None = None
         self.paired = paired
         """Modes in ``PAIRED`` continue their base mode's run of the task (``--paired``)."""
+        self.archive = results.path.parent / "runs"
+        """Where the base runs' logs are kept for the paired modes (``archive_run``)."""
+        self._bases = {PAIRED[m][0] for m in self.modes if m in PAIRED} if paired else set()
 
     @property
     def provider(self) -> Provider | None:
@@ -455,9 +458,11 @@ class BenchmarkRunner:
         missing."""
         base_mode = PAIRED[mode][0]
         base = self.results.latest().get((task.id, base_mode))
-        history = None if base is None else base_history(base, self.configs[base_mode])
+        config = self.configs[base_mode]
+        history = None if base is None else base_history(base, config, self.archive)
         if base is None or history is None:
             return self.run_one(task, mode, cold=True)
+        archive_run(base, config, self.archive)  # a base recorded before it was kept
         provider = self.provider_factory() if self.provider_factory else self.provider
         assert provider is not None
 
@@ -519,6 +524,8 @@ class BenchmarkRunner:
 
         def finished(record: TaskRecord, bar: Any) -> None:
             self.results.append(record)
+            if record.mode in self._bases:
+                archive_run(record, self.configs[record.mode], self.archive)
             new.append(record)
             counts[record.mode][0] += record.passed
             counts[record.mode][1] += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import lzma
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 
 import scripts as s
 from selfheal import HealRequest, Run
+from selfheal.errors import ConfigError
 from selfheal.graph.checkpoint import list_runs, read_states
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider
@@ -219,3 +221,18 @@ def test_a_run_given_a_provider_object_must_be_given_it_again(
     assert done.state.config.model is None  # the object is not saved in the log
     with pytest.raises(ConfigError, match="provider object"):
         Run.load(done.run_id, executor=pool)
+
+
+def test_an_xz_compressed_log_reads_like_the_plain_one(pool: KernelPool, tmp_path: Path) -> None:
+    run = Run.start(
+        HealRequest(s.SPEC, provider=MockProvider(SCRIPT), config=s.chain(), executor=pool)
+    )
+    run.run()
+    assert run.path is not None
+    packed = tmp_path / f"{run.path.stem}.jsonl.xz"
+    packed.write_bytes(lzma.compress(run.path.read_bytes()))
+    assert read_states(packed) == read_states(run.path)
+    broken = tmp_path / "broken.jsonl.xz"
+    broken.write_bytes(b"not xz at all")
+    with pytest.raises(ConfigError, match="not a readable xz archive"):
+        read_states(broken)

@@ -485,7 +485,7 @@ def test_a_paired_mode_without_its_base_run_log_runs_on_its_own(
     tasks = builtin_tasks[:1]
     results = ResultsFile(tmp_path / "r.jsonl")
     first = _runner(tasks, ["heal"], results.path, pool, CountingHeal())
-    first.run()
+    first.run()  # not paired: its run logs are not kept beside the results
     for log in runs.glob("*.jsonl"):
         log.unlink()  # e.g. the results were copied from another machine
     heal = CountingHeal()
@@ -502,3 +502,26 @@ def test_a_paired_mode_without_its_base_run_log_runs_on_its_own(
     second.close = lambda: None  # type: ignore[method-assign]
     (record,) = second.run(resume=True)
     assert record.mode == "heal-critic" and record.paired is None and len(heal.calls) == 1
+
+
+def test_the_base_runs_are_kept_beside_the_results_for_a_later_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A paired run keeps its base runs' logs, compressed, in OUT/runs: resumed on a machine
+    whose runs directory is empty, a paired mode still continues heal's run."""
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("SELFHEAL_RUNS_DIR", str(runs))
+    out = tmp_path / "out"
+    args = ["--suite", "demo", "--model", "mock", "--out", str(out), "--no-progress", "--paired"]
+    assert main([*args, "--modes", "heal"]) == 0  # not paired yet: nothing kept
+    assert not (out / "runs").exists()
+    assert main([*args, "--modes", "heal,heal-critic", "--resume"]) == 0
+    (heal,) = [r for r in ResultsFile(out / "results.jsonl").read() if r.mode == "heal"]
+    kept = out / "runs" / f"{heal.run_id}.jsonl.xz"
+    assert kept.is_file() and kept.stat().st_size < (runs / f"{heal.run_id}.jsonl").stat().st_size
+    for log in runs.glob("*.jsonl"):
+        log.unlink()  # another machine
+    assert main([*args, "--modes", "heal,heal-critic,heal-lessons", "--resume"]) == 0
+    lessons = [r for r in ResultsFile(out / "results.jsonl").read() if r.mode == "heal-lessons"]
+    assert lessons[0].paired is not None and lessons[0].paired.base_run_id == heal.run_id
+    assert lessons[0].paired.diverged and lessons[0].paired.at_node == "lessons"
