@@ -26,15 +26,17 @@ from pathlib import Path
 
 from evaluation.honesty import HonestyReport
 from evaluation.modes import PAIRED
+from evaluation.recording import RecordedCall
 from evaluation.records import PairInfo, TaskRecord
 from evaluation.suites import Task
 from selfheal.config import HealConfig
 from selfheal.errors import SelfHealError
 from selfheal.graph.branch import branch_point
 from selfheal.graph.checkpoint import find_run, read_states
+from selfheal.llm.base import Completion
 from selfheal.state import HealState
 
-__all__ = ["archive_run", "base_history", "paired_record"]
+__all__ = ["archive_run", "base_history", "paired_record", "shared_calls"]
 
 
 def archive_run(record: TaskRecord, config: HealConfig, folder: Path) -> Path | None:
@@ -75,6 +77,17 @@ def base_history(
     return None
 
 
+def shared_calls(start: HealState) -> list[RecordedCall]:
+    """The base run's model calls before the branch, as its timeline kept them (the messages
+    sent and the reply), so that the continuation's honesty check knows what the model itself
+    wrote before: an assertion it wrote then and sees again is an echo, not a leak."""
+    return [
+        RecordedCall(messages=e.messages, completion=Completion(text=e.reply))
+        for e in start.events
+        if e.kind == "llm"
+    ]
+
+
 def _merge_honesty(a: HonestyReport | None, b: HonestyReport | None) -> HonestyReport | None:
     if a is None or b is None:
         return a or b
@@ -96,7 +109,8 @@ def paired_record(
     run_from: Callable[[HealState], TaskRecord],
 ) -> TaskRecord:
     """The record of ``mode`` on ``task`` as a branch of ``base`` (whose run's states are
-    ``history``): ``run_from(state)`` runs and scores the continuation. ``config`` is the
+    ``history``): ``run_from(state)`` runs and scores the continuation (its honesty check
+    over ``shared_calls(state)`` and its own calls). ``config`` is the
     mode's own (its seed is the base run's, so the continuation samples like a fresh run of
     the mode would)."""
     base_mode, reads = PAIRED[mode]
@@ -131,7 +145,11 @@ def paired_record(
             "completion_tokens": record.completion_tokens + usage.completion_tokens,
             "cached_tokens": record.cached_tokens + usage.cached_tokens,
             "wall_time": record.wall_time + shared_seconds,
-            "honesty": _merge_honesty(base.honesty, record.honesty),
+            # the continuation's check ran over the shared calls too (``shared_calls``); a
+            # base run that kept no transcripts is vouched for by its own record's check
+            "honesty": record.honesty
+            if start.config.transcripts
+            else _merge_honesty(base.honesty, record.honesty),
             "paired": info,
         }
     )

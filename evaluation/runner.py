@@ -15,8 +15,8 @@ from typing import Any, Protocol
 from evaluation.errors import ResultsFileError
 from evaluation.honesty import check_calls
 from evaluation.modes import PAIRED, config_for, split_mode
-from evaluation.paired import archive_run, base_history, paired_record
-from evaluation.recording import RecordingProvider
+from evaluation.paired import archive_run, base_history, paired_record, shared_calls
+from evaluation.recording import RecordedCall, RecordingProvider
 from evaluation.records import AttemptRecord, TaskRecord, TestRecord
 from evaluation.results_file import ResultsFile
 from evaluation.scoring import DEFAULT_LIMITS, ReferenceVerdict, score
@@ -111,11 +111,13 @@ def run_pair(
     score_limits: Limits = DEFAULT_LIMITS,
     clock: Callable[[], float] = time.monotonic,
     start: HealState | None = None,
+    prior_calls: Sequence[RecordedCall] = (),
 ) -> TaskRecord:
     """Run the agent on ``task`` in ``mode``, then score it with the sandbox ``executor()``
     gives. Never raises for a bad candidate or a failing agent: both end as a failing
     record. ``start``: go on from this state of an earlier run instead of starting afresh
-    (``evaluation.paired``; ``config`` must be the state's)."""
+    (``evaluation.paired``; ``config`` must be the state's), whose model calls so far are
+    ``prior_calls`` (the honesty check reads them first)."""
     if start is not None:
         config = start.config
     elif config.seed is None:
@@ -140,6 +142,7 @@ def run_pair(
             recorder=recorder,
             wall=clock() - started,
             error=f"{type(exc).__name__}: {exc}",
+            prior_calls=prior_calls,
         )
     wall = clock() - started
     return _record(
@@ -152,6 +155,7 @@ def run_pair(
         executor=executor,
         score_limits=score_limits,
         clock=clock,
+        prior_calls=prior_calls,
     )
 
 
@@ -167,6 +171,7 @@ def _record(
     executor: Callable[[], Executor] | None = None,
     score_limits: Limits = DEFAULT_LIMITS,
     clock: Callable[[], float] = time.monotonic,
+    prior_calls: Sequence[RecordedCall] = (),
 ) -> TaskRecord:
     calls = recorder.calls
     completions = [c.completion for c in calls if c.completion is not None]
@@ -181,7 +186,7 @@ def _record(
         "completion_tokens": sum(c.completion_tokens for c in completions),
         "cached_tokens": sum(c.cached_tokens for c in completions),
         "wall_time": wall,
-        "honesty": check_calls(task, calls),
+        "honesty": check_calls(task, [*prior_calls, *calls]),
         "config": config.model_dump(mode="json"),
     }
     if result is None:
@@ -477,6 +482,7 @@ class BenchmarkRunner:
                 score_limits=self._score_limits,
                 clock=self._clock,
                 start=state,
+                prior_calls=shared_calls(state),
             )
 
         return paired_record(

@@ -167,3 +167,33 @@ def test_every_mode_builds_a_config() -> None:
 
 
 def _unused(_: Sequence[object]) -> None: ...
+
+
+def test_a_paired_continuation_knows_what_the_model_wrote_before_the_branch(
+    builtin_tasks: list[Task], pool: KernelPool, tmp_path: Any, monkeypatch: Any
+) -> None:
+    """heal's test writer guesses a reference assertion (before the branch); the critic of the
+    paired heal-critic is shown it again (after the branch): an echo, as in one run, not a
+    leak."""
+    monkeypatch.setenv("SELFHEAL_RUNS_DIR", str(tmp_path / "runs"))
+    task = builtin_tasks[0]
+    guess = f"assert {secret_assertions(task)[0]}"
+    runner = BenchmarkRunner(
+        tasks=[task],
+        modes=["heal", "heal-critic"],
+        provider=oracle_provider([task], tests={task.id: guess}),
+        results=ResultsFile(tmp_path / "r.jsonl"),
+        executor_factory=lambda: pool,
+        progress=False,
+        paired=True,
+    )
+    runner.close = lambda: None  # type: ignore[method-assign]  # the pool is shared
+    heal, critic = runner.run()
+    assert critic.paired is not None and critic.paired.at_node == "critic"
+    shown = [e for e in critic.timeline if e["node"] == "critic" and e["kind"] == "llm"]
+    assert (
+        guess.removeprefix("assert ").split("==")[0].strip() in shown[0]["messages"][-1]["content"]
+    )
+    assert critic.honesty is not None and critic.honesty.leaks == ()
+    assert len(critic.honesty.echoes) == 1
+    assert critic.honesty.messages_checked > heal.honesty.messages_checked  # the shared part too
