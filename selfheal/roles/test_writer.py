@@ -53,12 +53,10 @@ def plan_tests(state: HealState, ctx: Context) -> HealState:
     return log.apply(state)
 
 
-def spec_blind_tests(state: HealState, ctx: Context, log: CallLog) -> tuple[TestCase, ...]:
-    """Ask the test writer for tests from the spec alone (one lenient call: a reply without
-    usable tests adds none; provider errors propagate). Untrusted; their calls become probes."""
-    cfg = state.config
+def _ask_spec_blind(state: HealState, ctx: Context, log: CallLog, *, inputs_only: bool) -> str:
+    """The test writer's reply (a code block), from the spec alone: one lenient call."""
     spec = state.spec
-    code = ask_for_tests(
+    return ask_for_tests(
         ctx,
         state,
         log,
@@ -69,10 +67,19 @@ def spec_blind_tests(state: HealState, ctx: Context, log: CallLog) -> tuple[Test
             "spec": spec.text,
             "signature": spec.signature or "",
             "entry_point": spec.entry_point or "",
-            "max_tests": cfg.max_spec_tests,
-            "inputs_only": False,
+            "max_tests": state.config.max_spec_tests,
+            "inputs_only": inputs_only,
         },
+        max_tokens=200 if inputs_only else 400,  # calls alone are short
     )
+
+
+def spec_blind_tests(state: HealState, ctx: Context, log: CallLog) -> tuple[TestCase, ...]:
+    """Ask the test writer for tests from the spec alone (one lenient call: a reply without
+    usable tests adds none; provider errors propagate). Untrusted; their calls become probes."""
+    cfg = state.config
+    spec = state.spec
+    code = _ask_spec_blind(state, ctx, log, inputs_only=False)
     signature, found = parse_test_block(code, spec.entry_point)
     if spec.entry_point is None:
         name = re.match(r"def\s+(\w+)", signature or "")
@@ -94,25 +101,9 @@ def spec_blind_inputs(state: HealState, ctx: Context, log: CallLog) -> list[str]
     """Ask the test writer for calls that exercise the spec, from the spec alone (one lenient
     call: a reply without usable calls adds none; provider errors propagate). Each call becomes
     a probe input: candidates are compared on it, nothing is expected of it."""
-    cfg = state.config
-    spec = state.spec
-    code = ask_for_tests(
-        ctx,
-        state,
-        log,
-        node="generate",
-        role="test_writer",
-        prompt="test_writer",
-        variables={
-            "spec": spec.text,
-            "signature": spec.signature or "",
-            "entry_point": spec.entry_point or "",
-            "max_tests": cfg.max_spec_tests,
-            "inputs_only": True,
-        },
-        max_tokens=200,
-    )
-    calls = list(dict.fromkeys(calls_in_test(code, spec.entry_point)))[: cfg.max_spec_tests]
+    code = _ask_spec_blind(state, ctx, log, inputs_only=True)
+    found = calls_in_test(code, state.spec.entry_point)
+    calls = list(dict.fromkeys(found))[: state.config.max_spec_tests]
     info(log, ctx, state, "generate", f"{len(calls)} spec-blind input(s) (probes)")
     return calls
 
