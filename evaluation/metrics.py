@@ -175,15 +175,11 @@ def paired_use(records: Iterable[TaskRecord], mode: str) -> PairedUse | None:
         at_nodes=nodes,
         passed=sum(m.passed for m, _ in diverged),
         base_passed=sum(b.passed for _, b in diverged),
-        extra_seconds=_rate_f(sum(m.wall_time - b.wall_time for m, b in diverged), len(diverged)),
+        extra_seconds=_rate(sum(m.wall_time - b.wall_time for m, b in diverged), len(diverged)),
     )
 
 
-def _rate_f(total: float, n: int) -> float:
-    return total / n if n else 0.0
-
-
-def _rate(part: int, whole: int) -> float:
+def _rate(part: float, whole: int) -> float:
     return part / whole if whole else 0.0
 
 
