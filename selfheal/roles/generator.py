@@ -15,6 +15,7 @@ from typing import Any
 from selfheal.context import Context
 from selfheal.diffs import unified_diff
 from selfheal.errors import MalformedReply, ProviderError
+from selfheal.examples import find_examples
 from selfheal.llm.base import Message
 from selfheal.llm.parsing import prose
 from selfheal.memory.recall import remembered_candidates
@@ -27,7 +28,6 @@ from selfheal.roles.test_writer import (
     with_examples,
     with_inputs,
 )
-from selfheal.spec import find_examples
 from selfheal.state import Candidate, CandidateOrigin, Diagnosis, HealState, Proposal
 from selfheal.testsuite import failure_lines
 

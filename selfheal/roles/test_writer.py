@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 
 from selfheal.context import Context
+from selfheal.examples import example_assert
 from selfheal.probes import calls_in_test, merge_probes, planned_probes
 from selfheal.roles._calls import CallLog, ask_for_tests, info
-from selfheal.spec import example_assert
 from selfheal.state import HealState, TestCase
 from selfheal.testsuite import add_tests, parse_test_block
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from selfheal.errors import ConfigError
-from selfheal.spec import example_assert, parse_spec
+from selfheal.examples import example_assert
+from selfheal.spec import parse_spec
 
 
 def test_plain_language_spec_with_inline_examples() -> None:
@@ -90,5 +91,5 @@ def test_humaneval_examples_match_the_canonical_solutions() -> None:
                 exec(example_assert(ex), dict(ns))
             except AssertionError:
                 wrong.append(p["task_id"])
-    assert total > 350
+    assert total > 430  # 440 at the time of writing, every form of selfheal.examples
     assert sorted(set(wrong)) == ["HumanEval/116", "HumanEval/148", "HumanEval/47"]
