@@ -237,7 +237,8 @@ def _parameters(text: str, name: str) -> list[str] | None:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     fn = tree.body[0]
-    assert isinstance(fn, ast.FunctionDef)
+    if not isinstance(fn, ast.FunctionDef):
+        return None
     names = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
     return names or None
 
@@ -266,25 +267,34 @@ def _call_from_inputs(name: str, params: Sequence[str], inputs: str) -> str | No
     return f"{name}({', '.join(args)})"
 
 
+def _for_example(line: str, name: str, params: Sequence[str]) -> Example | None:
+    """The example of a ``For a = 1, b = 2 the output should be 3`` line, or None. The inputs
+    follow one of the line's "for"s ("For example, for n = 5 the output should be 120") and are
+    the longest run of its comma-separated parts that reads as them ("For N = 1000, the sum
+    of digits will be 1 the output should be ...")."""
+    for start in re.finditer(r"\bfor\b", line, re.IGNORECASE):
+        m = _FOR_RE.match(line, start.start())
+        if m is None:
+            continue
+        args = m.group("args")
+        cuts = [len(args), *(j for j in range(len(args) - 1, 0, -1) if args[j] == ",")]
+        for j in cuts:
+            call = _call_from_inputs(name, params, args[:j])
+            if call is not None:
+                exp = _value(m.group("value"))
+                return None if exp is None else Example(call=call, expected=exp)
+    return None
+
+
 def _named_examples(text: str, name: str, params: Sequence[str]) -> list[Example]:
     """``For a = 1, b = 2 the output should be 3`` lines, and ``Input: ...`` lines followed by
     an ``Output: ...`` line."""
     out: list[Example] = []
     lines = text.splitlines()
     for i, line in enumerate(lines):
-        m = _FOR_RE.search(line)
-        if m:
-            args = m.group("args")
-            # "For N = 1000, the sum of digits will be 1 the output should be ...": the inputs
-            # are the longest run of comma-separated parts that reads as them
-            cuts = [len(args), *(j for j in range(len(args) - 1, 0, -1) if args[j] == ",")]
-            call = next(
-                (c for c in (_call_from_inputs(name, params, args[:j]) for j in cuts) if c),
-                None,
-            )
-            exp = _value(m.group("value")) if call else None
-            if call and exp is not None:
-                out.append(Example(call=call, expected=exp))
+        named = _for_example(line, name, params)
+        if named is not None:
+            out.append(named)
             continue
         m = _INPUT_RE.match(line)
         if m:

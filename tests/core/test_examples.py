@@ -34,6 +34,14 @@ def test_named_inputs_followed_by_prose() -> None:
     assert _pairs(spec) == [("solve(1000)", '"1"')]
 
 
+def test_named_inputs_after_for_example() -> None:
+    spec = (
+        "def fact(n):\n    '''n!. For example, for n = 5 the output should be 120.\n"
+        "    For each n = 0 the result should be 1\n    '''\n"
+    )
+    assert _pairs(spec) == [("fact(5)", "120")]
+
+
 def test_input_output_blocks() -> None:
     spec = (
         "def maximum(arr, k):\n    '''The k largest, sorted.\n"
