@@ -94,23 +94,22 @@ empty (``memory.sqlite3`` beside the results): their records are ``heal-memory:1
 pass, which remembers as it goes) and ``heal-memory:2`` (the suite again, recalling what the
 first pass learnt). The report pairs the second pass with the first."""
 
-PAIRED: Mapping[str, tuple[str, tuple[str, ...]]] = {
-    "heal-critic": ("heal", ()),
-    "heal-adversarial": ("heal", ()),
-    "heal-lessons": ("heal", ()),
-    "heal-no-repair": ("heal", ()),
-    "heal-top-up-when-failing": ("heal", ()),
-    "heal-no-diagnosis": ("heal", ("diagnose",)),
-    "heal-debugger": ("heal", ("diagnose",)),
-    "heal-debugger-json": ("heal", ("diagnose",)),
+PAIRED: Mapping[str, str] = {
+    "heal-critic": "heal",
+    "heal-adversarial": "heal",
+    "heal-lessons": "heal",
+    "heal-no-repair": "heal",
+    "heal-top-up-when-failing": "heal",
+    "heal-no-diagnosis": "heal",
+    "heal-debugger": "heal",
+    "heal-debugger-json": "heal",
 }
-"""With ``--paired``: mode -> (its base mode, the nodes that read its switches while they run).
-Such a mode differs from its base only in switches read by routes (the critic, the adversary,
-the lessons, the repair round) or by the nodes named, so instead of a run of its own it
-continues the base mode's run of the same task from the first state where its config would
-have gone another way (``selfheal.graph.branch``): the same first round, the same answers up to
-there, so the pair differs by what the switch does and not by the luck of its samples
-(``evaluation.paired``)."""
+"""With ``--paired``: mode -> its base mode. Such a mode differs from its base only in switches
+read by routes (the critic, the adversary, the lessons, the repair round) or by a few nodes
+(``selfheal.graph.branch.READ_BY``), so instead of a run of its own it continues the base
+mode's run of the same task from the first state where its config would have gone another way
+(``selfheal.graph.branch``): the same first round, the same answers up to there, so the pair
+differs by what the switch does and not by the luck of its samples (``evaluation.paired``)."""
 
 DEFAULT_MODES: tuple[str, ...] = ("single_shot", "heal")
 """Modes run when ``--modes`` is not given."""

@@ -113,9 +113,9 @@ def paired_record(
     over ``shared_calls(state)`` and its own calls). ``config`` is the
     mode's own (its seed is the base run's, so the continuation samples like a fresh run of
     the mode would)."""
-    base_mode, reads = PAIRED[mode]
+    base_mode = PAIRED[mode]
     config = config.model_copy(update={"seed": history[0].config.seed})
-    start = branch_point(history, config, reads=reads)
+    start = branch_point(history, config)
     if start is None:
         info = PairInfo(base=base_mode, base_run_id=base.run_id, diverged=False)
         return base.model_copy(

@@ -401,7 +401,7 @@ class BenchmarkRunner:
         """Modes in ``PAIRED`` continue their base mode's run of the task (``--paired``)."""
         self.archive = results.path.parent / "runs"
         """Where the base runs' logs are kept for the paired modes (``archive_run``)."""
-        self._bases = {PAIRED[m][0] for m in self.modes if m in PAIRED} if paired else set()
+        self._bases = {PAIRED[m] for m in self.modes if m in PAIRED} if paired else set()
 
     @property
     def provider(self) -> Provider | None:
@@ -461,7 +461,7 @@ class BenchmarkRunner:
         """``mode`` on ``task`` as a branch of its base mode's run of the task
         (``evaluation.paired``); a run of its own, unpaired, when that run or its log is
         missing."""
-        base_mode = PAIRED[mode][0]
+        base_mode = PAIRED[mode]
         base = self.results.latest().get((task.id, base_mode))
         config = self.configs[base_mode]
         history = None if base is None else base_history(base, config, self.archive)
@@ -620,7 +620,7 @@ def _check_paired(modes: list[str], *, workers: int, engine: Engine | None) -> N
         )
     for mode in modes:
         if mode in PAIRED:
-            base = PAIRED[mode][0]
+            base = PAIRED[mode]
             if base not in modes or modes.index(base) > modes.index(mode):
                 raise ConfigError(
                     f"--paired: {mode} continues {base}'s runs; put {base} before it in --modes."

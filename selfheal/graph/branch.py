@@ -11,25 +11,94 @@ A switch matters at the first state where
 * a route, asked again with the new config, answers another node (``critic=True`` turns
   ``select``'s answer from ``finish`` to ``critic``; ``adversarial_tests``, ``lessons``,
   ``max_iterations`` and ``candidates`` act through routes too);
-* the next node is one that reads the switch while it runs (``reads``: the debugger's
-  ``debugger_steps`` is read by ``diagnose``), which the caller names; or
+* the next node is one that reads the switch while it runs (``READ_BY``: the debugger's
+  ``debugger_steps`` is read by ``diagnose``); or
 * the new config's token or time budget is already spent where the old one's was not.
 
 Routes only read the state, so re-asking them is exact; a node's own reading of the config is
-not visible from outside, hence ``reads``.
+not visible from outside, hence ``READ_BY``, which names for every setting the nodes whose
+work it can change (a test keeps it complete).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from itertools import pairwise
+from typing import Literal
 
 from selfheal.config import HealConfig
 from selfheal.graph.runner import over_budget
 from selfheal.graph.table import GRAPH, after_decision
 from selfheal.state import ForkInfo, HealState, NodeName, new_run_id
 
-__all__ = ["branch_point", "config_changes"]
+__all__ = ["READ_BY", "branch_point", "config_changes", "reading_nodes"]
+
+EVERY: Literal["*"] = "*"
+"""In ``READ_BY``: every node (the model, its limits, the sandbox's limits, the selection)."""
+
+READ_BY: Mapping[str, tuple[NodeName | Literal["*"], ...]] = {
+    # routes alone read these (re-asked by branch_point), or nothing during a run does
+    "max_iterations": (),
+    "top_up": (),
+    "adversarial_tests": (),
+    "critic": (),
+    "critic_rounds": (),
+    "repair": (),
+    "token_budget": (),  # the budgets are checked by branch_point itself
+    "time_budget": (),
+    "runs_dir": (),  # where checkpoints go
+    "max_spec_chars": (),  # checked before the run
+    # generate and repair show the lessons the lessons node wrote, which a route reaches first
+    "lessons": (),
+    # nodes read these while they run
+    "candidates": ("generate", "repair"),
+    "first_sample": ("generate",),
+    "sample_temperature": ("generate", "repair"),
+    "seed": ("generate", "repair"),
+    "repair_width": ("repair",),
+    "probes": ("plan_tests", "execute"),
+    "max_probes": ("plan_tests", "execute"),
+    "oracle_calls": ("consult", "diagnose"),
+    "autonomy": ("gate",),
+    "example_tests": ("plan_tests", "generate"),
+    "spec_blind_tests": ("generate",),
+    "spec_blind_form": ("generate",),
+    "run_tests": ("plan_tests",),
+    "max_spec_tests": ("generate",),
+    "max_adversarial_tests": ("adversarial",),
+    "max_critic_tests": ("critic",),
+    "diagnosis": ("diagnose", "repair"),
+    "debugger_steps": ("diagnose",),
+    "debugger_tool_calls": ("diagnose",),
+    "memory": ("recall", "finish"),
+    "memory_path": ("recall", "finish"),
+    # every node: the selection rule, the model and its limits, the sandbox's limits
+    "agreement": (EVERY,),
+    "on_headless": (EVERY,),
+    "temperature": (EVERY,),
+    "max_tokens": (EVERY,),
+    "model": (EVERY,),
+    "models": (EVERY,),
+    "test_timeout": (EVERY,),
+    "run_timeout": (EVERY,),
+    "memory_mb": (EVERY,),
+    "transcripts": (EVERY,),
+}
+"""For each ``HealConfig`` setting, the nodes whose work it can change while they run (beyond
+the routes, which ``branch_point`` asks again): a run with the setting changed parts from a
+recorded one no later than the first of these nodes."""
+
+
+def reading_nodes(changes: Collection[str]) -> frozenset[str] | None:
+    """The nodes that read any of ``changes`` (``config.NAME``, as ``config_changes`` gives
+    them) while they run; None when every node does."""
+    nodes: set[str] = set()
+    for change in changes:
+        read = READ_BY[change.removeprefix("config.")]
+        if EVERY in read:
+            return None
+        nodes.update(read)
+    return frozenset(nodes)
 
 
 def config_changes(old: HealConfig, new: HealConfig) -> tuple[str, ...]:
@@ -54,16 +123,15 @@ def _diverges(
     return None
 
 
-def branch_point(
-    history: Sequence[HealState], config: HealConfig, *, reads: Collection[str] = ()
-) -> HealState | None:
+def branch_point(history: Sequence[HealState], config: HealConfig) -> HealState | None:
     """The state a run with ``config`` continues from: the first state of ``history`` (a run,
     oldest first) from which it would have gone another way, with ``config`` and the node it
     goes to next, a new run id and the run as its parent. None when it would have done exactly
     what the run did (no state parts)."""
     if not history:
         return None
-    changes = config_changes(history[0].config, config) or ("config",)
+    changes = config_changes(history[0].config, config)
+    read = reading_nodes(changes)
 
     def fork_at(s: HealState, nxt: NodeName) -> HealState:
         return s.model_copy(
@@ -71,18 +139,21 @@ def branch_point(
                 "config": config,
                 "next": nxt,
                 "run_id": new_run_id(),
-                "parent": ForkInfo(run_id=s.run_id, at_iteration=s.iteration, changes=changes),
+                "parent": ForkInfo(
+                    run_id=s.run_id, at_iteration=s.iteration, changes=changes or ("config",)
+                ),
             }
         )
 
     first = history[0]
-    if first.next in reads or over_budget(first.model_copy(update={"config": config})):
+    spent = over_budget(first.model_copy(update={"config": config}))
+    if read is None or first.next in read or spent:
         return fork_at(first, first.next)
     for prev, s in pairwise(history):
         if s.finished or prev.next == "done":
             break
         alt = s.model_copy(update={"config": config})
-        nxt = _diverges(prev, s, alt, reads)
+        nxt = _diverges(prev, s, alt, read)
         if nxt is not None:
             return fork_at(s, nxt)
     return None

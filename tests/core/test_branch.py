@@ -7,9 +7,11 @@ from pathlib import Path
 
 import scripts as s
 from selfheal import Run, heal
-from selfheal.graph.branch import branch_point, config_changes
+from selfheal.config import HealConfig
+from selfheal.graph.branch import READ_BY, branch_point, config_changes, reading_nodes
 from selfheal.graph.build import make_context
 from selfheal.graph.checkpoint import read_states
+from selfheal.graph.table import GRAPH
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider
 from selfheal.result import HealResult
@@ -70,15 +72,32 @@ def test_lessons_branch_after_the_diagnosis_and_reach_the_repair(pool: KernelPoo
     assert nodes(result).count("diagnose") == 1  # the diagnosis was not asked again
 
 
-def test_a_switch_read_inside_a_node_needs_the_node_named(pool: KernelPool) -> None:
-    """``debugger_steps`` changes what ``diagnose`` does, not where a route goes: invisible
-    unless the caller says which node reads it."""
+def test_a_switch_read_inside_a_node_branches_where_that_node_runs(pool: KernelPool) -> None:
+    """``debugger_steps`` changes what ``diagnose`` does, not where a route goes: READ_BY
+    names the node, so the branch starts right before the diagnosis."""
     _, history = base_run(pool)
-    cfg = s.chain(**{**BASE, "debugger_steps": 2})
-    assert branch_point(history, cfg) is None
-    start = branch_point(history, cfg, reads=("diagnose",))
+    start = branch_point(history, s.chain(**{**BASE, "debugger_steps": 2}))
     assert start is not None and start.next == "diagnose" and start.config.debugger_steps == 2
     assert not start.diagnoses and len(start.attempts) == 1
+
+
+def test_a_switch_every_node_reads_branches_at_the_start(pool: KernelPool) -> None:
+    """Another model or another sandbox limit changes everything: nothing is shared."""
+    _, history = base_run(pool)
+    for change in ({"model": "other-model"}, {"test_timeout": 3.0}):
+        start = branch_point(history, s.chain(**{**BASE, **change}))
+        assert start is not None and start.next == history[0].next
+        assert not start.candidates and start.usage.calls == 0
+
+
+def test_read_by_names_every_setting_and_only_real_nodes() -> None:
+    assert set(READ_BY) == set(HealConfig.model_fields)
+    graph_nodes = set(GRAPH)
+    for setting, nodes in READ_BY.items():
+        assert set(nodes) <= graph_nodes | {"*"}, setting
+    assert reading_nodes(("config.critic", "config.top_up")) == frozenset()
+    assert reading_nodes(("config.diagnosis", "config.debugger_steps")) == {"diagnose", "repair"}
+    assert reading_nodes(("config.critic", "config.model")) is None
 
 
 def test_a_smaller_iteration_budget_branches_at_the_first_selection(pool: KernelPool) -> None:
