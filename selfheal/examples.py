@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from selfheal.state import Example
 
-__all__ = ["example_assert", "find_examples"]
+__all__ = ["example_assert", "find_examples", "unread_examples"]
 
 _ARROW_RE = re.compile(r"^\s*(?:#\s*)?(?:==>|==|->|=>|➞|→|should return|returns|gives|is)\s*")
 _EQUALS_RE = re.compile(r"^\s*=(?![=>])\s*")
@@ -369,3 +369,31 @@ def _literal_like(src: str) -> bool:
         ):
             return False
     return True
+
+
+_LOOKS_LIKE_RE = re.compile(
+    r"^\s*(?:>>>|Input\s*:|Output\s*:)|\b(?:output|result|return value)\s+(?:should|will|must)\s+be\b",
+    re.IGNORECASE,
+)
+
+
+def unread_examples(text: str, name: str, *, limit: int = 2) -> list[str]:
+    """Lines of ``text`` that look like examples of ``name`` (a call of it followed by a value
+    mark, a doctest, ``Input:``/``Output:``, "the output should be") when none was read as one:
+    what to show a user whose examples could not become trusted tests. Empty when any example
+    was read."""
+    if find_examples(text, name):
+        return []
+    call = re.compile(
+        rf"(?<![\w.]){re.escape(name)}\s*\(.*(?:->|=>|==|=|➞|→|\breturns?\b|\bshould\b|#)"
+    )
+    found: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or re.match(r"(?:async\s+)?def\s", stripped):
+            continue
+        if call.search(stripped) or _LOOKS_LIKE_RE.search(stripped):
+            found.append(stripped[:120])
+            if len(found) >= limit:
+                break
+    return found

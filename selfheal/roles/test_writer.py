@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from selfheal.context import Context
-from selfheal.examples import example_assert
+from selfheal.examples import example_assert, unread_examples
 from selfheal.probes import calls_in_test, merge_probes, planned_probes
 from selfheal.roles._calls import CallLog, ask_for_tests, info
 from selfheal.state import HealState, TestCase
@@ -18,7 +18,20 @@ NODE = "plan_tests"
 def with_examples(state: HealState, ctx: Context, log: CallLog, *, node: str = NODE) -> HealState:
     """Add the spec's examples (once its entry point is known) as trusted tests."""
     spec = state.spec
-    if not (state.config.example_tests and spec.entry_point and spec.examples):
+    if not (state.config.example_tests and spec.entry_point):
+        return state
+    if not spec.examples:
+        unread = unread_examples(spec.text, spec.entry_point)
+        if unread and not any(t.origin == "example" for t in state.tests):
+            shown = "; ".join(f"`{line}`" for line in unread)
+            info(
+                log,
+                ctx,
+                state,
+                node,
+                f"no example of the spec could be read as a test ({shown} look like examples): "
+                f"write them as `{spec.entry_point}(args) -> value` to make them trusted tests",
+            )
         return state
     examples = [(example_assert(ex), "example written in the spec") for ex in spec.examples]
     new = add_tests(state, examples, origin="example", prefix="ex", trusted=True, limit=50)

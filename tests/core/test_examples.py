@@ -4,7 +4,11 @@ not clearly an example must not become one."""
 
 from __future__ import annotations
 
-from selfheal.examples import example_assert, find_examples
+import scripts as s
+from selfheal import heal
+from selfheal.examples import example_assert, find_examples, unread_examples
+from selfheal.kernel_sandbox import KernelPool
+from selfheal.llm.mock import MockProvider
 from selfheal.spec import parse_spec
 
 
@@ -112,3 +116,24 @@ def test_arrows_keep_their_examples_beside_mixed_equals_lines() -> None:
 def test_plain_language_spec_has_no_named_inputs() -> None:
     """Without a ``def`` the parameters are unknown, so named inputs are not read."""
     assert find_examples("Write f. For x = 3 the output should be 9.", "f") == ()
+
+
+def test_example_looking_lines_that_were_not_read() -> None:
+    spec = "def is_happy(s):\n    '''Happy strings.\n    is_happy(a) => False\n    is_happy(aa) => False\n    '''\n"
+    assert unread_examples(spec, "is_happy") == ["is_happy(a) => False", "is_happy(aa) => False"]
+    # none is reported once one example was read, or when nothing looks like one
+    assert unread_examples(spec + "    is_happy('abc') => True\n", "is_happy") == []
+    assert unread_examples("def f(x):\n    '''Return x. f is pure.'''\n", "f") == []
+
+
+def test_a_run_says_which_lines_looked_like_examples(pool: KernelPool) -> None:
+    spec = "def clamp(x, lo, hi):\n    '''Limit x to [lo, hi].\n    clamp(x, 0, 3) => 3\n    '''\n"
+    result = heal(
+        spec,
+        provider=MockProvider({"generator": [s.GOOD]}),
+        config=s.chain(spec_blind_tests=False, critic=False, adversarial_tests=False),
+        executor=pool,
+    )
+    said = [e.detail for e in result.timeline if e.node == "plan_tests" and e.kind == "info"]
+    assert any("`clamp(x, 0, 3) => 3` look like examples" in d for d in said), said
+    assert result.status == "unverified"
