@@ -1,10 +1,13 @@
 """The honesty rule, checked: no reference assertion reaches the model.
 
-The agent may see the prompt, and HumanEval prompts contain ``>>>`` examples that the
-reference ``check`` often repeats. So a reference assertion is *secret* only when it is not
-also in the prompt: neither its normalised text nor (for ``call == value`` assertions) its
-call appears in the normalised prompt. Assertions without any literal value (``assert
-candidate(x) == y`` inside a loop) carry no data and are not tracked.
+The agent may see the prompt, and HumanEval prompts contain examples that the reference
+``check`` often repeats (``>>> f(x)`` doctests, and forms such as ``For x = 3 the output
+should be 9``). So a reference assertion is *secret* only when it is not also in the prompt:
+neither its normalised text nor (for ``call == value`` assertions) its call appears in the
+normalised prompt, and it is not one of the examples ``selfheal.examples`` reads from the
+prompt (the same call with the same value; that reader is given the prompt alone, so what it
+finds is public). Assertions without any literal value (``assert candidate(x) == y`` inside
+a loop) carry no data and are not tracked.
 
 Normalisation removes all whitespace (and JSON escapes), unifies quotes and renames
 HumanEval's ``candidate`` to the task's entry point, so reformatting cannot hide a leak.
@@ -24,6 +27,7 @@ from collections.abc import Iterable
 
 from evaluation.recording import RecordedCall
 from evaluation.suites import Task
+from selfheal.examples import find_examples
 from selfheal.llm.base import Message
 from selfheal.records import Record
 
@@ -71,9 +75,45 @@ def _variants(text: str, entry_point: str) -> set[str]:
     return {normalise(text), normalise(renamed)}
 
 
+def _example_key(test: ast.expr, names: set[str]) -> tuple[str, str] | None:
+    """``(arguments, value)`` of ``name(literals) == literal`` with ``name`` in ``names``, as
+    reprs of the values (so ``[4,2,3]`` and ``[4, 2, 3]`` are one key); None otherwise."""
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Eq)
+        and isinstance(test.left, ast.Call)
+        and isinstance(test.left.func, ast.Name)
+        and test.left.func.id in names
+        and not test.left.keywords
+    ):
+        return None
+    try:
+        args = tuple(ast.literal_eval(a) for a in test.left.args)
+        value = ast.literal_eval(test.comparators[0])
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return repr(args), repr(value)
+
+
+def _prompt_examples(task: Task) -> set[tuple[str, str]]:
+    """The keys of the examples selfheal reads from the prompt alone."""
+    keys = set()
+    for ex in find_examples(task.prompt, task.entry_point):
+        try:
+            test = ast.parse(f"{ex.call} == {ex.expected}", mode="eval").body
+        except SyntaxError:
+            continue
+        key = _example_key(test, {task.entry_point})
+        if key is not None:
+            keys.add(key)
+    return keys
+
+
 def secret_assertions(task: Task) -> list[str]:
     """The task's reference assertions (their source) that are not part of the prompt."""
     prompt = normalise(task.prompt)
+    examples = _prompt_examples(task)
     secrets: list[str] = []
     for source in task.reference_tests:
         try:
@@ -89,6 +129,8 @@ def secret_assertions(task: Task) -> list[str]:
             if isinstance(test, ast.Compare) and len(test.ops) == 1:
                 call = ast.get_source_segment(source, test.left) or ast.unparse(test.left)
                 public |= {v for v in _variants(call, task.entry_point) if v in prompt}
+            if _example_key(test, {"candidate", task.entry_point}) in examples:
+                public.add(text)
             if not public:
                 secrets.append(text)
     return secrets

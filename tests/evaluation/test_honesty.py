@@ -85,6 +85,31 @@ def test_prompt_examples_are_not_secret(humaneval_tasks: list[Task]) -> None:
     assert all("[1.0, 2.0, 3.0], 0.5" not in s for s in secret_assertions(task))
 
 
+def test_examples_the_prompt_states_in_words_are_not_secret() -> None:
+    """``For num = "AB" the output should be 1`` states ``hex_key("AB") == 1``: restating it
+    (as the generator's prompt does) is no leak; a value the prompt does not give still is."""
+    task = Task(
+        id="t/1",
+        suite="t",
+        category="t",
+        prompt=(
+            "def hex_key(num):\n    '''Count prime hex digits.\n"
+            '    For num = "AB" the output should be 1.\n    Input: "2020"\n    Output: 2\n    \'\'\'\n'
+        ),
+        entry_point="hex_key",
+        reference_tests=(
+            'def check(candidate):\n    assert candidate("AB") == 1\n'
+            "    assert candidate(('2020')) == 2\n"
+            '    assert candidate("ABED1A33") == 4\n\ncheck(hex_key)\n',
+        ),
+    )
+    assert secret_assertions(task) == ['candidate("ABED1A33") == 4']
+    said = 'It must satisfy these examples:\nhex_key("AB") == 1\nhex_key("2020") == 2\n'
+    assert check_messages(task, [Message(role="user", content=said)]).clean
+    leaked = check_messages(task, [Message(role="user", content='hex_key("ABED1A33") == 4')])
+    assert leaked.leaks == ('candidate("ABED1A33") == 4',)
+
+
 def test_an_assertion_the_model_wrote_itself_is_an_echo_not_a_leak(
     builtin_tasks: list[Task],
 ) -> None:
