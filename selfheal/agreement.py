@@ -23,6 +23,7 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from selfheal.examples import no_trusted_test
 from selfheal.state import Candidate, Evidence, HealState, ProbeInput, TestCase
 
 __all__ = [
@@ -292,7 +293,7 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
     remembered = sum(1 for c in sel.clusters[0] if c.origin == "memory") if chosen_size else 0
     agreed = chosen_size + remembered >= need
     if not trusted:
-        head = "no trusted test (add an example to the spec to verify)"
+        head = no_trusted_test(state.spec)
     else:
         head = f"{t_pass}/{len(trusted)} trusted tests pass"
     if ran > 1:

@@ -23,9 +23,9 @@ import ast
 import re
 from collections.abc import Sequence
 
-from selfheal.state import Example
+from selfheal.state import Example, Spec
 
-__all__ = ["example_assert", "find_examples", "unread_examples"]
+__all__ = ["example_assert", "find_examples", "no_trusted_test", "unread_examples"]
 
 _ARROW_RE = re.compile(r"^\s*(?:#\s*)?(?:==>|==|->|=>|➞|→|should return|returns|gives|is)\s*")
 _EQUALS_RE = re.compile(r"^\s*=(?![=>])\s*")
@@ -37,6 +37,12 @@ _FOR_RE = re.compile(
 _INPUT_RE = re.compile(r"^\s*Input\s*:\s*(?P<args>\S.*)$", re.IGNORECASE)
 _OUTPUT_RE = re.compile(r"^\s*Output\s*:\s*(?P<value>\S.*)$", re.IGNORECASE)
 _WORD_VALUES = {"true": "True", "false": "False", "none": "None"}
+_NAMES = frozenset({"True", "False", "None", "float", "inf", "nan"})
+"""The names a literal-like value may use."""
+_LITERAL_NODES: tuple[type[ast.AST], ...] = (ast.Expression, ast.Constant, ast.List, ast.Tuple)
+_LITERAL_NODES += (ast.Set, ast.Dict, ast.UnaryOp, ast.USub, ast.UAdd, ast.Load, ast.Name)
+_LITERAL_NODES += (ast.Call, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div)
+"""The syntax a literal-like value may use (``float('inf')``, ``-1``, ``1 + 2j``, ...)."""
 
 
 def _is_expr(src: str) -> bool:
@@ -333,36 +339,10 @@ def _literal_like(src: str) -> bool:
         tree = ast.parse(src, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
-    allowed = (
-        ast.Expression,
-        ast.Constant,
-        ast.List,
-        ast.Tuple,
-        ast.Set,
-        ast.Dict,
-        ast.UnaryOp,
-        ast.USub,
-        ast.UAdd,
-        ast.Load,
-        ast.Name,
-        ast.Call,
-        ast.BinOp,
-        ast.Add,
-        ast.Sub,
-        ast.Mult,
-        ast.Div,
-    )
     for node in ast.walk(tree):
-        if not isinstance(node, allowed):
+        if not isinstance(node, _LITERAL_NODES):
             return False
-        if isinstance(node, ast.Name) and node.id not in {
-            "True",
-            "False",
-            "None",
-            "float",
-            "inf",
-            "nan",
-        }:
+        if isinstance(node, ast.Name) and node.id not in _NAMES:
             return False
         if isinstance(node, ast.Call) and not (
             isinstance(node.func, ast.Name) and node.func.id == "float"
@@ -397,3 +377,15 @@ def unread_examples(text: str, name: str, *, limit: int = 2) -> list[str]:
             if len(found) >= limit:
                 break
     return found
+
+
+def no_trusted_test(spec: Spec) -> str:
+    """What a result without a trusted test says: add an example, or, when the spec has lines
+    that look like examples selfheal could not read, which one and the form to write it in."""
+    unread = unread_examples(spec.text, spec.entry_point, limit=1) if spec.entry_point else []
+    if unread:
+        return (
+            f"no trusted test (`{unread[0]}` looks like an example but could not be read: "
+            f"write it as `{spec.entry_point}(args) -> value` to verify)"
+        )
+    return "no trusted test (add an example to the spec to verify)"

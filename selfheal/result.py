@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from selfheal.config import HealConfig
+from selfheal.examples import no_trusted_test
 from selfheal.kernel_sandbox.types import Outcome
 from selfheal.records import Record
 from selfheal.state import (
@@ -198,7 +199,7 @@ class HealResult(Record):
         elif trusted:
             summary = f"{passed}/{len(trusted)} trusted tests pass; one candidate"
         else:
-            summary = "no trusted test (add an example to the spec to verify); one candidate"
+            summary = f"{no_trusted_test(self.state.spec)}; one candidate"
         return Evidence(
             trusted_passed=passed,
             trusted_total=len(trusted),

@@ -137,3 +137,7 @@ def test_a_run_says_which_lines_looked_like_examples(pool: KernelPool) -> None:
     said = [e.detail for e in result.timeline if e.node == "plan_tests" and e.kind == "info"]
     assert any("`clamp(x, 0, 3) => 3` look like examples" in d for d in said), said
     assert result.status == "unverified"
+    assert "`clamp(x, 0, 3) => 3` looks like an example but could not be read" in (
+        result.evidence.summary
+    )
+    assert "write it as `clamp(args) -> value`" in result.evidence.summary
