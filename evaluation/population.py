@@ -19,7 +19,12 @@ report re-scores nothing. For each mode with candidates it prints:
   verified only when its chosen behaviour was shared by at least K candidates (a remembered one
   counts twice). It is computed from the recorded evidence, so records made before the rule
   existed show what it would have said (the rule only decides the final status; nothing before
-  it changes).
+  it changes);
+* for those false successes, how many a probe input could have exposed: the chosen code and
+  the task's canonical solution are run on the probes the run had (as the spec and the run's
+  tests give them, ``selfheal.probes``), and a probe *separates* them when their outputs
+  differ. A false success no probe separates is invisible to any rule that compares
+  behaviour on these inputs.
 """
 
 from __future__ import annotations
@@ -36,10 +41,20 @@ from evaluation.records import TaskRecord
 from evaluation.results_file import ResultsFile
 from evaluation.scoring import score
 from evaluation.suites import Task, get_suite
+from selfheal.agreement import outputs_of
 from selfheal.config import HealConfig
-from selfheal.kernel_sandbox.types import Executor
+from selfheal.kernel_sandbox.types import Executor, ProbeCall
+from selfheal.probes import planned_probes
+from selfheal.spec import parse_spec
+from selfheal.state import TestCase
 
-__all__ = ["PopulationReport", "agreed", "population_report", "score_populations"]
+__all__ = [
+    "PopulationReport",
+    "agreed",
+    "population_report",
+    "score_populations",
+    "separating_probes",
+]
 
 Scores = dict[str, bool]
 """``"<task id>|<sha256 of the code>"`` -> passed the reference tests."""
@@ -73,6 +88,25 @@ def score_populations(
     return scores
 
 
+def separating_probes(record: TaskRecord, task: Task, executor: Executor) -> list[str]:
+    """The probe inputs of ``record``'s run on which its final code and ``task``'s canonical
+    solution give different outputs (``[]`` when none does, or without a canonical solution)."""
+    if not (record.code and task.canonical_solution):
+        return []
+    spec = parse_spec(task.prompt, entry_point=task.entry_point)
+    tests = [
+        TestCase(id=t.id, origin="spec_blind", code=t.code) for t in record.tests if not t.trusted
+    ]
+    limit = int(record.config.get("max_probes") or HealConfig().max_probes)
+    pairs = planned_probes(spec, tests, limit)
+    calls = list(dict.fromkeys(call for call, _ in pairs))
+    probes = [ProbeCall(id=f"p{i}", expr=call) for i, call in enumerate(calls)]
+    ids = [p.id for p in probes]
+    chosen = outputs_of(executor.run(record.code, probes), ids)
+    right = outputs_of(executor.run(task.canonical_solution, probes), ids)
+    return [call for i, call in zip(ids, calls, strict=True) if chosen.get(i) != right.get(i)]
+
+
 def agreed(record: TaskRecord, agreement: int) -> bool:
     """``record`` is verified and at least ``agreement`` candidates shared the chosen behaviour
     (its evidence's ``chosen_cluster``; a remembered candidate in that cluster counts twice)."""
@@ -89,9 +123,16 @@ class PopulationReport:
     """The population figures of one mode (see the module docs)."""
 
     def __init__(
-        self, mode: str, records: Sequence[TaskRecord], scores: Scores, agreement: int = 2
+        self,
+        mode: str,
+        records: Sequence[TaskRecord],
+        scores: Scores,
+        agreement: int = 2,
+        separated: dict[str, list[str]] | None = None,
     ) -> None:
         self.mode = mode
+        self.separated = separated or {}
+        """False success (agreement rule) -> the probes that separate it from the reference."""
         self.agreement = agreement
         self.false_success = [r.task_id for r in records if r.status == "verified" and not r.passed]
         """Verified as recorded, failing the reference tests."""
@@ -140,6 +181,11 @@ class PopulationReport:
                 f"- verified with at least {self.agreement} agreeing candidates: "
                 f"{self.verified_agreed}, failing the reference: "
                 + _ids(self.false_agreed, self.verified_agreed),
+                "- of those, a probe input separates the chosen code from the reference on "
+                + _ids(
+                    [t for t in self.false_agreed if self.separated.get(t)], len(self.false_agreed)
+                )
+                + "; the others behave like the reference on every probe the run had",
             ]
         )
 
@@ -150,14 +196,24 @@ def _ids(ids: Sequence[str], whole: int) -> str:
 
 
 def population_report(
-    records: Sequence[TaskRecord], scores: Scores, agreement: int = 2
+    records: Sequence[TaskRecord],
+    scores: Scores,
+    agreement: int = 2,
+    separated: dict[tuple[str, str], list[str]] | None = None,
 ) -> list[PopulationReport]:
-    """One :class:`PopulationReport` per mode whose records hold candidates."""
+    """One :class:`PopulationReport` per mode whose records hold candidates; ``separated``:
+    (mode, task id) -> the separating probes of its false successes."""
     by_mode: dict[str, list[TaskRecord]] = {}
     for r in records:
         if r.candidates:
             by_mode.setdefault(r.mode, []).append(r)
-    return [PopulationReport(mode, rs, scores, agreement) for mode, rs in by_mode.items()]
+    sep = separated or {}
+    return [
+        PopulationReport(
+            mode, rs, scores, agreement, {t: p for (m, t), p in sep.items() if m == mode}
+        )
+        for mode, rs in by_mode.items()
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -192,8 +248,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with KernelPool(size=1) as pool:
         scores = score_populations(records, tasks, pool, cache)
+        separated = {
+            (r.mode, r.task_id): separating_probes(r, tasks[r.task_id], pool)
+            for r in records
+            if r.candidates and agreed(r, args.agreement) and not r.passed and r.task_id in tasks
+        }
     cache_path.write_text(json.dumps(scores, indent=0, sort_keys=True) + "\n")
-    for report in population_report(records, scores, args.agreement):
+    for report in population_report(records, scores, args.agreement, separated):
         print(report.markdown() + "\n")
     return 0
 

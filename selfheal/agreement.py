@@ -20,15 +20,17 @@ trusted test all fail it: it is kept and shown, but no longer blocks. Any form o
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from selfheal.examples import no_trusted_test
+from selfheal.kernel_sandbox.types import ExecutionReport
 from selfheal.state import Candidate, Evidence, HealState, ProbeInput, TestCase
 
 __all__ = [
     "Selection",
     "behaviour_of",
+    "outputs_of",
     "canonical_literal",
     "distinguishing_probes",
     "ignores_input",
@@ -39,9 +41,16 @@ __all__ = [
 def behaviour_of(candidate: Candidate, probes: Sequence[ProbeInput]) -> dict[str, str]:
     """Probe id -> canonical output (``raise Type``, ``<timeout>``) from the candidate's report."""
     rep = candidate.report
-    if rep is None or not rep.load.ok:
+    if rep is None:
         return {}
-    ids = {p.id for p in probes}
+    return outputs_of(rep, {p.id for p in probes})
+
+
+def outputs_of(rep: ExecutionReport, ids: Collection[str]) -> dict[str, str]:
+    """Probe id -> canonical output (``raise Type``, ``<timeout>``) of the probes ``ids`` in a
+    sandbox report; empty when the code did not load."""
+    if not rep.load.ok:
+        return {}
     out: dict[str, str] = {}
     for r in rep.results:
         if r.test_id not in ids:

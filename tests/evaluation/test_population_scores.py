@@ -9,11 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evaluation.population import population_report, score_populations
+from evaluation.population import (
+    PopulationReport,
+    population_report,
+    score_populations,
+    separating_probes,
+)
 from evaluation.records import TaskRecord
 from evaluation.results_file import ResultsFile
 from evaluation.runner import error_record
-from evaluation.suites import Task
+from evaluation.suites import HumanEvalSuite, Task
 from selfheal.config import HealConfig
 from selfheal.kernel_sandbox import KernelPool
 
@@ -103,3 +108,21 @@ def test_false_successes_under_the_agreement_rule(builtin_tasks: list[Task]) -> 
     assert lenient.verified_agreed == 4
     (strict,) = population_report(records, {}, agreement=3)
     assert strict.verified_agreed == 0 and strict.false_agreed == []
+
+
+def test_separating_probes_of_a_false_success(pool: KernelPool) -> None:
+    """HumanEval/157: ``a**2 + b**2 == c**2`` passes the examples and is wrong when the
+    hypotenuse is not last; the mutations of ``(3, 4, 5)`` never move it, so no probe of the
+    run separates it from the reference. A wrong answer on an example's own neighbours is
+    separated."""
+    tasks = {t.id: t for t in HumanEvalSuite().tasks()}
+    task = tasks["HumanEval/157"]
+    code = "def right_angle_triangle(a, b, c):\n    return a**2 + b**2 == c**2\n"
+    base = error_record(task, "heal", HealConfig(), "mock:x", "")
+    consensus = base.model_copy(update={"code": code, "passed": False, "status": "verified"})
+    assert separating_probes(consensus, task, pool) == []
+    always = "def right_angle_triangle(a, b, c):\n    return a == 3\n"
+    shown = consensus.model_copy(update={"code": always})
+    assert separating_probes(shown, task, pool)  # some mutation of (3, 4, 5) tells them apart
+    report = PopulationReport("heal", [consensus], {}, separated={task.id: []})
+    assert "separates the chosen code from the reference on 0" in report.markdown()
