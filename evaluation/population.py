@@ -37,8 +37,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from evaluation.errors import ResultsFileError
 from evaluation.records import TaskRecord
-from evaluation.results_file import ResultsFile
+from evaluation.results_file import results_in
 from evaluation.scoring import score
 from evaluation.suites import Task, get_suite
 from selfheal.agreement import outputs_of
@@ -232,11 +233,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.agreement < 1:
         print("error: --agreement must be at least 1.", file=sys.stderr)
         return 2
-    path = args.results / "results.jsonl"
-    if not path.is_file():
-        print(f"error: {path} does not exist; give a folder run_benchmark wrote.", file=sys.stderr)
+    try:
+        records = list(results_in(args.results).latest().values())
+    except ResultsFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    records = list(ResultsFile(path).latest().values())
     wanted = {m for m in args.modes.split(",") if m}
     if wanted:
         records = [r for r in records if r.mode in wanted]

@@ -18,10 +18,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from evaluation.errors import ResultsFileError
 from evaluation.honesty import HonestyReport, check_calls
 from evaluation.recording import RecordedCall
 from evaluation.records import TaskRecord
-from evaluation.results_file import ResultsFile
+from evaluation.results_file import results_in
 from evaluation.suites import Task, get_suite
 from selfheal.llm.base import Completion, Message
 
@@ -66,11 +67,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("results", type=Path, help="a results folder (with results.jsonl)")
     ap.add_argument("--write", action="store_true", help="store the new reports")
     args = ap.parse_args(argv)
-    path = args.results / "results.jsonl"
-    if not path.exists():
-        print(f"error: {path} does not exist; give a folder a benchmark wrote.", file=sys.stderr)
+    try:
+        results = results_in(args.results)
+    except ResultsFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    records = ResultsFile(path).read()
+    path = results.path
+    records = results.read()
     suites = {r.suite for r in records}
     tasks = {t.id: t for s in suites for t in get_suite(s).tasks()}
     checked = recheck(records, tasks)

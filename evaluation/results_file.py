@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from evaluation.errors import ResultsFileError
 from evaluation.records import TaskRecord
 
-__all__ = ["ResultsFile"]
+__all__ = ["ResultsFile", "results_in"]
 
 
 class ResultsFile:
@@ -80,3 +80,12 @@ class ResultsFile:
                 fh.write(line)
                 fh.flush()
                 os.fsync(fh.fileno())
+
+
+def results_in(folder: Path) -> ResultsFile:
+    """The results file of a folder ``run_benchmark`` wrote; ``ResultsFileError`` saying so
+    when there is none."""
+    path = Path(folder) / "results.jsonl"
+    if not path.is_file():
+        raise ResultsFileError(f"{path} does not exist; give a folder run_benchmark wrote.")
+    return ResultsFile(path)

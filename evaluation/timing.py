@@ -24,8 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+from evaluation.errors import ResultsFileError
 from evaluation.records import TaskRecord
-from evaluation.results_file import ResultsFile
+from evaluation.results_file import results_in
 
 __all__ = ["PATHS", "path_of", "timing_table"]
 
@@ -89,11 +90,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--mode", default="heal", help="the mode whose paths are read (heal)")
     ap.add_argument("--against", default="sample-5", help="the mode beside it (sample-5)")
     args = ap.parse_args(argv)
-    path = args.results / "results.jsonl"
-    if not path.is_file():
-        print(f"error: {path} does not exist; give a folder run_benchmark wrote.", file=sys.stderr)
+    try:
+        results = results_in(args.results)
+    except ResultsFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    records = ResultsFile(path).read()
+    path = results.path
+    records = results.read()
     found = {r.mode for r in records}
     missing = [m for m in (args.mode, args.against) if m not in found]
     if missing:

@@ -59,4 +59,4 @@ def test_recheck_of_a_missing_folder_says_what_to_give(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main([str(tmp_path / "nowhere")]) == 2
-    assert "give a folder a benchmark wrote" in capsys.readouterr().err
+    assert "give a folder run_benchmark wrote" in capsys.readouterr().err
