@@ -357,18 +357,19 @@ _LOOKS_LIKE_RE = re.compile(
 )
 
 
-def unread_examples(text: str, name: str, *, limit: int = 2) -> list[str]:
-    """Lines of ``text`` that look like examples of ``name`` (a call of it followed by a value
-    mark, a doctest, ``Input:``/``Output:``, "the output should be") when none was read as one:
-    what to show a user whose examples could not become trusted tests. Empty when any example
-    was read."""
-    if find_examples(text, name):
+def unread_examples(spec: Spec, *, limit: int = 2) -> list[str]:
+    """Lines of the spec that look like examples of its function (a call of it followed by a
+    value mark, a doctest, ``Input:``/``Output:``, "the output should be") when none was read
+    as one (``spec.examples``, parsed once with the spec): what to show a user whose examples
+    could not become trusted tests. Empty when any example was read."""
+    name = spec.entry_point
+    if spec.examples or not name:
         return []
     call = re.compile(
         rf"(?<![\w.]){re.escape(name)}\s*\(.*(?:->|=>|==|=|➞|→|\breturns?\b|\bshould\b|#)"
     )
     found: list[str] = []
-    for line in text.splitlines():
+    for line in spec.text.splitlines():
         stripped = line.strip()
         if not stripped or re.match(r"(?:async\s+)?def\s", stripped):
             continue
@@ -382,7 +383,7 @@ def unread_examples(text: str, name: str, *, limit: int = 2) -> list[str]:
 def no_trusted_test(spec: Spec) -> str:
     """What a result without a trusted test says: add an example, or, when the spec has lines
     that look like examples selfheal could not read, which one and the form to write it in."""
-    unread = unread_examples(spec.text, spec.entry_point, limit=1) if spec.entry_point else []
+    unread = unread_examples(spec, limit=1)
     if unread:
         return (
             f"no trusted test (`{unread[0]}` looks like an example but could not be read: "

@@ -21,8 +21,8 @@ def with_examples(state: HealState, ctx: Context, log: CallLog, *, node: str = N
     if not (state.config.example_tests and spec.entry_point):
         return state
     if not spec.examples:
-        unread = unread_examples(spec.text, spec.entry_point)
-        if unread and not any(t.origin == "example" for t in state.tests):
+        unread = unread_examples(spec)
+        if unread:
             shown = "; ".join(f"`{line}`" for line in unread)
             info(
                 log,

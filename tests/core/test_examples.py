@@ -120,10 +120,10 @@ def test_plain_language_spec_has_no_named_inputs() -> None:
 
 def test_example_looking_lines_that_were_not_read() -> None:
     spec = "def is_happy(s):\n    '''Happy strings.\n    is_happy(a) => False\n    is_happy(aa) => False\n    '''\n"
-    assert unread_examples(spec, "is_happy") == ["is_happy(a) => False", "is_happy(aa) => False"]
+    assert unread_examples(parse_spec(spec)) == ["is_happy(a) => False", "is_happy(aa) => False"]
     # none is reported once one example was read, or when nothing looks like one
-    assert unread_examples(spec + "    is_happy('abc') => True\n", "is_happy") == []
-    assert unread_examples("def f(x):\n    '''Return x. f is pure.'''\n", "f") == []
+    assert unread_examples(parse_spec(spec + "    is_happy('abc') => True\n")) == []
+    assert unread_examples(parse_spec("def f(x):\n    '''Return x. f is pure.'''\n")) == []
 
 
 def test_a_run_says_which_lines_looked_like_examples(pool: KernelPool) -> None:
