@@ -1,0 +1,218 @@
+"""Would the spec oracle, asked about the consensus, have caught the false successes? A replay
+on a results folder, for the one target of issue 13 agreement misses (``verified`` wrong at
+most 2% of the time).
+
+    PYTHONPATH=. python -m evaluation.judge evaluation/results/humaneval164-r4 --model local --probes 4
+
+For every run of ``--mode`` that is verified under the agreement rule, the first ``--probes``
+probe inputs of the run (as ``evaluation.population`` rebuilds them: ``selfheal.probes``) are
+put to the spec oracle (the model, shown only the spec: ``selfheal.roles.oracle``, its prompt
+and its parsing, asked at once as a run asks it). Its answers are compared with the chosen
+code's outputs on those inputs and, after the fact, with the canonical solution's. It prints:
+
+* the oracle's own accuracy on these inputs (against the canonical solution), and how often it
+  gave no usable answer;
+* for each threshold m: a rule "verified only when the oracle contradicts the chosen outputs
+  on fewer than m inputs" keeps how many verified runs, how many of them are wrong, and how
+  many right ones it would leave unverified;
+* what it cost: model seconds per verified run.
+
+The oracle's answers are kept in ``judge.jsonl`` beside the results (one line per run,
+appended as each is asked), so an interrupted replay continues where it stopped and a second
+report asks nothing. The agent never sees the canonical outputs: they only score the replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from evaluation.errors import ResultsFileError
+from evaluation.population import agreed
+from evaluation.records import TaskRecord
+from evaluation.results_file import results_in
+from evaluation.suites import Task, get_suite
+from selfheal.agreement import canonical_literal, outputs_of
+from selfheal.config import HealConfig
+from selfheal.kernel_sandbox.types import Executor, ProbeCall
+from selfheal.probes import planned_probes
+from selfheal.records import Record
+from selfheal.spec import parse_spec
+from selfheal.state import HealState, TestCase
+
+__all__ = ["Judged", "judge_report", "probe_calls"]
+
+
+class Judged(Record):
+    """One verified run put to the oracle: a line of ``judge.jsonl``."""
+
+    task_id: str
+    """The task."""
+    mode: str
+    """The mode of the run."""
+    passed: bool
+    """Whether the run's final code passes the reference tests."""
+    calls: tuple[str, ...]
+    """The probe inputs asked about."""
+    chosen: tuple[str | None, ...]
+    """The chosen code's canonical output on each (None: no output)."""
+    reference: tuple[str | None, ...]
+    """The canonical solution's output on each (scoring only)."""
+    oracle: tuple[str, ...]
+    """The oracle's answer on each, as it wrote it (``""``: no usable answer)."""
+    seconds: float
+    """Wall time of the oracle's answers."""
+
+    def contradictions(self) -> int:
+        """Inputs where the oracle gave a literal and the chosen code returned another."""
+        return sum(
+            1
+            for got, said in zip(self.chosen, self.oracle, strict=True)
+            if (want := canonical_literal(said) if said else None) is not None
+            and got is not None
+            and want != got
+        )
+
+
+def probe_calls(record: TaskRecord, task: Task, limit: int) -> list[str]:
+    """The first ``limit`` probe inputs of ``record``'s run, in the order the run plans them."""
+    spec = parse_spec(task.prompt, entry_point=task.entry_point)
+    tests = [
+        TestCase(id=t.id, origin="spec_blind", code=t.code) for t in record.tests if not t.trusted
+    ]
+    most = int(record.config.get("max_probes") or HealConfig().max_probes)
+    calls = list(dict.fromkeys(call for call, _ in planned_probes(spec, tests, most)))
+    return calls[:limit]
+
+
+def _outputs(code: str, calls: Sequence[str], executor: Executor) -> list[str | None]:
+    probes = [ProbeCall(id=f"p{i}", expr=c) for i, c in enumerate(calls)]
+    ids = [p.id for p in probes]
+    out = outputs_of(executor.run(code, probes), ids)
+    return [out.get(i) for i in ids]
+
+
+def judge_one(
+    record: TaskRecord, task: Task, limit: int, executor: Executor, provider: object
+) -> Judged:
+    """Ask the oracle about one verified run's first ``limit`` probe inputs."""
+    from selfheal.context import Context, FixedRouter
+    from selfheal.roles._calls import CallLog
+    from selfheal.roles.oracle import ask
+
+    calls = probe_calls(record, task, limit)
+    chosen = _outputs(record.code or "", calls, executor)
+    reference = _outputs(task.canonical_solution or "", calls, executor)
+    state = HealState(
+        spec=parse_spec(task.prompt, entry_point=task.entry_point),
+        config=HealConfig(temperature=0.0, memory=False),
+    )
+    ctx = Context(llm=FixedRouter(provider), executor=executor)  # type: ignore[arg-type]
+    t0 = time.monotonic()
+    answers = ask(state, ctx, CallLog(), calls, node="consult") if calls else {}
+    seconds = time.monotonic() - t0
+    return Judged(
+        task_id=record.task_id,
+        mode=record.mode,
+        passed=record.passed,
+        calls=tuple(calls),
+        chosen=tuple(chosen),
+        reference=tuple(reference),
+        oracle=tuple(answers.get(c, "") for c in calls),
+        seconds=round(seconds, 2),
+    )
+
+
+def judge_report(judged: Sequence[Judged], limit: int) -> str:
+    """The markdown report of a replay (see the module docs)."""
+    if not judged:
+        return "No verified run to judge."
+    asked = usable = right = 0
+    for j in judged:
+        for said, ref in zip(j.oracle, j.reference, strict=True):
+            asked += 1
+            want = canonical_literal(said) if said else None
+            if want is None:
+                continue
+            usable += 1
+            right += int(want == ref)
+    wrong_runs = [j for j in judged if not j.passed]
+    lines = [
+        f"{len(judged)} verified runs ({len(wrong_runs)} failing the reference), up to {limit} "
+        f"probe inputs each, {asked} questions",
+        "",
+        f"- the oracle gave a usable literal on {usable} of {asked} "
+        f"({100 * usable / max(asked, 1):.0f}%); of those, {right} "
+        f"({100 * right / max(usable, 1):.0f}%) equal the canonical solution's output",
+        f"- model seconds per verified run: {sum(j.seconds for j in judged) / len(judged):.1f}",
+        "",
+        "| unverified when the oracle contradicts the chosen outputs on at least | verified "
+        "kept | of them wrong | right ones left unverified | wrong ones caught |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for m in range(1, limit + 1):
+        kept = [j for j in judged if j.contradictions() < m]
+        wrong = [j.task_id.rsplit("/", 1)[-1] for j in kept if not j.passed]
+        caught = [j.task_id.rsplit("/", 1)[-1] for j in wrong_runs if j.contradictions() >= m]
+        lost = sum(1 for j in judged if j.passed and j.contradictions() >= m)
+        share = 100 * len(wrong) / max(len(kept), 1)
+        lines.append(
+            f"| {m} | {len(kept)} | {len(wrong)} ({share:.1f}%) | {lost} | "
+            f"{len(caught)}{': /' + ', /'.join(caught) if caught else ''} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m evaluation.judge", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument("results", type=Path, help="a results folder (with results.jsonl)")
+    ap.add_argument("--mode", default="heal", help="the mode whose verified runs are judged")
+    ap.add_argument("--model", default="local", help="the oracle's model (default local)")
+    ap.add_argument("--probes", type=int, default=4, help="probe inputs asked per run (4)")
+    ap.add_argument("--report-only", action="store_true", help="ask nothing, report judge.jsonl")
+    args = ap.parse_args(argv)
+    if args.probes < 1:
+        print("error: --probes must be at least 1.", file=sys.stderr)
+        return 2
+    try:
+        records = [
+            r
+            for r in results_in(args.results).latest().values()
+            if r.mode == args.mode and r.candidates and agreed(r, HealConfig().agreement)
+        ]
+    except ResultsFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    path = args.results / "judge.jsonl"
+    done: dict[str, Judged] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            j = Judged.model_validate_json(line)
+            if j.mode == args.mode and len(j.calls) <= args.probes:
+                done[j.task_id] = j
+    todo = [r for r in records if r.task_id not in done]
+    if todo and not args.report_only:
+        from selfheal.kernel_sandbox import KernelPool
+        from selfheal.llm.router import resolve_provider
+
+        tasks = {t.id: t for name in {r.suite for r in todo} for t in get_suite(name).tasks()}
+        provider = resolve_provider(args.model)
+        with KernelPool(size=1) as pool, path.open("a") as out:
+            for i, r in enumerate(todo, start=1):
+                j = judge_one(r, tasks[r.task_id], args.probes, pool, provider)
+                out.write(j.model_dump_json() + "\n")
+                out.flush()
+                done[r.task_id] = j
+                print(f"[{i}/{len(todo)}] {r.task_id}: {j.seconds} s", file=sys.stderr)
+    judged = [done[r.task_id] for r in records if r.task_id in done]
+    print(judge_report(judged, args.probes))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
