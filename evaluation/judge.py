@@ -55,8 +55,10 @@ class Judged(Record):
     """The mode of the run."""
     passed: bool
     """Whether the run's final code passes the reference tests."""
+    limit: int
+    """How many probe inputs were asked for (``calls`` has fewer when the run had fewer)."""
     calls: tuple[str, ...]
-    """The probe inputs asked about."""
+    """The probe inputs asked about, in the order the run plans them."""
     chosen: tuple[str | None, ...]
     """The chosen code's canonical output on each (None: no output)."""
     reference: tuple[str | None, ...]
@@ -66,11 +68,12 @@ class Judged(Record):
     seconds: float
     """Wall time of the oracle's answers."""
 
-    def contradictions(self) -> int:
-        """Inputs where the oracle gave a literal and the chosen code returned another."""
+    def contradictions(self, first: int | None = None) -> int:
+        """Inputs (of the ``first`` ones; all by default) where the oracle gave a literal and
+        the chosen code returned another."""
         return sum(
             1
-            for got, said in zip(self.chosen, self.oracle, strict=True)
+            for got, said in zip(self.chosen[:first], self.oracle[:first], strict=True)
             if (want := canonical_literal(said) if said else None) is not None
             and got is not None
             and want != got
@@ -118,6 +121,7 @@ def judge_one(
         task_id=record.task_id,
         mode=record.mode,
         passed=record.passed,
+        limit=limit,
         calls=tuple(calls),
         chosen=tuple(chosen),
         reference=tuple(reference),
@@ -132,7 +136,7 @@ def judge_report(judged: Sequence[Judged], limit: int) -> str:
         return "No verified run to judge."
     asked = usable = right = 0
     for j in judged:
-        for said, ref in zip(j.oracle, j.reference, strict=True):
+        for said, ref in zip(j.oracle[:limit], j.reference[:limit], strict=True):
             asked += 1
             want = canonical_literal(said) if said else None
             if want is None:
@@ -147,22 +151,25 @@ def judge_report(judged: Sequence[Judged], limit: int) -> str:
         f"- the oracle gave a usable literal on {usable} of {asked} "
         f"({100 * usable / max(asked, 1):.0f}%); of those, {right} "
         f"({100 * right / max(usable, 1):.0f}%) equal the canonical solution's output",
-        f"- model seconds per verified run: {sum(j.seconds for j in judged) / len(judged):.1f}",
+        f"- model seconds per verified run: {sum(j.seconds for j in judged) / len(judged):.1f} "
+        f"(asking up to {max(j.limit for j in judged)} inputs at once)",
         "",
-        "| unverified when the oracle contradicts the chosen outputs on at least | verified "
-        "kept | of them wrong | right ones left unverified | wrong ones caught |",
-        "|---:|---:|---:|---:|---:|",
+        "| oracle asked about the first | unverified when it contradicts the chosen outputs "
+        "on at least | verified kept | of them wrong | right ones left unverified | wrong ones "
+        "caught |",
+        "|---:|---:|---:|---:|---:|---:|",
     ]
-    for m in range(1, limit + 1):
-        kept = [j for j in judged if j.contradictions() < m]
-        wrong = [j.task_id.rsplit("/", 1)[-1] for j in kept if not j.passed]
-        caught = [j.task_id.rsplit("/", 1)[-1] for j in wrong_runs if j.contradictions() >= m]
-        lost = sum(1 for j in judged if j.passed and j.contradictions() >= m)
-        share = 100 * len(wrong) / max(len(kept), 1)
-        lines.append(
-            f"| {m} | {len(kept)} | {len(wrong)} ({share:.1f}%) | {lost} | "
-            f"{len(caught)}{': /' + ', /'.join(caught) if caught else ''} |"
-        )
+    for k in range(1, limit + 1):
+        for m in range(1, min(k, 2) + 1):
+            kept = [j for j in judged if j.contradictions(k) < m]
+            wrong = [j.task_id.rsplit("/", 1)[-1] for j in kept if not j.passed]
+            caught = [j.task_id.rsplit("/", 1)[-1] for j in wrong_runs if j.contradictions(k) >= m]
+            lost = sum(1 for j in judged if j.passed and j.contradictions(k) >= m)
+            share = 100 * len(wrong) / max(len(kept), 1)
+            lines.append(
+                f"| {k} | {m} | {len(kept)} | {len(wrong)} ({share:.1f}%) | {lost} | "
+                f"{len(caught)}{': /' + ', /'.join(caught) if caught else ''} |"
+            )
     return "\n".join(lines)
 
 
@@ -193,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if path.is_file():
         for line in path.read_text().splitlines():
             j = Judged.model_validate_json(line)
-            if j.mode == args.mode and len(j.calls) <= args.probes:
+            if j.mode == args.mode and j.limit >= args.probes:
                 done[j.task_id] = j
     todo = [r for r in records if r.task_id not in done]
     if todo and not args.report_only:

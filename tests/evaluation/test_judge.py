@@ -64,7 +64,10 @@ def test_the_oracle_contradicts_a_wrong_consensus_only(pool: KernelPool) -> None
     text = judge_report([wrong, right], 12)
     assert "2 verified runs (1 failing the reference)" in text
     # at threshold 1 the wrong run is caught and the right one kept
-    assert "| 1 | 1 | 0 (0.0%) | 0 | 1: /155 |" in text
+    assert "| 12 | 1 | 1 | 0 (0.0%) | 0 | 1: /155 |" in text
+    # asked only about the inputs before the separating one, the oracle contradicts nothing
+    assert at >= 1 and wrong.contradictions(at) == 0 and wrong.contradictions(at + 1) == 1
+    assert "| 1 | 1 | 2 | 1 (50.0%) | 0 | 0 |" in text
     # only the first N inputs are asked
     few = judge_one(verified(task, NO_ZERO, False), task, 2, pool, provider)
     assert few.calls == wrong.calls[:2] and len(few.oracle) == 2
@@ -77,6 +80,7 @@ def test_report_only_reads_the_kept_answers(tmp_path: Path) -> None:
         task_id=task.id,
         mode="heal",
         passed=False,
+        limit=1,
         calls=("even_odd_count(0)",),
         chosen=("(0, 0)",),
         reference=("(1, 0)",),
