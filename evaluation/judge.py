@@ -24,16 +24,13 @@ report asks nothing. The agent never sees the canonical outputs: they only score
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
-from evaluation.errors import ResultsFileError
 from evaluation.population import agreed
 from evaluation.records import TaskRecord
-from evaluation.results_file import results_in
+from evaluation.results_file import folder_command, reporting_errors, results_in
 from evaluation.suites import Task, get_suite
 from selfheal.agreement import canonical_literal, outputs_of
 from selfheal.config import HealConfig
@@ -173,11 +170,9 @@ def judge_report(judged: Sequence[Judged], limit: int) -> str:
     return "\n".join(lines)
 
 
+@reporting_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m evaluation.judge", description=__doc__.split("\n")[0]
-    )
-    ap.add_argument("results", type=Path, help="a results folder (with results.jsonl)")
+    ap = folder_command("evaluation.judge", __doc__)
     ap.add_argument("--mode", default="heal", help="the mode whose verified runs are judged")
     ap.add_argument("--model", default="local", help="the oracle's model (default local)")
     ap.add_argument("--probes", type=int, default=4, help="probe inputs asked per run (4)")
@@ -186,15 +181,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.probes < 1:
         print("error: --probes must be at least 1.", file=sys.stderr)
         return 2
-    try:
-        records = [
-            r
-            for r in results_in(args.results).latest().values()
-            if r.mode == args.mode and r.candidates and agreed(r, HealConfig().agreement)
-        ]
-    except ResultsFileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    records = [
+        r
+        for r in results_in(args.results).latest().values()
+        if r.mode == args.mode and r.candidates and agreed(r, HealConfig().agreement)
+    ]
     path = args.results / "judge.jsonl"
     done: dict[str, Judged] = {}
     if path.is_file():

@@ -29,17 +29,14 @@ report re-scores nothing. For each mode with candidates it prints:
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
-from evaluation.errors import ResultsFileError
 from evaluation.records import TaskRecord
-from evaluation.results_file import results_in
+from evaluation.results_file import folder_command, reporting_errors, results_in
 from evaluation.scoring import score
 from evaluation.suites import Task, get_suite
 from selfheal.agreement import outputs_of
@@ -217,11 +214,9 @@ def population_report(
     ]
 
 
+@reporting_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m evaluation.population", description=__doc__.split("\n")[0]
-    )
-    ap.add_argument("results", type=Path, help="a results folder (with results.jsonl)")
+    ap = folder_command("evaluation.population", __doc__)
     ap.add_argument("--modes", default="", help="comma-separated modes (default: every mode)")
     ap.add_argument(
         "--agreement",
@@ -233,11 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.agreement < 1:
         print("error: --agreement must be at least 1.", file=sys.stderr)
         return 2
-    try:
-        records = list(results_in(args.results).latest().values())
-    except ResultsFileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    records = list(results_in(args.results).latest().values())
     wanted = {m for m in args.modes.split(",") if m}
     if wanted:
         records = [r for r in records if r.mode in wanted]

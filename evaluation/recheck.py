@@ -11,18 +11,14 @@ keeps its report.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from evaluation.errors import ResultsFileError
 from evaluation.honesty import HonestyReport, check_calls
 from evaluation.recording import RecordedCall
 from evaluation.records import TaskRecord
-from evaluation.results_file import results_in
+from evaluation.results_file import folder_command, reporting_errors, results_in
 from evaluation.suites import Task, get_suite
 from selfheal.llm.base import Completion, Message
 
@@ -62,16 +58,12 @@ def recheck(
     return out
 
 
+@reporting_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evaluation.recheck", description=__doc__)
-    ap.add_argument("results", type=Path, help="a results folder (with results.jsonl)")
+    ap = folder_command("evaluation.recheck", __doc__)
     ap.add_argument("--write", action="store_true", help="store the new reports")
     args = ap.parse_args(argv)
-    try:
-        results = results_in(args.results)
-    except ResultsFileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    results = results_in(args.results)
     path = results.path
     records = results.read()
     suites = {r.suite for r in records}

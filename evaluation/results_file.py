@@ -8,9 +8,13 @@ recorded without a harness error is skipped. When a pair appears twice, the late
 
 from __future__ import annotations
 
+import argparse
+import functools
 import json
 import os
+import sys
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -18,7 +22,7 @@ from pydantic import ValidationError
 from evaluation.errors import ResultsFileError
 from evaluation.records import TaskRecord
 
-__all__ = ["ResultsFile", "results_in"]
+__all__ = ["ResultsFile", "folder_command", "reporting_errors", "results_in"]
 
 
 class ResultsFile:
@@ -89,3 +93,31 @@ def results_in(folder: Path) -> ResultsFile:
     if not path.is_file():
         raise ResultsFileError(f"{path} does not exist; give a folder run_benchmark wrote.")
     return ResultsFile(path)
+
+
+def folder_command(module: str, doc: str | None) -> argparse.ArgumentParser:
+    """The parser of ``python -m MODULE RESULTS ...``, a command that reads a results folder
+    (its first argument); the description is the first line of the module's docstring."""
+    ap = argparse.ArgumentParser(
+        prog=f"python -m {module}", description=(doc or "").strip().split("\n")[0]
+    )
+    ap.add_argument("results", type=Path, help="a results folder (with results.jsonl)")
+    return ap
+
+
+Main = Callable[[Sequence[str] | None], int]
+
+
+def reporting_errors(main: Main) -> Main:
+    """``main`` with a results folder it cannot read (``ResultsFileError``) said on stderr as
+    ``error: ...`` and exit code 2, not a traceback."""
+
+    @functools.wraps(main)
+    def run(argv: Sequence[str] | None = None) -> int:
+        try:
+            return main(argv)
+        except ResultsFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+
+    return run

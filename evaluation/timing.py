@@ -17,16 +17,13 @@ whether a diagnosis ran):
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Literal
 
-from evaluation.errors import ResultsFileError
 from evaluation.records import TaskRecord
-from evaluation.results_file import results_in
+from evaluation.results_file import folder_command, reporting_errors, results_in
 
 __all__ = ["PATHS", "path_of", "timing_table"]
 
@@ -82,19 +79,13 @@ def timing_table(records: Sequence[TaskRecord], mode: str, against: str) -> str:
     return "\n".join(rows)
 
 
+@reporting_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m evaluation.timing", description=__doc__.split("\n")[0]
-    )
-    ap.add_argument("results", type=Path, help="a results folder (with results.jsonl)")
+    ap = folder_command("evaluation.timing", __doc__)
     ap.add_argument("--mode", default="heal", help="the mode whose paths are read (heal)")
     ap.add_argument("--against", default="sample-5", help="the mode beside it (sample-5)")
     args = ap.parse_args(argv)
-    try:
-        results = results_in(args.results)
-    except ResultsFileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    results = results_in(args.results)
     path = results.path
     records = results.read()
     found = {r.mode for r in records}
