@@ -100,8 +100,7 @@ def judge_one(
 ) -> Judged:
     """Ask the oracle about one verified run's first ``limit`` probe inputs."""
     from selfheal.context import Context, FixedRouter
-    from selfheal.roles._calls import CallLog
-    from selfheal.roles.oracle import ask
+    from selfheal.roles.oracle import answers as oracle_answers
 
     calls = probe_calls(record, task, limit)
     chosen = _outputs(record.code or "", calls, executor)
@@ -112,7 +111,7 @@ def judge_one(
     )
     ctx = Context(llm=FixedRouter(provider), executor=executor)  # type: ignore[arg-type]
     t0 = time.monotonic()
-    answers = ask(state, ctx, CallLog(), calls, node="consult") if calls else {}
+    answers = oracle_answers(state, ctx, calls) if calls else {}
     seconds = time.monotonic() - t0
     return Judged(
         task_id=record.task_id,

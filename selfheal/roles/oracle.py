@@ -21,10 +21,16 @@ MAX_TOKENS = 320
 
 
 class OracleReply(BaseModel):
-    """The spec oracle's answer (``prompts/oracle.yaml``)."""
+    """The spec oracle's answer (``prompts/oracle.yaml``): the reasoning first, then the value.
 
-    reasoning: str = ""
+    Both fields are required, so a backend that decodes by the JSON schema writes them in this
+    order: llama.cpp's grammar puts required properties before optional ones, and with an
+    optional ``reasoning`` it made the model commit to the value before working it out."""
+
+    reasoning: str
+    """The working-out, from the spec alone."""
     value: str
+    """The return value, as a Python literal."""
 
 
 def ask(
@@ -58,6 +64,12 @@ def ask(
         else:
             answers[call] = res.value.strip()
     return answers
+
+
+def answers(state: HealState, ctx: Context, calls: Sequence[str]) -> dict[str, str]:
+    """``ask`` outside a run (``evaluation.judge`` replays the oracle on recorded runs): the
+    answers for ``calls``, with the calls' usage and failures not kept anywhere."""
+    return ask(state, ctx, CallLog(), calls, node=NODE)
 
 
 def open_questions(state: HealState) -> list[str]:

@@ -2,20 +2,41 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 from pathlib import Path
 from typing import get_args
 
 import pytest
+from pydantic import BaseModel
 
+import selfheal.roles
 from selfheal.errors import ConfigError
 from selfheal.llm import prompts
 from selfheal.roles.critic import CriticReply
 from selfheal.roles.debugger import DiagnosisReply
 from selfheal.roles.debugtools import TOOL_NAMES
 from selfheal.roles.investigate import StepReply
+from selfheal.roles.oracle import OracleReply
 from selfheal.state import Blame, DiagnosisCategory, Verdict
 
 SHIPPED = sorted((Path(__file__).resolve().parents[2] / "prompts").glob("*.yaml"))
+
+
+def _reply_models() -> list[type[BaseModel]]:
+    """Every role's structured reply model: the ``*Reply`` models defined in selfheal.roles."""
+    found: list[type[BaseModel]] = []
+    for info in pkgutil.walk_packages(selfheal.roles.__path__, "selfheal.roles."):
+        module = importlib.import_module(info.name)
+        for name, obj in inspect.getmembers(module, inspect.isclass):
+            ours = obj.__module__ == module.__name__
+            if ours and name.endswith("Reply") and issubclass(obj, BaseModel):
+                found.append(obj)
+    return found
+
+
+REPLY_MODELS = _reply_models()
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
@@ -76,3 +97,26 @@ def test_a_near_miss_choice_costs_no_retry() -> None:
     assert StepReply.model_validate({"action": "RUN", "code": "f(1)"}).arguments() == {
         "code": "f(1)"
     }
+
+
+@pytest.mark.parametrize("model", REPLY_MODELS, ids=lambda m: m.__name__)
+def test_schema_decoding_keeps_the_declared_field_order(model: type[BaseModel]) -> None:
+    """llama.cpp's JSON-schema grammar writes required properties first, then optional ones;
+    a reply model whose optional field comes before a required one would be decoded in
+    another order than declared (the oracle's value before its reasoning, as it once was)."""
+    schema = model.model_json_schema()
+    declared = list(schema["properties"])
+    required = set(schema.get("required", ()))
+    grammar = [p for p in declared if p in required] + [p for p in declared if p not in required]
+    assert grammar == declared
+
+
+def test_every_role_reply_model_is_checked() -> None:
+    names = {m.__name__ for m in REPLY_MODELS}
+    assert {"OracleReply", "DiagnosisReply", "CriticReply", "LessonsReply", "StepReply"} <= names
+
+
+def test_the_oracle_reasons_before_it_answers() -> None:
+    schema = OracleReply.model_json_schema()
+    assert list(schema["properties"]) == ["reasoning", "value"]
+    assert schema["required"] == ["reasoning", "value"]
