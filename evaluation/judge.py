@@ -17,6 +17,11 @@ code's outputs on those inputs and, after the fact, with the canonical solution'
   many right ones it would leave unverified;
 * what it cost: model seconds per verified run.
 
+``--again`` instead puts the questions the runs themselves asked the oracle (ties between
+clusters, a lone candidate's failing model test; read from the kept timelines) to the oracle
+as it is now, and compares both sets of answers with the canonical solution's outputs: how a
+change to the oracle moves its accuracy on the same questions.
+
 The oracle's answers are kept in ``judge.jsonl`` beside the results (one line per run,
 appended as each is asked), so an interrupted replay continues where it stopped and a second
 report asks nothing. The agent never sees the canonical outputs: they only score the replay.
@@ -24,6 +29,8 @@ report asks nothing. The agent never sees the canonical outputs: they only score
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -40,7 +47,7 @@ from selfheal.records import Record
 from selfheal.spec import parse_spec
 from selfheal.state import HealState, TestCase
 
-__all__ = ["Judged", "judge_report", "probe_calls"]
+__all__ = ["Judged", "asked_before", "judge_report", "probe_calls"]
 
 
 class Judged(Record):
@@ -126,6 +133,77 @@ def judge_one(
     )
 
 
+_QUESTION = re.compile(r"what does `(.+?)` return\?", re.DOTALL)
+
+
+def asked_before(record: TaskRecord) -> list[tuple[str, str]]:
+    """The oracle questions ``record``'s run asked, as ``(call, value as answered)`` (``""``
+    when the reply held no value), in order, each once; read from its kept timeline."""
+    out: dict[str, str] = {}
+    for event in record.timeline:
+        messages = event.get("messages") or []
+        if event.get("kind") != "llm" or not messages:
+            continue
+        found = _QUESTION.search(str(messages[-1].get("content", "")))
+        if found is None or found.group(1) in out:
+            continue
+        try:
+            value = str(json.loads(event.get("reply") or "").get("value", ""))
+        except (ValueError, AttributeError):
+            value = ""
+        out[found.group(1)] = value
+    return list(out.items())
+
+
+def _accuracy(said: Sequence[str], reference: Sequence[str | None]) -> tuple[int, int]:
+    """(usable literals, of them equal to the reference output)."""
+    usable = right = 0
+    for value, ref in zip(said, reference, strict=True):
+        want = canonical_literal(value) if value else None
+        if want is not None:
+            usable += 1
+            right += int(want == ref)
+    return usable, right
+
+
+def ask_again(records: Sequence[TaskRecord], tasks: dict[str, Task], provider: object) -> str:
+    """The questions ``records``' runs asked the oracle, asked again; both sets of answers
+    scored against the canonical solution (see the module docs)."""
+    from selfheal.context import Context, FixedRouter
+    from selfheal.kernel_sandbox import KernelPool
+    from selfheal.roles.oracle import answers as oracle_answers
+
+    before: list[str] = []
+    now: list[str] = []
+    reference: list[str | None] = []
+    with KernelPool(size=1) as pool:
+        for r in records:
+            asked = asked_before(r)
+            if not asked or r.task_id not in tasks:
+                continue
+            task = tasks[r.task_id]
+            calls = [c for c, _ in asked]
+            state = HealState(
+                spec=parse_spec(task.prompt, entry_point=task.entry_point),
+                config=HealConfig(temperature=0.0, memory=False),
+            )
+            ctx = Context(llm=FixedRouter(provider), executor=pool)  # type: ignore[arg-type]
+            again = oracle_answers(state, ctx, calls)
+            before += [v for _, v in asked]
+            now += [again.get(c, "") for c in calls]
+            reference += _outputs(task.canonical_solution or "", calls, pool)
+            print(f"{r.task_id} {r.mode}: {len(calls)} question(s)", file=sys.stderr)
+    (u0, r0), (u1, r1) = _accuracy(before, reference), _accuracy(now, reference)
+    n = len(reference)
+    return (
+        f"{n} oracle questions the runs asked\n\n"
+        f"| answers | usable literal | equal to the canonical solution's output |\n"
+        f"|---|---:|---:|\n"
+        f"| as recorded | {u0} | {r0} ({100 * r0 / max(n, 1):.0f}% of all) |\n"
+        f"| asked again now | {u1} | {r1} ({100 * r1 / max(n, 1):.0f}% of all) |"
+    )
+
+
 def judge_report(judged: Sequence[Judged], limit: int) -> str:
     """The markdown report of a replay (see the module docs)."""
     if not judged:
@@ -176,15 +254,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--model", default="local", help="the oracle's model (default local)")
     ap.add_argument("--probes", type=int, default=4, help="probe inputs asked per run (4)")
     ap.add_argument("--report-only", action="store_true", help="ask nothing, report judge.jsonl")
+    ap.add_argument(
+        "--again", action="store_true", help="ask the questions the runs asked again, compare"
+    )
     args = ap.parse_args(argv)
     if args.probes < 1:
         print("error: --probes must be at least 1.", file=sys.stderr)
         return 2
-    records = [
-        r
-        for r in results_in(args.results).latest().values()
-        if r.mode == args.mode and r.candidates and agreed(r, HealConfig().agreement)
-    ]
+    every = [r for r in results_in(args.results).latest().values() if r.mode == args.mode]
+    if args.again:
+        from selfheal.llm.router import resolve_provider
+
+        suites = {r.suite for r in every}
+        tasks = {t.id: t for name in suites for t in get_suite(name).tasks()}
+        print(ask_again(every, tasks, resolve_provider(args.model)))
+        return 0
+    records = [r for r in every if r.candidates and agreed(r, HealConfig().agreement)]
     path = args.results / "judge.jsonl"
     done: dict[str, Judged] = {}
     if path.is_file():

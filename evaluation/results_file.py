@@ -14,8 +14,9 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from pydantic import ValidationError
 
@@ -105,7 +106,10 @@ def folder_command(module: str, doc: str | None) -> argparse.ArgumentParser:
     return ap
 
 
-Main = Callable[[Sequence[str] | None], int]
+class Main(Protocol):
+    """A command's ``main(argv=None) -> exit code``."""
+
+    def __call__(self, argv: Sequence[str] | None = None) -> int: ...
 
 
 def reporting_errors(main: Main) -> Main:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from eval_fakes import oracle_provider
 
-from evaluation.judge import Judged, judge_one, judge_report
+from evaluation.judge import Judged, ask_again, asked_before, judge_one, judge_report
 from evaluation.records import TaskRecord
 from evaluation.results_file import ResultsFile
 from evaluation.runner import error_record
@@ -100,3 +100,29 @@ def test_report_only_reads_the_kept_answers(tmp_path: Path) -> None:
         [*cmd[:-1], "0"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
     assert bad.returncode == 2 and "--probes must be at least 1" in bad.stderr
+
+
+def test_the_questions_a_run_asked_are_asked_again_and_scored() -> None:
+    task = next(t for t in HumanEvalSuite().tasks() if t.id == "HumanEval/155")
+
+    def asked(call: str, reply: str) -> dict[str, object]:
+        question = f"Task: according to the spec, what does `{call}` return? ..."
+        return {
+            "kind": "llm",
+            "node": "consult",
+            "messages": [{"content": question}],
+            "reply": reply,
+        }
+
+    timeline = (
+        asked("even_odd_count(0)", '{"value": "(0, 0)", "reasoning": "no digits"}'),
+        asked("even_odd_count(0)", '{"value": "(1, 0)"}'),  # the same question: kept once
+        asked("even_odd_count(-7)", "not json"),
+        {"kind": "end", "node": "consult"},
+    )
+    record = verified(task, NO_ZERO, False).model_copy(update={"timeline": timeline})
+    assert asked_before(record) == [("even_odd_count(0)", "(0, 0)"), ("even_odd_count(-7)", "")]
+    text = ask_again([record], {task.id: task}, oracle_provider([task]))
+    assert "2 oracle questions the runs asked" in text
+    assert "| as recorded | 1 | 0 (0% of all) |" in text  # one literal, and it was wrong
+    assert "| asked again now | 2 | 2 (100% of all) |" in text  # the scripted oracle is right
