@@ -277,7 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             j = Judged.model_validate_json(line)
             if j.mode == args.mode and j.limit >= args.probes:
                 done[j.task_id] = j
-    todo = [r for r in records if r.task_id not in done]
+    # the runs that fail the reference first: a replay stopped early has already asked about
+    # every false success, and the right runs it has asked about are the ones it reports on
+    todo = sorted((r for r in records if r.task_id not in done), key=lambda r: r.passed)
     if todo and not args.report_only:
         from selfheal.kernel_sandbox import KernelPool
         from selfheal.llm.router import resolve_provider
