@@ -12,9 +12,10 @@ code's outputs on those inputs and, after the fact, with the canonical solution'
 
 * the oracle's own accuracy on these inputs (against the canonical solution), and how often it
   gave no usable answer;
-* for each threshold m: a rule "verified only when the oracle contradicts the chosen outputs
-  on fewer than m inputs" keeps how many verified runs, how many of them are wrong, and how
-  many right ones it would leave unverified;
+* for the first k inputs (k up to ``--probes``) and a threshold m (1 or 2): a rule "verified
+  only when the oracle contradicts the chosen outputs on fewer than m of them" keeps how many
+  verified runs, how many of them are wrong, how many right ones it would leave unverified and
+  which wrong ones it catches;
 * what it cost: model seconds per verified run.
 
 ``--again`` instead puts the questions the runs themselves asked the oracle (ties between
@@ -35,19 +36,18 @@ import sys
 import time
 from collections.abc import Sequence
 
-from evaluation.population import agreed
+from evaluation.population import agreed, outputs_on, probe_calls
 from evaluation.records import TaskRecord
 from evaluation.results_file import folder_command, reporting_errors, results_in
 from evaluation.suites import Task, get_suite
-from selfheal.agreement import canonical_literal, outputs_of
+from selfheal.agreement import canonical_literal
 from selfheal.config import HealConfig
-from selfheal.kernel_sandbox.types import Executor, ProbeCall
-from selfheal.probes import planned_probes
+from selfheal.kernel_sandbox.types import Executor
 from selfheal.records import Record
 from selfheal.spec import parse_spec
-from selfheal.state import HealState, TestCase
+from selfheal.state import HealState
 
-__all__ = ["Judged", "asked_before", "judge_report", "probe_calls"]
+__all__ = ["Judged", "ask_again", "asked_before", "judge_one", "judge_report"]
 
 
 class Judged(Record):
@@ -84,41 +84,30 @@ class Judged(Record):
         )
 
 
-def probe_calls(record: TaskRecord, task: Task, limit: int) -> list[str]:
-    """The first ``limit`` probe inputs of ``record``'s run, in the order the run plans them."""
-    spec = parse_spec(task.prompt, entry_point=task.entry_point)
-    tests = [
-        TestCase(id=t.id, origin="spec_blind", code=t.code) for t in record.tests if not t.trusted
-    ]
-    most = int(record.config.get("max_probes") or HealConfig().max_probes)
-    calls = list(dict.fromkeys(call for call, _ in planned_probes(spec, tests, most)))
-    return calls[:limit]
+def _ask(task: Task, calls: Sequence[str], executor: Executor, provider: object) -> dict[str, str]:
+    """The spec oracle's answers to ``calls`` about ``task``'s spec, asked as a run asks them."""
+    from selfheal.context import Context, FixedRouter
+    from selfheal.roles.oracle import answers
 
-
-def _outputs(code: str, calls: Sequence[str], executor: Executor) -> list[str | None]:
-    probes = [ProbeCall(id=f"p{i}", expr=c) for i, c in enumerate(calls)]
-    ids = [p.id for p in probes]
-    out = outputs_of(executor.run(code, probes), ids)
-    return [out.get(i) for i in ids]
+    if not calls:
+        return {}
+    state = HealState(
+        spec=parse_spec(task.prompt, entry_point=task.entry_point),
+        config=HealConfig(temperature=0.0, memory=False),
+    )
+    ctx = Context(llm=FixedRouter(provider), executor=executor)  # type: ignore[arg-type]
+    return answers(state, ctx, calls)
 
 
 def judge_one(
     record: TaskRecord, task: Task, limit: int, executor: Executor, provider: object
 ) -> Judged:
     """Ask the oracle about one verified run's first ``limit`` probe inputs."""
-    from selfheal.context import Context, FixedRouter
-    from selfheal.roles.oracle import answers as oracle_answers
-
-    calls = probe_calls(record, task, limit)
-    chosen = _outputs(record.code or "", calls, executor)
-    reference = _outputs(task.canonical_solution or "", calls, executor)
-    state = HealState(
-        spec=parse_spec(task.prompt, entry_point=task.entry_point),
-        config=HealConfig(temperature=0.0, memory=False),
-    )
-    ctx = Context(llm=FixedRouter(provider), executor=executor)  # type: ignore[arg-type]
+    calls = probe_calls(record, task)[:limit]
+    chosen = outputs_on(record.code or "", calls, executor)
+    reference = outputs_on(task.canonical_solution or "", calls, executor)
     t0 = time.monotonic()
-    answers = oracle_answers(state, ctx, calls) if calls else {}
+    answers = _ask(task, calls, executor, provider)
     seconds = time.monotonic() - t0
     return Judged(
         task_id=record.task_id,
@@ -169,9 +158,7 @@ def _accuracy(said: Sequence[str], reference: Sequence[str | None]) -> tuple[int
 def ask_again(records: Sequence[TaskRecord], tasks: dict[str, Task], provider: object) -> str:
     """The questions ``records``' runs asked the oracle, asked again; both sets of answers
     scored against the canonical solution (see the module docs)."""
-    from selfheal.context import Context, FixedRouter
     from selfheal.kernel_sandbox import KernelPool
-    from selfheal.roles.oracle import answers as oracle_answers
 
     before: list[str] = []
     now: list[str] = []
@@ -183,15 +170,10 @@ def ask_again(records: Sequence[TaskRecord], tasks: dict[str, Task], provider: o
                 continue
             task = tasks[r.task_id]
             calls = [c for c, _ in asked]
-            state = HealState(
-                spec=parse_spec(task.prompt, entry_point=task.entry_point),
-                config=HealConfig(temperature=0.0, memory=False),
-            )
-            ctx = Context(llm=FixedRouter(provider), executor=pool)  # type: ignore[arg-type]
-            again = oracle_answers(state, ctx, calls)
+            again = _ask(task, calls, pool, provider)
             before += [v for _, v in asked]
             now += [again.get(c, "") for c in calls]
-            reference += _outputs(task.canonical_solution or "", calls, pool)
+            reference += outputs_on(task.canonical_solution or "", calls, pool)
             print(f"{r.task_id} {r.mode}: {len(calls)} question(s)", file=sys.stderr)
     (u0, r0), (u1, r1) = _accuracy(before, reference), _accuracy(now, reference)
     n = len(reference)
@@ -208,15 +190,9 @@ def judge_report(judged: Sequence[Judged], limit: int) -> str:
     """The markdown report of a replay (see the module docs)."""
     if not judged:
         return "No verified run to judge."
-    asked = usable = right = 0
-    for j in judged:
-        for said, ref in zip(j.oracle[:limit], j.reference[:limit], strict=True):
-            asked += 1
-            want = canonical_literal(said) if said else None
-            if want is None:
-                continue
-            usable += 1
-            right += int(want == ref)
+    said = [v for j in judged for v in j.oracle[:limit]]
+    usable, right = _accuracy(said, [v for j in judged for v in j.reference[:limit]])
+    asked = len(said)
     wrong_runs = [j for j in judged if not j.passed]
     lines = [
         f"{len(judged)} verified runs ({len(wrong_runs)} failing the reference), up to {limit} "

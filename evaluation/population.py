@@ -51,6 +51,8 @@ __all__ = [
     "agreed",
     "population_report",
     "score_populations",
+    "outputs_on",
+    "probe_calls",
     "separating_probes",
 ]
 
@@ -86,23 +88,34 @@ def score_populations(
     return scores
 
 
-def separating_probes(record: TaskRecord, task: Task, executor: Executor) -> list[str]:
-    """The probe inputs of ``record``'s run on which its final code and ``task``'s canonical
-    solution give different outputs (``[]`` when none does, or without a canonical solution)."""
-    if not (record.code and task.canonical_solution):
-        return []
+def probe_calls(record: TaskRecord, task: Task) -> list[str]:
+    """The probe inputs of ``record``'s run, in the order the run planned them (rebuilt from the
+    spec and the run's model-written tests, as ``selfheal.probes`` plans them)."""
     spec = parse_spec(task.prompt, entry_point=task.entry_point)
     tests = [
         TestCase(id=t.id, origin="spec_blind", code=t.code) for t in record.tests if not t.trusted
     ]
     limit = int(record.config.get("max_probes") or HealConfig().max_probes)
-    pairs = planned_probes(spec, tests, limit)
-    calls = list(dict.fromkeys(call for call, _ in pairs))
+    return list(dict.fromkeys(call for call, _ in planned_probes(spec, tests, limit)))
+
+
+def outputs_on(code: str, calls: Sequence[str], executor: Executor) -> list[str | None]:
+    """``code``'s canonical output on each call (None where it gave none), in the sandbox."""
     probes = [ProbeCall(id=f"p{i}", expr=call) for i, call in enumerate(calls)]
     ids = [p.id for p in probes]
-    chosen = outputs_of(executor.run(record.code, probes), ids)
-    right = outputs_of(executor.run(task.canonical_solution, probes), ids)
-    return [call for i, call in zip(ids, calls, strict=True) if chosen.get(i) != right.get(i)]
+    out = outputs_of(executor.run(code, probes), ids)
+    return [out.get(i) for i in ids]
+
+
+def separating_probes(record: TaskRecord, task: Task, executor: Executor) -> list[str]:
+    """The probe inputs of ``record``'s run on which its final code and ``task``'s canonical
+    solution give different outputs (``[]`` when none does, or without a canonical solution)."""
+    if not (record.code and task.canonical_solution):
+        return []
+    calls = probe_calls(record, task)
+    chosen = outputs_on(record.code, calls, executor)
+    right = outputs_on(task.canonical_solution, calls, executor)
+    return [call for call, a, b in zip(calls, chosen, right, strict=True) if a != b]
 
 
 def agreed(record: TaskRecord, agreement: int) -> bool:
