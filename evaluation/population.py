@@ -20,6 +20,8 @@ report re-scores nothing. For each mode with candidates it prints:
   counts twice). It is computed from the recorded evidence, so records made before the rule
   existed show what it would have said (the rule only decides the final status; nothing before
   it changes);
+* a stricter status rule, computed the same way: the chosen behaviour held by a majority of
+  all the candidates a run made, not only of those that pass the trusted tests;
 * for those false successes, how many a probe input could have exposed: the chosen code and
   the task's canonical solution are run on the probes the run had (as the spec and the run's
   tests give them, ``selfheal.probes``), and a probe *separates* them when their outputs
@@ -130,6 +132,13 @@ def agreed(record: TaskRecord, agreement: int) -> bool:
     return size + remembered >= agreement
 
 
+def _majority_of_all(record: TaskRecord) -> bool:
+    """More than half of all the candidates the run made share the chosen behaviour (a status
+    rule stricter than the agreement rule, computed from the evidence)."""
+    ev = record.evidence or {}
+    return 2 * int(ev.get("chosen_cluster") or 0) > int(ev.get("candidates") or 0)
+
+
 class PopulationReport:
     """The population figures of one mode (see the module docs)."""
 
@@ -153,6 +162,11 @@ class PopulationReport:
         """Verified under the agreement rule."""
         self.false_agreed = [r.task_id for r in by_rule if not r.passed]
         """Verified under the agreement rule, failing the reference tests."""
+        stricter = [r for r in by_rule if _majority_of_all(r)]
+        self.verified_all = len(stricter)
+        """Of those, the ones whose chosen behaviour a majority of all candidates shares."""
+        self.false_all = [r.task_id for r in stricter if not r.passed]
+        """Of those, the ones failing the reference tests."""
         self.runs = len(records)
         self.passed = [r.task_id for r in records if r.passed]
         self.misses: list[str] = []
@@ -197,6 +211,9 @@ class PopulationReport:
                     [t for t in self.false_agreed if self.separated.get(t)], len(self.false_agreed)
                 )
                 + "; the others behave like the reference on every probe the run had",
+                "- of those, the chosen behaviour also held by a majority of all the candidates "
+                f"(not only of those passing the trusted tests): {self.verified_all}, failing the "
+                "reference: " + _ids(self.false_all, self.verified_all),
             ]
         )
 

@@ -126,3 +126,24 @@ def test_separating_probes_of_a_false_success(pool: KernelPool) -> None:
     assert separating_probes(shown, task, pool)  # some mutation of (3, 4, 5) tells them apart
     report = PopulationReport("heal", [consensus], {}, separated={task.id: []})
     assert "separates the chosen code from the reference on 0" in report.markdown()
+
+
+def test_the_stricter_rule_needs_a_majority_of_all_candidates(builtin_tasks: list[Task]) -> None:
+    a, b, c = builtin_tasks[:3]
+
+    def verified(task: Task, passed: bool, chosen: int, made: int) -> TaskRecord:
+        base = record(task, passed, ("greedy", passed), ("sample", passed))
+        return base.model_copy(update={"evidence": {"chosen_cluster": chosen, "candidates": made}})
+
+    records = [
+        verified(a, True, 2, 2),  # both candidates agree: kept
+        verified(b, False, 2, 4),  # two of four, the other two failed the examples: dropped
+        verified(c, False, 3, 4),  # three of four agree on a wrong behaviour: kept
+    ]
+    (report,) = population_report(records, {}, agreement=2)
+    assert report.verified_agreed == 3 and report.false_agreed == [b.id, c.id]
+    assert report.verified_all == 2 and report.false_all == [c.id]
+    assert (
+        f"majority of all the candidates (not only of those passing the trusted tests): 2, "
+        f"failing the reference: 1 (50.0%): {c.id}" in report.markdown()
+    )
