@@ -7,6 +7,7 @@ that record along instead of copying the keyword list.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
@@ -15,11 +16,12 @@ from selfheal.config import HealConfig
 from selfheal.context import EventSink, TokenSink
 from selfheal.errors import ConfigError
 from selfheal.inputs import check_python
-from selfheal.kernel_sandbox.types import Executor
+from selfheal.kernel_sandbox.types import Executor, Limits
 from selfheal.llm.base import Provider
 from selfheal.llm.router import parse_model_string
 from selfheal.spec import check_spec, parse_spec
 from selfheal.state import HealState, TestCase
+from selfheal.usertests import UserTest, read_user_tests, user_test_cases
 
 __all__ = ["HealRequest", "ProviderArg"]
 
@@ -50,8 +52,11 @@ class HealRequest:
     when that is unset."""
     entry_point: str | None = None
     """The function's name (default: read from the spec)."""
-    tests: Sequence[str | TestCase] = ()
-    """Your own assertion tests (trusted: the winner must pass them all)."""
+    tests: Sequence[str | os.PathLike[str] | TestCase] | str | os.PathLike[str] = ()
+    """Your own tests (trusted: the winner must pass them all): assert lines, a pytest module's
+    text, a path to a pytest file (a ``Path``, or a one-line string ending in ``.py``), or a
+    list of those. A pytest module is collected by pytest in the sandbox and each of its
+    items is one test (``selfheal.usertests``)."""
     approver: Approver | None = None
     """Answers proposals when ``config.autonomy`` asks for review."""
     executor: Executor | None = None
@@ -81,41 +86,39 @@ class HealRequest:
             "spec",
             check_spec(self.spec, entry_point=self.entry_point, max_chars=config.max_spec_chars),
         )
-        object.__setattr__(self, "tests", _checked_tests(self.tests))
+        entry = parse_spec(self.spec, entry_point=self.entry_point).entry_point
+        object.__setattr__(self, "tests", _checked_tests(self.tests, entry))
 
-    def initial_state(self) -> HealState:
-        """The state a run starts from: the parsed spec, the config, your tests (trusted)."""
-        user_tests: list[TestCase] = []
-        for i, t in enumerate(self.tests, start=1):
+    def initial_state(self, executor: Executor | None = None) -> HealState:
+        """The state a run starts from: the parsed spec, the config, your tests (trusted; a
+        pytest module's items are collected in ``executor``, the run's sandbox)."""
+        spec = parse_spec(self.spec, entry_point=self.entry_point)
+        given = [t for t in self.tests if isinstance(t, UserTest)]
+        limits = Limits(test_timeout=max(self.config.test_timeout, 30.0))
+        user_tests = list(user_test_cases(given, executor, limits))
+        for t in self.tests:
             if isinstance(t, TestCase):
                 user_tests.append(t.model_copy(update={"trusted": True, "origin": "user"}))
-            else:
-                user_tests.append(
-                    TestCase(
-                        id=f"u{i}",
-                        origin="user",
-                        code=str(t),
-                        trusted=True,
-                        rationale="given by the user",
-                    )
-                )
-        return HealState(
-            spec=parse_spec(self.spec, entry_point=self.entry_point),
-            config=self.config,
-            tests=tuple(user_tests),
-        )
+        return HealState(spec=spec, config=self.config, tests=tuple(user_tests))
 
 
-def _checked_tests(tests: Sequence[str | TestCase] | str | None) -> tuple[str | TestCase, ...]:
-    """Your tests, each checked to parse (a test that cannot run could never pass)."""
-    if isinstance(tests, str | bytes):
-        tests = [tests]  # one test, not its characters
-    out: list[str | TestCase] = []
-    for i, t in enumerate(tests or (), start=1):
+def _checked_tests(
+    tests: Sequence[str | os.PathLike[str] | TestCase] | str | os.PathLike[str] | None,
+    entry_point: str | None,
+) -> tuple[UserTest | TestCase, ...]:
+    """Your tests, each read and checked (``selfheal.usertests``): a test that cannot run, or
+    that checks nothing, could never be evidence."""
+    if tests is None or isinstance(tests, str | bytes | os.PathLike):
+        tests = [tests] if tests is not None else []  # one test, not its characters
+    out: list[UserTest | TestCase] = []
+    texts: list[str | os.PathLike[str]] = []
+    for t in tests:
         if isinstance(t, TestCase):
             if t.code is not None:
                 check_python(t.code, f"Your test {t.id!r}")
             out.append(t)
+        elif isinstance(t, UserTest):
+            out.append(t)
         else:
-            out.append(check_python(t, f"Your test {i}"))
-    return tuple(out)
+            texts.append(t)
+    return (*read_user_tests(texts, entry_point), *out)

@@ -6,6 +6,7 @@ runner produces is appended to the run log, so any of them can be reloaded or fo
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from selfheal.kernel_sandbox.types import (
     Outcome,
     SandboxTest,
 )
+from selfheal.kernel_sandbox.rewrite import pytest_item_test
 from selfheal.llm.base import Message
 
 Status = Literal["running", "awaiting_approval", "verified", "failed", "exhausted", "unverified"]
@@ -122,6 +124,12 @@ class TestCase(Record):
     """For call/expect tests: keyword arguments."""
     expected: Any = None
     """For call/expect tests: the value the call must return."""
+    pytest_module: str | None = None
+    """For an item of a pytest module you gave: the module (``code`` is then the item's
+    function, as shown)."""
+    pytest_item: str | None = None
+    """For an item of a pytest module: pytest's item as collected (JSON: ``id``, ``cls``,
+    ``func``, ``k`` the index of its parameter set, ``params`` as shown, ``line``)."""
     rationale: str = ""
     """Why the test exists."""
     trusted: bool = False
@@ -134,6 +142,10 @@ class TestCase(Record):
     """Iteration at which the test was added (0: before any code)."""
 
     def to_sandbox(self) -> SandboxTest:
+        if self.pytest_module is not None and self.pytest_item is not None:
+            item = json.loads(self.pytest_item)
+            code = pytest_item_test(self.pytest_module, item["cls"], item["func"], item["k"])
+            return AssertTest(id=self.id, code=code)
         if self.code is not None:
             return AssertTest(id=self.id, code=self.code)
         return CallTest(

@@ -66,7 +66,7 @@ class Run:
     def start(cls, request: HealRequest, *, persist: bool = True) -> Run:
         """A new run for ``request``, with the services it asks for (``graph.build``)."""
         ctx = context_for(request)
-        state = with_resolved_models(request.initial_state(), ctx.llm, request.provider)
+        state = with_resolved_models(request.initial_state(ctx.executor), ctx.llm, request.provider)
         return cls.new(state, ctx, persist=persist)
 
     @classmethod

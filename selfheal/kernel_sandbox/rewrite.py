@@ -15,7 +15,7 @@ from typing import Any
 
 from selfheal.kernel_sandbox._wire import decode_value, encode_value
 
-__all__ = ["decode_value", "encode_value", "rewrite_test", "split_snippet"]
+__all__ = ["decode_value", "encode_value", "pytest_item_test", "rewrite_test", "split_snippet"]
 
 _OPS: dict[type[ast.cmpop], str] = {
     ast.Eq: "Eq",
@@ -79,7 +79,7 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
 
-HELPERS = ("__sh_cmp__", "__sh_assert__", "__sh_assert_cmp__", "__sh_truth__")
+HELPERS = ("__sh_cmp__", "__sh_assert__", "__sh_assert_cmp__", "__sh_truth__", "__sh_pytest__")
 """Names of the harness helpers, in the order the test function takes them."""
 
 
@@ -129,3 +129,9 @@ def split_snippet(code: str) -> tuple[str, str | None]:
         last = tree.body.pop()
         return ast.unparse(tree), ast.unparse(last)
     return code, None
+
+
+def pytest_item_test(module: str, cls: str | None, func: str, k: int) -> str:
+    """The test code for one item pytest collected from ``module``: the module's statements,
+    then the item run by the harness (``_harness/pytest_item.py``) with parameter set ``k``."""
+    return f"{module}\n__sh_pytest__('run', dict(locals()), {cls!r}, {func!r}, {int(k)})\n"

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["assert_", "assert_cmp", "cmp", "pure", "srepr", "truth"]
+__all__ = ["APPROX_EQ", "assert_", "assert_cmp", "cmp", "pure", "srepr", "truth"]
 
 _NoneType = type(None)
 _PURE_SCALARS = frozenset({int, float, complex, str, bytes, bool, _NoneType, range})
 _PURE_CONTAINERS = frozenset({list, tuple, dict, set, frozenset, bytearray})
+APPROX_EQ: dict[Any, Any] = {}
+"""pytest's approx classes -> their ``__eq__``, taken at warm-up before any candidate
+(``pytest_item.pt_install``): ``f() == pytest.approx(0.3)`` compares a plain value with the
+test's own approx object through pytest's code, never through the candidate's."""
 
 
 def pure(v: Any, depth: int = 0) -> bool:
@@ -87,6 +91,8 @@ def cmp(op: str, a: Any, b: Any) -> bool:
     if op in ("Eq", "NotEq"):
         if pa and pb:
             r = a == b
+        elif pa and type(b) in APPROX_EQ or pb and type(a) in APPROX_EQ:
+            r = bool(APPROX_EQ[type(b)](b, a)) if pa else bool(APPROX_EQ[type(a)](a, b))
         elif pa != pb:
             r = False  # a candidate object is never equal to a plain builtin value
         else:

@@ -21,6 +21,8 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
     from selfheal.kernel_sandbox._harness.channel import Harness
     from selfheal.kernel_sandbox._harness.guard import Guard, make_hook
     from selfheal.kernel_sandbox._harness.loop import Loop
+    from selfheal.kernel_sandbox._harness.compare import APPROX_EQ
+    from selfheal.kernel_sandbox._harness.pytest_item import pt_install
     from selfheal.kernel_sandbox._harness.session import Checks
 
 __all__ = ["install", "serve"]
@@ -50,6 +52,7 @@ def install(
     canon_ns: dict[str, Any] = {"__builtins__": dict(clean), "__name__": "_sh_canon"}
     if canon_src:
         exec(compile(canon_src, "<selfheal canon>", "exec", dont_inherit=True), canon_ns)
+    pt_install(APPROX_EQ)  # pytest imported and its modules snapshotted, no candidate yet
     prefixes = (_sysmod.prefix, _sysmod.base_prefix, _sysmod.exec_prefix)
     guard = Guard(work, host_home, clean, prefixes)
     ip = get_ipython()  # type: ignore[name-defined]  # noqa: F821

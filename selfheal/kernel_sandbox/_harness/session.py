@@ -26,6 +26,7 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
         truth,
     )
     from selfheal.kernel_sandbox._harness.guard import Guard, Timeout, guarded
+    from selfheal.kernel_sandbox._harness.pytest_item import pytest_item
     from selfheal.kernel_sandbox._harness.trace import (
         Tracer,
         code_objects,
@@ -127,7 +128,7 @@ def _run_test(co: Any, tns: dict[str, Any]) -> None:
     fn = tns.pop("__sh_test__", None)
     if fn is None:
         return  # compiled without the wrapper (``from x import *``): ran at top level
-    fn(cmp, assert_, assert_cmp, truth)
+    fn(cmp, assert_, assert_cmp, truth, pytest_item)
 
 
 def tampered(
@@ -157,6 +158,7 @@ _HELPERS = {
     "__sh_assert__": assert_,
     "__sh_assert_cmp__": assert_cmp,
     "__sh_truth__": truth,
+    "__sh_pytest__": pytest_item,
 }
 
 

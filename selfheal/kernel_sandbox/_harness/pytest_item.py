@@ -1,0 +1,396 @@
+"""Kernel side: your tests in pytest's form (test functions, ``Test*`` classes, parametrize,
+fixtures), collected by pytest once per run and run one item per test by the harness.
+
+``pytest_item("collect", text)`` runs pytest's own collection on ``text`` (written to a file
+in the run's folder) and prints one JSON line: every item with its class, function and the
+index of its parameters in ``combos``, plus the items pytest's marks skip and the collection
+errors. ``pytest_item("run", names, cls, func, k)`` runs one item in a test's namespace (the
+test module was executed there first, rewritten like any test): it resolves the fixtures
+(those defined in the file, autouse ones, ``tmp_path``, ``monkeypatch``, ``capsys`` and
+``request.param``), calls the function with parameter set ``k`` and tears down. The verdict
+stays the harness's: the function's exception (``pytest.fail`` and ``pytest.raises``'s "did
+not raise" become ``AssertionError``) is the test's outcome, and pytest's modules are checked
+before and after every item against a snapshot taken before any candidate existed.
+
+Shipped to the kernel as source (see ``_harness/__init__.py``).
+"""
+
+from __future__ import annotations
+
+import sys as _pt_sys
+from typing import Any
+
+__all__ = ["pt_combos", "pt_install", "pytest_item"]
+
+_PT: dict[str, Any] = {}
+"""Filled by ``pt_install``: the pytest module and the snapshots of what tests rely on."""
+_PT_MODULES = ("pytest", "_pytest.approx", "_pytest.raises", "_pytest.monkeypatch",
+               "_pytest.outcomes", "_pytest.fixtures", "_pytest.mark.structures")
+_PT_FILE = "test_your_tests.py"
+
+
+def pt_install(approx_eq: dict[Any, Any]) -> None:
+    """At warm-up, before any candidate: import pytest and snapshot its modules and classes
+    (a candidate that patches them fails the item); fill ``approx_eq`` with the ``__eq__`` of
+    pytest's approx classes so ``cmp`` may compare a plain value with ``pytest.approx``."""
+    import importlib
+
+    try:
+        mods = [importlib.import_module(m) for m in _PT_MODULES]
+    except Exception:  # pytest missing: pytest-form tests report it when they run
+        return
+    classes = {
+        v for m in mods for v in vars(m).values()
+        if isinstance(v, type) and str(getattr(v, "__module__", "")).startswith("_pytest")
+    }
+    for c in classes:
+        if c.__name__.startswith("Approx"):
+            approx_eq[c] = c.__eq__
+    _PT["pytest"] = mods[0]
+    _PT["mods"] = [(name, m, dict(vars(m))) for name, m in zip(_PT_MODULES, mods, strict=True)]
+    _PT["classes"] = [(c, dict(vars(c))) for c in classes]
+    _PT["fixture_def"] = getattr(mods[5], "FixtureFunctionDefinition", None)
+    _PT["param_set"] = getattr(mods[6], "ParameterSet", None)
+
+
+def pt_tampered() -> str | None:
+    """What the candidate changed in pytest since warm-up, or None."""
+    for name, m, saved in _PT.get("mods", ()):
+        if _pt_sys.modules.get(name) is not m:
+            return f"the candidate replaced the module {name}"
+        d = vars(m)
+        if len(d) != len(saved) or any(d.get(k, d) is not v for k, v in saved.items()):
+            return f"the candidate edited the module {name}"
+    for c, saved in _PT.get("classes", ()):
+        d = vars(c)
+        if len(d) != len(saved) or any(d.get(k, d) is not v for k, v in saved.items()):
+            return f"the candidate edited pytest's {c.__name__}"
+    return None
+
+
+def pt_fixture(v: Any) -> tuple[Any, Any] | None:
+    """``(marker, function)`` if ``v`` is a fixture definition (pytest 8.4+ or earlier)."""
+    fdef = _PT.get("fixture_def")
+    if fdef is not None and isinstance(v, fdef):
+        return v._fixture_function_marker, v._get_wrapped_function()
+    marker = getattr(v, "_pytestfixturefunction", None)
+    if marker is not None and callable(v):
+        return marker, v
+    return None
+
+
+def pt_fixtures(names: dict[str, Any], cls: Any) -> dict[str, tuple[Any, Any, bool]]:
+    """The file's fixtures by name: ``(marker, function, defined in the class)``."""
+    out: dict[str, tuple[Any, Any, bool]] = {}
+    sources = [(names, False)]
+    if cls is not None:
+        sources.append((dict(vars(cls)), True))
+    for src, in_class in sources:
+        for key, v in list(src.items()):
+            found = pt_fixture(v)
+            if found is not None:
+                out[found[0].name or key] = (found[0], found[1], in_class)
+    return out
+
+
+def pt_argnames(fn: Any, skip_self: bool) -> list[str]:
+    """The names a function asks pytest for: parameters without defaults."""
+    import inspect
+
+    params = list(inspect.signature(fn).parameters.values())
+    if skip_self and params:
+        params = params[1:]
+    return [p.name for p in params if p.default is inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def pt_marks(obj: Any) -> list[Any]:
+    marks = getattr(obj, "pytestmark", [])
+    return list(marks) if isinstance(marks, list | tuple) else [marks]
+
+
+def pt_combos(names: dict[str, Any], cls: Any, func: Any) -> list[dict[str, Any]]:
+    """Every parameter set of ``func``: the product of its ``parametrize`` marks (function,
+    class, module) and of the ``params`` of the fixtures it uses. The same order every time,
+    so an index found at collection names the same set in every candidate's run."""
+    param_set = _PT.get("param_set")
+    marks = pt_marks(func) + (pt_marks(cls) if cls is not None else [])
+    marks += pt_marks(_PtMarks(names.get("pytestmark", [])))
+    axes: list[list[dict[str, Any]]] = []
+    direct: set[str] = set()
+    for m in marks:
+        if getattr(m, "name", None) != "parametrize":
+            continue
+        argnames = m.args[0] if m.args else m.kwargs["argnames"]
+        argvalues = m.args[1] if len(m.args) > 1 else m.kwargs["argvalues"]
+        if m.kwargs.get("indirect"):
+            raise NotImplementedError("indirect parametrization is not supported")
+        if isinstance(argnames, str):
+            argnames = [a.strip() for a in argnames.split(",") if a.strip()]
+        argnames = list(argnames)
+        axis = []
+        for v in argvalues:
+            if param_set is not None and isinstance(v, param_set):
+                vals = tuple(v.values)
+            else:
+                vals = (v,) if len(argnames) == 1 else tuple(v)
+            axis.append(dict(zip(argnames, vals, strict=True)))
+        axes.append(axis)
+        direct.update(argnames)
+    fixtures = pt_fixtures(names, cls)
+    wanted = pt_argnames(func, cls is not None)
+    wanted += [n for n, f in fixtures.items() if f[0].autouse]
+    seen: set[str] = set()
+    while wanted:
+        name = wanted.pop(0)
+        if name in seen or name in direct or name not in fixtures:
+            continue
+        seen.add(name)
+        marker, fn, in_class = fixtures[name]
+        if marker.params is not None:
+            axes.append([{name: p} for p in marker.params])
+        wanted += pt_argnames(fn, in_class)
+    combos: list[dict[str, Any]] = [{}]
+    for axis in axes:
+        combos = [{**c, **a} for c in combos for a in axis]
+    return combos
+
+
+class _PtMarks:
+    def __init__(self, marks: Any) -> None:
+        self.pytestmark = marks
+
+
+class _PtRequest:
+    """The part of pytest's ``request`` a fixture most often uses."""
+
+    def __init__(self, param: Any, node_name: str) -> None:
+        self.param = param
+        self.node_name = node_name
+
+
+class _PtCapture:
+    """``capsys``: ``sys.stdout``/``sys.stderr`` captured while the test runs."""
+
+    def __init__(self) -> None:
+        import io
+
+        self._io = io
+        self._saved = (_pt_sys.stdout, _pt_sys.stderr)
+        self._out, self._err = io.StringIO(), io.StringIO()
+        _pt_sys.stdout, _pt_sys.stderr = self._out, self._err
+
+    def readouterr(self) -> Any:
+        out, err = self._out.getvalue(), self._err.getvalue()
+        self._out.seek(0)
+        self._out.truncate()
+        self._err.seek(0)
+        self._err.truncate()
+        return _PtCaptureResult((out, err))
+
+    def close(self) -> None:
+        _pt_sys.stdout, _pt_sys.stderr = self._saved
+
+
+class _PtCaptureResult(tuple):  # type: ignore[type-arg]
+    @property
+    def out(self) -> str:
+        return str(self[0])
+
+    @property
+    def err(self) -> str:
+        return str(self[1])
+
+
+def pt_run(names: dict[str, Any], cls_name: str | None, func_name: str, k: int) -> None:
+    """Run one collected item (see the module docstring)."""
+    import inspect
+    import os
+    import pathlib
+    import tempfile
+
+    pytest = _PT.get("pytest")
+    if pytest is None:
+        raise RuntimeError("pytest is not installed in the sandbox's Python: pip install pytest")
+    changed = pt_tampered()
+    if changed is not None:
+        raise AssertionError(changed)
+    cls = names[cls_name] if cls_name else None
+    inst = None
+    if cls is not None:
+        import unittest
+
+        inst = cls(func_name) if issubclass(cls, unittest.TestCase) else cls()
+        func = getattr(cls, func_name)
+    else:
+        func = names[func_name]
+    fixtures = pt_fixtures(names, cls)
+    combo = pt_combos(names, cls, func)[k]
+    values: dict[str, Any] = {}
+    teardown: list[Any] = []
+
+    def get(name: str) -> Any:
+        if name in combo and name not in fixtures:
+            return combo[name]
+        if name in values:
+            return values[name]
+        if name in fixtures:
+            marker, fn, in_class = fixtures[name]
+            if in_class:
+                fn = fn.__get__(inst, cls)
+            if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+                raise NotImplementedError(f"async fixture {name!r} is not supported")
+            args = {a: (_PtRequest(combo.get(name), func_name) if a == "request" else get(a))
+                    for a in pt_argnames(fn, False)}
+            v = fn(**args)
+            if inspect.isgenerator(v):
+                gen = v
+                v = next(gen)
+                teardown.append(lambda: next(gen, None))
+        elif name == "tmp_path":
+            v = pathlib.Path(tempfile.mkdtemp(prefix="tmp_path-", dir=os.getcwd()))
+        elif name == "monkeypatch":
+            v = pytest.MonkeyPatch()
+            teardown.append(v.undo)
+        elif name == "capsys":
+            v = _PtCapture()
+            teardown.append(v.close)
+        elif name == "request":
+            v = _PtRequest(None, func_name)
+        else:
+            raise LookupError(
+                f"fixture {name!r} not found: selfheal runs the fixtures defined in your test "
+                "file, tmp_path, monkeypatch, capsys and request.param"
+            )
+        values[name] = v
+        return v
+
+    fail_exc = pytest.fail.Exception
+    try:
+        try:
+            for name, f in fixtures.items():
+                if f[0].autouse:
+                    get(name)
+            if inst is not None:
+                for setup in ("setUp", "setup_method"):
+                    hook = getattr(inst, setup, None)
+                    if hook is not None and setup == "setUp":
+                        hook()
+                    elif hook is not None:
+                        hook(getattr(inst, func_name))
+            fn = getattr(inst, func_name) if inst is not None else func
+            if inspect.iscoroutinefunction(fn):
+                raise NotImplementedError("async test functions are not supported")
+            fn(**{a: get(a) for a in pt_argnames(fn, False)})
+        finally:
+            for undo in reversed(teardown):
+                undo()
+            if inst is not None:
+                for hook_name in ("teardown_method", "tearDown"):
+                    hook = getattr(inst, hook_name, None)
+                    if hook is not None:
+                        hook(*([getattr(inst, func_name)] if hook_name == "teardown_method"
+                               else []))
+    except fail_exc as e:  # pytest.fail(), pytest.raises' "DID NOT RAISE": a test failure
+        raise AssertionError(str(e)) from None
+    changed = pt_tampered()
+    if changed is not None:
+        raise AssertionError(changed)
+
+
+def pt_collect(text: str) -> None:
+    """Collect ``text`` with pytest and print the items as one JSON line (see the module
+    docstring)."""
+    import json
+    import os
+
+    pytest = _PT.get("pytest")
+    if pytest is None:
+        print(json.dumps({"errors": ["pytest is not installed in the sandbox's Python: "
+                                     "pip install pytest"]}))
+        return
+    import _pytest.skipping as skipping
+
+    candidate = _pt_sys.modules.get("candidate")
+    if candidate is not None:  # no candidate yet: any name imported from it is a stand-in
+        candidate.__getattr__ = lambda name: _PtStandIn(name)  # type: ignore[attr-defined]
+    path = os.path.join(os.getcwd(), _PT_FILE)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    found: dict[str, Any] = {"items": [], "skipped": [], "errors": []}
+
+    class Collector:
+        def pytest_collectreport(self, report: Any) -> None:
+            if report.failed:
+                found["errors"].append(str(report.longreprtext))
+
+        def pytest_collection_finish(self, session: Any) -> None:
+            for item in session.items:
+                where = item.nodeid.split("::", 1)[-1]
+                skip = skipping.evaluate_skip_marks(item)
+                xfail = skipping.evaluate_xfail_marks(item)
+                if skip is not None or xfail is not None:
+                    why = skip.reason if skip is not None else f"xfail: {xfail.reason}"
+                    found["skipped"].append({"id": where, "reason": why or "marked"})
+                    continue
+                cs = getattr(item, "callspec", None)
+                target = dict(cs.params) if cs is not None else {}
+                cls = item.cls
+                fn = getattr(cls, item.originalname) if cls is not None else item.obj
+                combos = pt_combos(vars(item.module), cls, fn)
+                k = next((i for i, c in enumerate(combos) if len(c) == len(target)
+                          and all(c.get(n, c) is v for n, v in target.items())), None)
+                if k is None:
+                    found["errors"].append(f"{where}: selfheal cannot reproduce this "
+                                           "item's parameters")
+                    continue
+                found["items"].append({
+                    "id": where, "cls": cls.__name__ if cls is not None else None,
+                    "func": item.originalname, "k": k,
+                    "params": {n: _pt_short(v) for n, v in target.items()},
+                    "line": (item.location[1] or 0) + 1,
+                })
+
+    saved = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    try:
+        pytest.main(
+            ["--collect-only", "-qq", "-s", "-p", "no:cacheprovider", "-p", "no:faulthandler",
+             "-p", "no:stepwise", "-c", os.devnull, "--rootdir", os.getcwd(),
+             "--assert=plain", "-W", "ignore", "--color=no", "--tb=short", path],
+            plugins=[Collector()],
+        )
+    finally:
+        if saved is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = saved
+        _pt_sys.modules.pop(_PT_FILE[:-3], None)
+    print("\n__selfheal_collected__ " + json.dumps(found))
+
+
+class _PtStandIn:
+    """What ``from candidate import name`` gives at collection, before any candidate."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"{self.name} was called while your tests were collected")
+
+
+def _pt_short(v: Any) -> str:
+    try:
+        r = repr(v)
+    except Exception:
+        r = f"<{type(v).__name__}>"
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+def pytest_item(op: str, *args: Any) -> None:
+    """The helper tests call as ``__sh_pytest__``: ``("collect", text)`` or ``("run", names,
+    cls, func, k)``."""
+    if op == "collect":
+        pt_collect(*args)
+    else:
+        pt_run(*args)

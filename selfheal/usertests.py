@@ -1,0 +1,255 @@
+"""Your own tests: assert lines, or a pytest module, made into trusted test cases.
+
+A test you give (text, a path to a file, or a list of either) is one of two forms:
+
+* **statements**, usually ``assert`` lines (a bare comparison becomes an assert): one test;
+* **a pytest module** (it defines ``test_*`` functions or ``Test*`` classes): pytest collects
+  it once per run, in the sandbox, and every item it finds (each ``parametrize`` case on its
+  own) is one trusted test with its own id, ``u1::test_median[even]``. Each item runs in the
+  candidate's sandbox run through the harness (``kernel_sandbox/_harness/pytest_item.py``),
+  so a test function that is defined is a test function that runs.
+
+A test that checks nothing (no assert, no raise, no test function) or defines a function it
+never calls, a file with nothing to collect, and a file pytest cannot collect are
+``ConfigError``s that say what to change, before any candidate runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from selfheal.errors import ConfigError
+from selfheal.inputs import check_python, read_text_file
+from selfheal.kernel_sandbox.types import Executor, Limits
+from selfheal.state import TestCase
+
+__all__ = [
+    "UserTest",
+    "collect",
+    "is_pytest_module",
+    "read_user_tests",
+    "user_test_cases",
+]
+
+_MARK = "__selfheal_collected__ "
+
+
+@dataclass(frozen=True, kw_only=True)
+class UserTest:
+    """One test you gave, checked and in the form it runs in."""
+
+    text: str
+    """The test's text (statements, or a pytest module with its imports made to fall back
+    on the candidate)."""
+    origin: str
+    """Where it came from: ``test 1``, or the file's path."""
+    pytest: bool
+    """True for a pytest module (collected into items), False for statements."""
+
+
+def is_pytest_module(tree: ast.Module) -> bool:
+    """True when the module defines a test function or a ``Test*`` class at top level."""
+    return any(
+        (isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name.startswith("test"))
+        or (isinstance(n, ast.ClassDef) and n.name.startswith("Test"))
+        for n in tree.body
+    )
+
+
+def _checks(node: ast.AST) -> bool:
+    """An assert, a raise, or a call that checks (``self.assertEqual``, ``pytest.raises``)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Assert | ast.Raise):
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            if n.func.attr.startswith("assert") or n.func.attr in ("raises", "fail"):
+                return True
+    return False
+
+
+def _statements(code: str, tree: ast.Module, what: str) -> str:
+    """Statements that check something when they run; a bare comparison becomes an assert."""
+    lines = code.splitlines()
+    for node in reversed(tree.body):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Compare):
+            i = node.lineno - 1
+            lines[i] = lines[i][: node.col_offset] + "assert " + lines[i][node.col_offset :]
+    code = "\n".join(lines)
+    defined = {
+        n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    top = [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    called = {
+        n.func.id
+        for stmt in top
+        for n in ast.walk(stmt)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+    if defined and not (called & defined) and not any(_checks(s) for s in top):
+        names = ", ".join(sorted(defined))
+        raise ConfigError(
+            f"{what} defines {names} but never calls it, so it would check nothing. Call it "
+            f"(e.g. `{sorted(defined)[0]}(...)`), or name it `test_...` to make the text a "
+            "pytest module whose test functions selfheal runs."
+        )
+    if not _checks(tree) and not any(
+        isinstance(n, ast.Expr) and isinstance(n.value, ast.Compare) for n in tree.body
+    ):
+        raise ConfigError(
+            f"{what} checks nothing (no assert, no raise, no test function): "
+            f"{code.strip()[:80]!r}. Write an assertion, e.g. `assert f(2) == 4`, or a "
+            "pytest function `def test_f(): ...`."
+        )
+    return code
+
+
+def _fallback_imports(code: str, tree: ast.Module, entry_point: str | None) -> str:
+    """Imports of the code under test read from the candidate, on the same lines: ``from
+    stats import median`` (a module the sandbox cannot import, or one that names
+    ``entry_point``) becomes ``from candidate import median``; ``import stats`` of a module
+    that cannot be imported becomes ``import candidate as stats``."""
+    lines = code.splitlines()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = {a.name for a in node.names}
+            if node.module in ("__future__", "pytest") or (
+                entry_point not in names and _importable(node.module)
+            ):
+                continue
+            alias = ", ".join(
+                a.name + (f" as {a.asname}" if a.asname else "") for a in node.names
+            )
+            new = f"from candidate import {alias}"
+        elif isinstance(node, ast.Import) and len(node.names) == 1:
+            a = node.names[0]
+            if _importable(a.name) or "." in a.name:
+                continue
+            new = f"import candidate as {a.asname or a.name}"
+        else:
+            continue
+        start, end = node.lineno - 1, (node.end_lineno or node.lineno)
+        lines[start:end] = [" " * node.col_offset + new] + [""] * (end - start - 1)
+    return "\n".join(lines)
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module.split(".")[0]) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def read_user_tests(
+    tests: Sequence[str | os.PathLike[str]] | str | os.PathLike[str] | None,
+    entry_point: str | None,
+) -> tuple[UserTest, ...]:
+    """Your tests, each read (a path: with the checks of ``--spec-file``), parsed and checked
+    (see the module docstring)."""
+    if tests is None:
+        return ()
+    if isinstance(tests, str | bytes | os.PathLike):
+        tests = [tests]  # one test, not its characters
+    out: list[UserTest] = []
+    for i, t in enumerate(tests, start=1):
+        if isinstance(t, os.PathLike) or (
+            isinstance(t, str) and "\n" not in t and t.strip().endswith(".py")
+        ):
+            path = Path(os.fsdecode(t)).expanduser()
+            if not path.is_file():
+                raise ConfigError(
+                    f"Your test file {str(path)!r} does not exist. Check the path (relative "
+                    f"to {os.getcwd()!r}), or give the test's text instead."
+                )
+            what = f"Your test file {str(path)!r}"
+            code = check_python(read_text_file(path, what), what)
+            origin = str(path)
+        else:
+            what = f"Your test {i}"
+            code = check_python(t, what)
+            origin = f"test {i}"
+        tree = ast.parse(code)
+        if is_pytest_module(tree):
+            code = _fallback_imports(code, tree, entry_point)
+            out.append(UserTest(text=code, origin=origin, pytest=True))
+        else:
+            out.append(UserTest(text=_statements(code, tree, what), origin=origin, pytest=False))
+    return tuple(out)
+
+
+def collect(
+    executor: Executor, test: UserTest, limits: Limits | None = None
+) -> dict[str, list[Any]]:
+    """pytest's collection of ``test`` in the sandbox: ``{"items": [...], "skipped": [...],
+    "errors": [...]}`` (see ``_harness/pytest_item.py``)."""
+    r = executor.run_snippet(f"__sh_pytest__('collect', {test.text!r})", limits=limits)
+    head, sep, tail = r.stdout.rpartition(_MARK)
+    if not sep:
+        why = f"{r.exc_type}: {r.message}" if r.exc_type else (r.stdout or r.outcome)[-400:]
+        raise ConfigError(
+            f"Your tests in {test.origin} could not be collected in the sandbox ({why}). "
+            "Run them with `pytest --collect-only` to see why."
+        )
+    found: dict[str, list[Any]] = json.loads(tail.splitlines()[0])
+    return found
+
+
+def _shown(module: str, item: dict[str, object]) -> str:
+    """The item as a reader sees it: its parameters, then the test function's source."""
+    tree = ast.parse(module)
+    nodes: Iterable[ast.stmt] = tree.body
+    if item["cls"]:
+        cls = next((n for n in tree.body if isinstance(n, ast.ClassDef)
+                    and n.name == item["cls"]), None)
+        nodes = cls.body if cls is not None else ()
+    fn = next((n for n in nodes if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+               and n.name == item["func"]), None)
+    src = ast.get_source_segment(module, fn) if fn is not None else None
+    params = item.get("params") or {}
+    head = ", ".join(f"{k}={v}" for k, v in params.items())  # type: ignore[attr-defined]
+    body = src or f"{item['func']}(...)"
+    return f"# {head}\n{body}" if head else body
+
+
+def user_test_cases(
+    tests: Sequence[UserTest], executor: Executor | None, limits: Limits | None = None
+) -> tuple[TestCase, ...]:
+    """Trusted test cases for your tests: one per statements test, one per collected item of
+    a pytest module (collected in ``executor``, once). A module pytest cannot collect, or
+    that has no item to run, is a ``ConfigError``."""
+    out: list[TestCase] = []
+    for i, t in enumerate(tests, start=1):
+        if not t.pytest:
+            out.append(TestCase(id=f"u{i}", origin="user", code=t.text, trusted=True,
+                                rationale=f"given by the user ({t.origin})"))
+            continue
+        if executor is None:
+            raise ConfigError("pytest-form tests need a sandbox to be collected in.")
+        found = collect(executor, t, limits)
+        if found["errors"]:
+            raise ConfigError(
+                f"pytest could not collect your tests in {t.origin}:\n"
+                + "\n".join(str(e)[-1500:] for e in found["errors"])
+                + "\nFix the file (run `pytest --collect-only` on it); a test that cannot be "
+                "collected could never pass."
+            )
+        if not found["items"]:
+            skipped = "; ".join(f"{s['id']}: {s['reason']}" for s in found["skipped"])
+            raise ConfigError(
+                f"Your tests in {t.origin} have no test to run"
+                + (f" (all skipped: {skipped})" if skipped else "")
+                + ". Add a `def test_...():` with an assert."
+            )
+        for item in found["items"]:
+            out.append(TestCase(
+                id=f"u{i}::{item['id']}", origin="user", code=_shown(t.text, item),
+                pytest_module=t.text, pytest_item=json.dumps(item), trusted=True,
+                rationale=f"given by the user ({t.origin}, line {item['line']})",
+            ))
+    return tuple(out)
