@@ -299,7 +299,10 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
     majority = contenders < 2 or 2 * agreeing > contenders
     need = state.config.agreement
     # a remembered solution was verified (by agreement) in an earlier run: it brings that along
-    remembered = sum(1 for c in sel.clusters[0] if c.origin == "memory") if chosen_size else 0
+    # your own code (``heal(code=...)``) is not a model's guess either: it counts twice too
+    remembered = (
+        sum(1 for c in sel.clusters[0] if c.origin in ("memory", "user")) if chosen_size else 0
+    )
     agreed = chosen_size + remembered >= need
     if not trusted:
         head = no_trusted_test(state.spec)
@@ -321,6 +324,8 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
                 agree += f"; {ran - len(sel.passing)} of {ran} candidates fail a trusted test"
         else:
             agree = f"no candidate of {ran} passes every trusted test"
+    elif chosen is not None and chosen.origin == "user" and chosen_size:
+        agree = f"your code ({chosen.id}) passes them: nothing to repair"
     else:
         agree = "one candidate" + (
             f" (verifying needs {need} that agree: ask for more candidates)" if not agreed else ""

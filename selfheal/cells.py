@@ -21,13 +21,21 @@ __all__ = [
 ]
 
 
+_PYTEST_START = ("def test", "class Test", "@pytest.", "import pytest", "from pytest ")
+
+
 def split_spec_and_tests(body: str) -> tuple[str, list[str]]:
     """Split a ``%%selfheal --tests`` cell into the spec and its trusted tests.
 
-    The spec is every line before the first line starting with ``assert`` at column 0; from
-    there, each such line begins a test and indented (or blank-then-indented) lines continue
-    it. Other unindented lines after the first test are an error."""
+    With pytest-style tests (a line at column 0 starting ``def test``, ``class Test``,
+    ``@pytest.`` or ``import pytest``), everything from the first such line is one pytest
+    module. Otherwise the spec is every line before the first line starting with ``assert`` at
+    column 0; from there, each such line begins a test and indented (or blank-then-indented)
+    lines continue it. Other unindented lines after the first test are an error."""
     lines = body.splitlines()
+    py = next((i for i, ln in enumerate(lines) if ln.startswith(_PYTEST_START)), None)
+    if py is not None:
+        return "\n".join(lines[:py]).strip(), ["\n".join(lines[py:])]
     first = next((i for i, ln in enumerate(lines) if ln.startswith("assert")), None)
     if first is None:
         return body.strip(), []

@@ -42,6 +42,7 @@ from selfheal.memory.command import add_parser as add_memory_parser
 from selfheal.request import HealRequest
 from selfheal.result import HealResult, proposal_text
 from selfheal.state import Decision, Event, HealState, Proposal
+from selfheal.usertests import code_spec
 
 EXIT_VERIFIED, EXIT_NOT_VERIFIED, EXIT_ERROR, EXIT_AWAITING = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
@@ -174,9 +175,19 @@ def _session(args: argparse.Namespace) -> Session:
     return session if isinstance(session, Session) else Session()
 
 
-def _write_out(path: str | None, result: HealResult, *, as_json: bool) -> str:
-    """Write the final code to ``path``; on failure, the message that says where it is."""
+def _write_out(
+    path: str | None, result: HealResult, *, as_json: bool, given: str | None = None
+) -> str:
+    """Write the final code to ``path``; on failure, the message that says where it is. The
+    file you gave with ``--code`` is only overwritten by verified code."""
     if not path or not result.code:
+        return ""
+    if given and not result.verified and Path(path).resolve() == Path(given).resolve():
+        print(
+            f"selfheal: {path} is left as it was: the result is {result.status}, not verified "
+            "(the healed code is printed below; --out another file to keep it).",
+            file=sys.stderr,
+        )
         return ""
     try:
         with open(path, "w", encoding="utf-8") as f:
@@ -195,7 +206,14 @@ def _finish(result: HealResult, args: argparse.Namespace) -> int:
     session = _session(args)
     session.result = result
     as_json = bool(getattr(args, "json", False))
-    failed_write = _write_out(getattr(args, "out", None), result, as_json=as_json)
+    failed_write = _write_out(
+        getattr(args, "out", None), result, as_json=as_json, given=getattr(args, "code", None)
+    )
+    if getattr(args, "write_tests", None):
+        Path(args.write_tests).write_text(
+            result.tests_file(_module_of(args.out) if args.out else None), encoding="utf-8"
+        )
+        print(f"selfheal: the tests behind the result are in {args.write_tests}", file=sys.stderr)
     if failed_write and as_json:
         raise ConfigError(failed_write)  # main prints the one JSON object, code included
     out = sys.stdout
@@ -218,6 +236,8 @@ def _finish(result: HealResult, args: argparse.Namespace) -> int:
             print("\nremembered from earlier runs:\n" + result.remembered_text(), file=out)
         if result.error:
             print(f"\nerror: {result.error}", file=out)
+        if result.diff:
+            print("\nchanges to your code:\n" + result.diff.rstrip(), file=out)
         if result.pending_text():
             print("\n" + result.pending_text(), file=out)
         elif result.code:
@@ -231,6 +251,11 @@ def _finish(result: HealResult, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return code
+
+
+def _module_of(path: str) -> str:
+    """The module name ``--write-tests`` imports the ``--out`` file as (its stem)."""
+    return Path(path).stem
 
 
 def _exit_code(result: HealResult) -> int:
@@ -259,9 +284,10 @@ def evidence_line(result: HealResult) -> str:
     return line
 
 
-def _spec_from(args: argparse.Namespace, model: str | None) -> str | bytes:
-    """The spec: the argument, ``--spec-file PATH``, or stdin (``-`` for either); the mock
-    alone has a built-in one (its scripted demo)."""
+def _spec_from(args: argparse.Namespace, model: str | None, code: str | None) -> str | bytes:
+    """The spec: the argument, ``--spec-file PATH``, or stdin (``-`` for either); with
+    ``--code`` alone, "make this code pass its tests"; the mock alone has a built-in one (its
+    scripted demo)."""
     from selfheal.demo import DEMO_SPEC
 
     if args.spec is not None and args.spec_file is not None:
@@ -276,6 +302,8 @@ def _spec_from(args: argparse.Namespace, model: str | None) -> str | bytes:
         return read_text_file(args.spec_file, "The spec file")
     if source is not None:
         return str(source)
+    if code is not None:
+        return code_spec(code, args.entry_point)
     if model in ("mock", "mock:demo"):
         return DEMO_SPEC
     raise ConfigError(
@@ -286,15 +314,18 @@ def _spec_from(args: argparse.Namespace, model: str | None) -> str | bytes:
 
 def cmd_heal(args: argparse.Namespace) -> int:
     model = _model_string(args.provider, args.model)
-    spec = _spec_from(args, model)
-    if args.out:
-        check_output_path(args.out, "--out")
+    code = check_python(read_text_file(args.code, "--code"), "--code") if args.code else None
+    spec = _spec_from(args, model, code)
+    for path in (args.out, args.write_tests):
+        if path:
+            check_output_path(path, "--out" if path == args.out else "--write-tests")
     request = HealRequest(
         spec,  # type: ignore[arg-type]  # bytes are checked as UTF-8 by the request
         provider=model,
         config=_config(args),
         entry_point=args.entry_point,
-        tests=args.test or (),
+        code=code,
+        tests=[*(args.test or ()), *(Path(f) for f in args.tests or ())],
         approver=terminal_approver if sys.stdin.isatty() else None,
         on_event=Progress(sys.stderr, quiet=args.quiet),
     )
@@ -512,8 +543,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     h.add_argument("--autonomy", choices=["full_auto", "review_repairs", "review_all"])
     h.add_argument("--entry-point", help="name of the function, if the spec does not say")
-    h.add_argument("--test", action="append", help="an assertion of your own (trusted); repeatable")
-    h.add_argument("--out", help="write the final code to this file")
+    h.add_argument(
+        "--test",
+        action="append",
+        help="a test of your own (trusted): assert lines or a pytest function; repeatable",
+    )
+    h.add_argument(
+        "--tests",
+        action="append",
+        metavar="FILE",
+        help="a pytest file of your own (trusted; every item pytest collects is a test); "
+        "repeatable",
+    )
+    h.add_argument(
+        "--code",
+        metavar="FILE",
+        help="heal the code in FILE: it runs first (candidate c0); repairs start from it and "
+        "the result shows the diff",
+    )
+    h.add_argument(
+        "--write-tests",
+        metavar="PATH",
+        help="write the tests behind the result to PATH as a pytest file",
+    )
+    h.add_argument(
+        "--out",
+        help="write the final code to this file (the --code file itself only when verified)",
+    )
     h.add_argument("--json", action="store_true", help="print the result as one JSON object")
     h.add_argument("--quiet", action="store_true", help="no progress lines")
     h.add_argument(

@@ -28,6 +28,7 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -195,13 +196,25 @@ class SelfhealMagics(Magics):
     @argument("--max-iterations", type=_count, help="rounds: the population, then repairs")
     @argument("--model", help="the model for every role, e.g. local, mock, ollama:MODEL")
     @argument("--autonomy", help="full_auto, review_repairs or review_all")
-    @argument("--tests", action="store_true", help="lines starting with `assert` are tests")
+    @argument(
+        "--tests",
+        nargs="?",
+        const=True,
+        metavar="FILE",
+        help="alone: the cell's `assert` lines or pytest functions (after the spec) are tests; "
+        "with FILE: that pytest file's tests",
+    )
     @cell_magic("selfheal")  # type: ignore[arg-type]
     def selfheal_cell(self, line: str, cell: str) -> None:
         """The cell is a spec: heal it; a verified function is defined in the notebook."""
         args = _parse(SelfhealMagics.selfheal_cell, line)
         d = self.defaults
-        spec, tests = split_spec_and_tests(cell) if args.tests else (cell.strip(), [])
+        tests: list[str | Path]
+        if args.tests is True:
+            spec, texts = split_spec_and_tests(cell)
+            tests = list(texts)
+        else:
+            spec, tests = cell.strip(), ([Path(args.tests)] if args.tests else [])
         config = d.heal_config(
             max_iterations=args.max_iterations, autonomy=args.autonomy, model=args.model
         )
@@ -234,11 +247,17 @@ class SelfhealMagics(Magics):
         d = self.defaults
         node = definition(cell, function)
         original = ast.get_source_segment(cell, node) if node is not None else ""
+        imports = [
+            ast.get_source_segment(cell, n) or ""
+            for n in ast.parse(cell).body
+            if isinstance(n, ast.Import | ast.ImportFrom)
+        ]
         if original:
             print(f"selfheal: healing {function}() from the failing cell; original:\n{original}")
         self._heal(
             repair_spec(cell, function, error, line),
             cell=cell,
+            code="\n".join([*imports, original]) if original else None,
             provider=d.provider_for(),
             config=d.heal_config(autonomy=d.config.get("autonomy", "review_all")),
             entry_point=function,

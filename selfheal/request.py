@@ -52,6 +52,10 @@ class HealRequest:
     when that is unset."""
     entry_point: str | None = None
     """The function's name (default: read from the spec)."""
+    code: str | None = None
+    """Code you already have, to heal: it runs first, as candidate ``c0`` (origin ``user``);
+    when it passes every trusted test the run ends there, otherwise the repairs start from it
+    (``HealResult.diff`` is the change against it)."""
     tests: Sequence[str | os.PathLike[str] | TestCase] | str | os.PathLike[str] = ()
     """Your own tests (trusted: the winner must pass them all): assert lines, a pytest module's
     text, a path to a pytest file (a ``Path``, or a one-line string ending in ``.py``), or a
@@ -88,18 +92,23 @@ class HealRequest:
         )
         entry = parse_spec(self.spec, entry_point=self.entry_point).entry_point
         object.__setattr__(self, "tests", _checked_tests(self.tests, entry))
+        if self.code is not None:
+            object.__setattr__(self, "code", check_python(self.code, "Your code"))
 
     def initial_state(self, executor: Executor | None = None) -> HealState:
         """The state a run starts from: the parsed spec, the config, your tests (trusted; a
         pytest module's items are collected in ``executor``, the run's sandbox)."""
         spec = parse_spec(self.spec, entry_point=self.entry_point)
-        given = [t for t in self.tests if isinstance(t, UserTest)]
+        stored: tuple[UserTest | TestCase, ...] = self.tests  # type: ignore[assignment]
+        given = [t for t in stored if isinstance(t, UserTest)]
         limits = Limits(test_timeout=max(self.config.test_timeout, 30.0))
         user_tests = list(user_test_cases(given, executor, limits))
-        for t in self.tests:
+        for t in stored:
             if isinstance(t, TestCase):
                 user_tests.append(t.model_copy(update={"trusted": True, "origin": "user"}))
-        return HealState(spec=spec, config=self.config, tests=tuple(user_tests))
+        return HealState(
+            spec=spec, config=self.config, tests=tuple(user_tests), given_code=self.code
+        )
 
 
 def _checked_tests(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from selfheal.config import HealConfig
+from selfheal.diffs import unified_diff
 from selfheal.examples import no_trusted_test
 from selfheal.kernel_sandbox.types import Outcome
 from selfheal.records import Record
@@ -24,6 +25,7 @@ from selfheal.state import (
     TestCase,
     Usage,
 )
+from selfheal.usertests import tests_module
 
 
 def _dump_all(records: Sequence[Record]) -> list[dict[str, Any]]:
@@ -213,6 +215,24 @@ class HealResult(Record):
         and probe input."""
         return self.state.candidates
 
+    @property
+    def diff(self) -> str:
+        """The change against the code you gave (``heal(code=...)``), as a unified diff; ""
+        when you gave none or it is unchanged."""
+        given = self.state.given_code
+        if given is None or not self.code or self.code.strip() == given.strip():
+            return ""
+        return unified_diff(given, self.code, a="your code", b="healed")
+
+    def tests_file(self, import_from: str | None = None) -> str:
+        """A pytest module of the tests that justify the result: your tests and the spec's
+        examples (trusted), then the model-written tests the chosen code passes that no
+        agreeing candidates dispute, each with a comment saying where it came from.
+
+        ``import_from``: the module the code under test is imported from (``from
+        import_from import *``); by default the code itself heads the file."""
+        return tests_module(self.state, self.code or "", self.test_outcomes(), import_from)
+
     def test_outcomes(self) -> dict[str, Outcome]:
         """Test id -> outcome on the final code's last execution."""
         for a in reversed(self.attempts):
@@ -333,7 +353,10 @@ class HealResult(Record):
         return proposal_text(self.state.pending)
 
     def tests_text(self) -> str:
+        """One row per test (outcome, id, origin, trust, first line); a failing trusted test
+        shows what went wrong under it."""
         outcomes = self.test_outcomes()
+        failures = self._failures()
         rows = []
         for t in self.tests:
             o = outcomes.get(t.id, "not run")
@@ -341,7 +364,23 @@ class HealResult(Record):
             trust = "trusted" if t.trusted else ("quarantined" if t.quarantined else "untrusted")
             src = t.source.strip().splitlines()[0][:70]
             rows.append(f"  {icon} {t.id:<6} {t.origin:<11} {trust:<11} {src}")
+            why = failures.get(t.id)
+            if why and t.trusted:
+                rows.extend(f"      {ln}" for ln in why.splitlines()[:4])
         return "\n".join(rows)
+
+    def _failures(self) -> dict[str, str]:
+        """Test id -> what went wrong, on the final code's last execution."""
+        for a in reversed(self.attempts):
+            if a.code == self.code and a.report is not None:
+                return {
+                    r.test_id: r.message.strip()
+                    if r.outcome == "failed" and r.message.strip()
+                    else f"{r.exc_type or r.outcome}: {r.message.strip()[:200]}"
+                    for r in a.report.results
+                    if r.outcome != "passed"
+                }
+        return {}
 
     def __repr__(self) -> str:
         head = (

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from selfheal._record import Record
 from selfheal.config import HealConfig
+from selfheal.kernel_sandbox.rewrite import pytest_item_test
 from selfheal.kernel_sandbox.types import (
     AssertTest,
     CallTest,
@@ -22,7 +23,6 @@ from selfheal.kernel_sandbox.types import (
     Outcome,
     SandboxTest,
 )
-from selfheal.kernel_sandbox.rewrite import pytest_item_test
 from selfheal.llm.base import Message
 
 Status = Literal["running", "awaiting_approval", "verified", "failed", "exhausted", "unverified"]
@@ -215,12 +215,12 @@ class Diagnosis(Record):
 
 
 CandidateOrigin = Literal[
-    "greedy", "sample", "patch", "rewrite", "regenerate", "human_edit", "memory"
+    "greedy", "sample", "patch", "rewrite", "regenerate", "human_edit", "memory", "user"
 ]
 """How a candidate was made: the greedy first answer, an independent ``sample``, a targeted
 ``patch`` of a failing candidate from its diagnosis, a ``rewrite`` from the spec with the lessons,
 a ``regenerate`` (fresh sample after a low-confidence diagnosis or a repeated repair), a human's
-edit, or a remembered solution."""
+edit, a remembered solution, or the code you gave (``heal(code=...)``, ``c0``)."""
 
 
 class ProbeInput(Record):
@@ -502,6 +502,9 @@ class HealState(Record):
     """Number of code versions accepted so far."""
     tests: tuple[TestCase, ...] = ()
     """Every test, in order; never silently dropped."""
+    given_code: str | None = None
+    """The code you gave to heal (``heal(code=...)``, ``--code FILE``, ``%selfheal``): it is
+    candidate ``c0``, run before any model is asked; the result's diff is against it."""
     attempts: tuple[Attempt, ...] = ()
     """Every code version, in order."""
     candidates: tuple[Candidate, ...] = ()

@@ -20,7 +20,7 @@ import ast
 import importlib.util
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,13 +28,14 @@ from typing import Any
 from selfheal.errors import ConfigError
 from selfheal.inputs import check_python, read_text_file
 from selfheal.kernel_sandbox.types import Executor, Limits
-from selfheal.state import TestCase
+from selfheal.state import HealState, TestCase
 
 __all__ = [
     "UserTest",
     "collect",
     "is_pytest_module",
     "read_user_tests",
+    "tests_module",
     "user_test_cases",
 ]
 
@@ -68,9 +69,12 @@ def _checks(node: ast.AST) -> bool:
     for n in ast.walk(node):
         if isinstance(n, ast.Assert | ast.Raise):
             return True
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
-            if n.func.attr.startswith("assert") or n.func.attr in ("raises", "fail"):
-                return True
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and (n.func.attr.startswith("assert") or n.func.attr in ("raises", "fail"))
+        ):
+            return True
     return False
 
 
@@ -82,9 +86,7 @@ def _statements(code: str, tree: ast.Module, what: str) -> str:
             i = node.lineno - 1
             lines[i] = lines[i][: node.col_offset] + "assert " + lines[i][node.col_offset :]
     code = "\n".join(lines)
-    defined = {
-        n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-    }
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
     top = [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
     called = {
         n.func.id
@@ -123,9 +125,7 @@ def _fallback_imports(code: str, tree: ast.Module, entry_point: str | None) -> s
                 entry_point not in names and _importable(node.module)
             ):
                 continue
-            alias = ", ".join(
-                a.name + (f" as {a.asname}" if a.asname else "") for a in node.names
-            )
+            alias = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)
             new = f"from candidate import {alias}"
         elif isinstance(node, ast.Import) and len(node.names) == 1:
             a = node.names[0]
@@ -189,7 +189,7 @@ def collect(
     """pytest's collection of ``test`` in the sandbox: ``{"items": [...], "skipped": [...],
     "errors": [...]}`` (see ``_harness/pytest_item.py``)."""
     r = executor.run_snippet(f"__sh_pytest__('collect', {test.text!r})", limits=limits)
-    head, sep, tail = r.stdout.rpartition(_MARK)
+    _, sep, tail = r.stdout.rpartition(_MARK)
     if not sep:
         why = f"{r.exc_type}: {r.message}" if r.exc_type else (r.stdout or r.outcome)[-400:]
         raise ConfigError(
@@ -205,11 +205,18 @@ def _shown(module: str, item: dict[str, object]) -> str:
     tree = ast.parse(module)
     nodes: Iterable[ast.stmt] = tree.body
     if item["cls"]:
-        cls = next((n for n in tree.body if isinstance(n, ast.ClassDef)
-                    and n.name == item["cls"]), None)
+        cls = next(
+            (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == item["cls"]), None
+        )
         nodes = cls.body if cls is not None else ()
-    fn = next((n for n in nodes if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-               and n.name == item["func"]), None)
+    fn = next(
+        (
+            n
+            for n in nodes
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == item["func"]
+        ),
+        None,
+    )
     src = ast.get_source_segment(module, fn) if fn is not None else None
     params = item.get("params") or {}
     head = ", ".join(f"{k}={v}" for k, v in params.items())  # type: ignore[attr-defined]
@@ -226,8 +233,15 @@ def user_test_cases(
     out: list[TestCase] = []
     for i, t in enumerate(tests, start=1):
         if not t.pytest:
-            out.append(TestCase(id=f"u{i}", origin="user", code=t.text, trusted=True,
-                                rationale=f"given by the user ({t.origin})"))
+            out.append(
+                TestCase(
+                    id=f"u{i}",
+                    origin="user",
+                    code=t.text,
+                    trusted=True,
+                    rationale=f"given by the user ({t.origin})",
+                )
+            )
             continue
         if executor is None:
             raise ConfigError("pytest-form tests need a sandbox to be collected in.")
@@ -247,9 +261,104 @@ def user_test_cases(
                 + ". Add a `def test_...():` with an assert."
             )
         for item in found["items"]:
-            out.append(TestCase(
-                id=f"u{i}::{item['id']}", origin="user", code=_shown(t.text, item),
-                pytest_module=t.text, pytest_item=json.dumps(item), trusted=True,
-                rationale=f"given by the user ({t.origin}, line {item['line']})",
-            ))
+            out.append(
+                TestCase(
+                    id=f"u{i}::{item['id']}",
+                    origin="user",
+                    code=_shown(t.text, item),
+                    pytest_module=t.text,
+                    pytest_item=json.dumps(item),
+                    trusted=True,
+                    rationale=f"given by the user ({t.origin}, line {item['line']})",
+                )
+            )
     return tuple(out)
+
+
+def _as_function(name: str, body: str) -> str:
+    """Statements as a pytest function (``def test_...():`` with the body indented)."""
+    safe = "".join(ch if ch.isalnum() else "_" for ch in name).strip("_") or "test"
+    lines = body.strip("\n").splitlines() or ["pass"]
+    return f"def test_{safe}():\n" + "\n".join(f"    {ln}" if ln.strip() else "" for ln in lines)
+
+
+def _exported_module(text: str, import_from: str | None) -> str:
+    """A pytest module you gave, with its imports of the code under test put back: from
+    ``import_from``, or from the code at the head of the file."""
+    out = []
+    for ln in text.splitlines():
+        stripped = ln.strip()
+        pad = ln[: len(ln) - len(ln.lstrip())]
+        if stripped.startswith("from candidate import "):
+            names = stripped[len("from candidate import ") :]
+            out.append(
+                f"{pad}from {import_from} import {names}"
+                if import_from
+                else f"{pad}# {names}: defined at the head of this file"
+            )
+        elif stripped.startswith("import candidate as "):
+            alias = stripped[len("import candidate as ") :]
+            out.append(
+                f"{pad}import {import_from} as {alias}"
+                if import_from
+                else f"{pad}{alias} = __import__('sys').modules[__name__]"
+            )
+        else:
+            out.append(ln)
+    return "\n".join(out)
+
+
+def tests_module(
+    state: HealState, code: str, outcomes: Mapping[str, str], import_from: str | None = None
+) -> str:
+    """The tests behind a result as one pytest module (``HealResult.tests_file``)."""
+    ev = state.evidence
+    disputed = set(ev.disputed) if ev is not None else set()
+    head = [
+        f'"""Tests kept by selfheal for {state.spec.entry_point or "the code"} (run '
+        f'{state.run_id}, status {state.status}). Run them with: pytest THIS_FILE"""',
+        "",
+    ]
+    head.append(f"from {import_from} import *  # noqa: F403" if import_from else code.rstrip())
+    parts: list[str] = ["\n".join(head)]
+    modules: list[str] = []
+    for t in state.tests:
+        if t.pytest_module is not None:
+            if t.pytest_module not in modules:
+                modules.append(t.pytest_module)
+                parts.append(
+                    "# your tests, trusted\n" + _exported_module(t.pytest_module, import_from)
+                )
+            continue
+        if t.trusted:
+            why = "yours, trusted" if t.origin == "user" else f"{t.origin}, trusted"
+        elif t.quarantined or t.id in disputed or outcomes.get(t.id) != "passed":
+            continue  # only model-written tests the result passes and nobody disputes
+        else:
+            why = f"model-written ({t.origin}), passed by the result, not disputed"
+        parts.append(f"# {t.id}: {why}\n" + _as_function(t.id, t.source))
+    return "\n\n\n".join(parts) + "\n"
+
+
+def code_spec(code: str, entry_point: str | None) -> str:
+    """The spec for healing code you gave without one: make its function pass the tests."""
+    tree = ast.parse(code)
+    names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    name = entry_point or (names[0] if names else None)
+    if name is None:
+        raise ConfigError(
+            "The code you gave defines no function to heal. Give a spec as well, or "
+            "--entry-point NAME."
+        )
+    doc = next(
+        (
+            ast.get_docstring(n)
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name
+        ),
+        None,
+    )
+    return (
+        f"Fix the function {name} in the given code so that it passes its tests and does what "
+        "its name" + (f" and docstring say:\n\n{doc}" if doc else " says.")
+    )

@@ -29,10 +29,21 @@ def accept(
         fresh[0] = fresh[0].model_copy(
             update={"code": code, "origin": "human_edit", "rationale": reason, "parent": None}
         )
-    n = len(state.candidates)
+    # your code is c0; the model's candidates count from c1
+    n = sum(1 for c in state.candidates if c.origin != "user")
     fresh = [
-        c.model_copy(update={"id": f"c{n + i}", "round": round_no, "report": None})
-        for i, c in enumerate(fresh, 1)
+        c.model_copy(
+            update={
+                "id": "c0" if c.origin == "user" else f"c{n + i}",
+                "round": round_no,
+                "report": None,
+            }
+        )
+        for i, c in enumerate((c for c in fresh if c.origin != "user"), 1)
+    ] + [
+        c.model_copy(update={"round": round_no, "report": None})
+        for c in fresh
+        if c.origin == "user"
     ]
     return state.model_copy(
         update={

@@ -19,6 +19,7 @@ _STRATEGY: dict[str, Literal["initial", "repair", "human_edit"]] = {
     "rewrite": "repair",
     "regenerate": "repair",
     "human_edit": "human_edit",
+    "user": "initial",
 }
 
 

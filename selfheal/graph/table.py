@@ -107,6 +107,8 @@ def after_select(s: HealState) -> NodeName:
         return "diagnose" if can_repair(s) else "finish"
     if s.config.top_up == "to_agree" and _can_top_up(s) and not _settled_early(s):
         return "generate"
+    if not ev.trusted_total and all(c.origin == "user" for c in s.candidates):
+        return "generate"  # your code passes nothing that could show it right: ask the model
     if open_questions(s):  # a tie, or a critic's counterexample that separates the candidates
         return "consult"
     return _when_passing(s)

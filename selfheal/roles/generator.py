@@ -151,7 +151,10 @@ def generate(state: HealState, ctx: Context) -> HealState:
     very similar spec when the run recalled one; or the top-up to ``candidates``."""
     cfg = state.config
     log = CallLog()
-    first_round = [c for c in state.candidates if c.round <= 1]
+    if state.given_code is not None and not state.candidates and state.pending is None:
+        return _given(state, ctx, log)
+    # your code (c0) is not a model's answer: the first request still comes after it
+    first_round = [c for c in state.candidates if c.round <= 1 and c.origin != "user"]
     base = _base_variables(state)
     if not first_round and state.pending is None:
         want = min(cfg.first_sample, cfg.candidates)
@@ -222,6 +225,23 @@ def generate(state: HealState, ctx: Context) -> HealState:
         state,
         "generate",
         f"{len(candidates)} candidate(s): " + ", ".join(f"{c.id} {c.origin}" for c in candidates),
+    )
+    return log.apply(state, pending=proposal, feedback="")
+
+
+def _given(state: HealState, ctx: Context, log: CallLog) -> HealState:
+    """Your code first: candidate ``c0``, run on every test and probe before any model is
+    asked (a failure starts the repair rounds from it)."""
+    code = state.given_code or ""
+    c0 = Candidate(id="c0", code=code, origin="user", round=1, rationale="your code")
+    info(log, ctx, state, "generate", "c0 user: your code, run before any model is asked")
+    proposal = Proposal(
+        kind="initial",
+        code=code,
+        diff="",
+        strategy="initial",
+        rationale="your code",
+        candidates=(c0,),
     )
     return log.apply(state, pending=proposal, feedback="")
 

@@ -10,6 +10,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from nb_fakes import InProcessExecutor
 
 from selfheal.errors import ConfigError
+from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import DEMO_SPEC, MockProvider
 from selfheal.magics import defaults, fixed_cell, split_spec_and_tests
 from selfheal.result import HealResult
@@ -64,6 +65,29 @@ def test_cell_magic_tests_flag_adds_trusted_user_tests(shell: InteractiveShell) 
     assert all(t.trusted for t in user)
     assert result.verified and result.test_outcomes()["u1"] == "passed"
     assert "assert median" not in result.state.spec.text
+
+
+def test_cell_magic_tests_file_runs_pytest_functions_in_the_sandbox(
+    shell: InteractiveShell, pool: KernelPool, tmp_path: Path
+) -> None:
+    # the real sandbox: a pytest function that must fail keeps the result from `verified`
+    defaults(shell).executor = pool
+    defaults(shell).provider = MockProvider.demo()
+    tests = tmp_path / "test_median.py"
+    tests.write_text("def test_x():\n    assert median([1, 2, 3]) == 999\n")
+    _run(shell, f"%%selfheal --tests {tests}\n{DEMO_SPEC}\n")
+    result = defaults(shell).last
+    assert not result.verified
+    assert result.test_outcomes()["u1::test_x"] == "failed"
+    assert "median" not in shell.user_ns
+    defaults(shell).provider = MockProvider.demo()
+    _run(
+        shell,
+        f"%%selfheal --tests\n{DEMO_SPEC}\nimport pytest\n\ndef test_even():\n"
+        "    assert median([1, 2]) == pytest.approx(1.5)\n",
+    )
+    result = defaults(shell).last
+    assert result.verified and result.test_outcomes()["u1::test_even"] == "passed"
 
 
 def test_split_spec_and_tests_syntax() -> None:
@@ -149,12 +173,25 @@ def mean(xs):
     return sum(xs) / len(xs)
 ```"""
 
+MEAN_FIXED_TOO = """```python
+def mean(xs):
+    return sum(xs) / len(xs) if xs else 0.0
+```"""
+
 
 def test_line_magic_heals_the_function_that_raised(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # the greedy answer and a sample agree and pass the message's example: no top-up needed
-    mock = MockProvider({"test_writer": [MEAN_TESTS], "generator": [MEAN_FIXED, MEAN_FIXED]})
+    # the function that raised runs first (c0) and fails the message's example; the repairs
+    # start from it
+    mock = MockProvider(
+        {
+            "test_writer": [MEAN_TESTS],
+            "generator": [MEAN_FIXED, MEAN_FIXED_TOO],
+            "debugger": ["{}"],
+        },
+        repeat_last=True,
+    )
     defaults(shell).provider = mock
     _run(shell, "%selfheal_config autonomy=full_auto adversarial_tests=false critic=false")
     cell = "def mean(xs):\n    return sum(xs) / len(xs)\n\nprint(mean([]))"
@@ -162,7 +199,10 @@ def test_line_magic_heals_the_function_that_raised(
     _run(shell, "%selfheal return 0.0 for an empty list: mean([]) -> 0.0")
     result = defaults(shell).last
     assert result.verified and result.entry_point == "mean"
-    assert len(mock.calls_for("generator")) == 2
+    c0 = result.candidates[0]
+    assert (c0.id, c0.origin) == ("c0", "user") and "return sum(xs) / len(xs)" in c0.code
+    assert result.attempts[0].candidate == "c0" and result.attempts[-1].candidate != "c0"
+    assert mock.calls_for("generator")  # the repair round
     assert [t.code for t in result.tests if t.trusted] == ["assert mean([]) == 0.0"]
     spec = result.state.spec.text
     assert spec.startswith("Fix the function mean from this notebook cell. return 0.0 for")

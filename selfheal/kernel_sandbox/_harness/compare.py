@@ -91,7 +91,7 @@ def cmp(op: str, a: Any, b: Any) -> bool:
     if op in ("Eq", "NotEq"):
         if pa and pb:
             r = a == b
-        elif pa and type(b) in APPROX_EQ or pb and type(a) in APPROX_EQ:
+        elif (pa and type(b) in APPROX_EQ) or (pb and type(a) in APPROX_EQ):
             r = bool(APPROX_EQ[type(b)](b, a)) if pa else bool(APPROX_EQ[type(a)](a, b))
         elif pa != pb:
             r = False  # a candidate object is never equal to a plain builtin value

@@ -24,8 +24,15 @@ __all__ = ["pt_combos", "pt_install", "pytest_item"]
 
 _PT: dict[str, Any] = {}
 """Filled by ``pt_install``: the pytest module and the snapshots of what tests rely on."""
-_PT_MODULES = ("pytest", "_pytest.approx", "_pytest.raises", "_pytest.monkeypatch",
-               "_pytest.outcomes", "_pytest.fixtures", "_pytest.mark.structures")
+_PT_MODULES = (
+    "pytest",
+    "_pytest.approx",
+    "_pytest.raises",
+    "_pytest.monkeypatch",
+    "_pytest.outcomes",
+    "_pytest.fixtures",
+    "_pytest.mark.structures",
+)
 _PT_FILE = "test_your_tests.py"
 
 
@@ -40,7 +47,9 @@ def pt_install(approx_eq: dict[Any, Any]) -> None:
     except Exception:  # pytest missing: pytest-form tests report it when they run
         return
     classes = {
-        v for m in mods for v in vars(m).values()
+        v
+        for m in mods
+        for v in vars(m).values()
         if isinstance(v, type) and str(getattr(v, "__module__", "")).startswith("_pytest")
     }
     for c in classes:
@@ -100,8 +109,12 @@ def pt_argnames(fn: Any, skip_self: bool) -> list[str]:
     params = list(inspect.signature(fn).parameters.values())
     if skip_self and params:
         params = params[1:]
-    return [p.name for p in params if p.default is inspect.Parameter.empty
-            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return [
+        p.name
+        for p in params
+        if p.default is inspect.Parameter.empty
+        and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
 
 
 def pt_marks(obj: Any) -> list[Any]:
@@ -235,13 +248,15 @@ def pt_run(names: dict[str, Any], cls_name: str | None, func_name: str, k: int) 
         if name in values:
             return values[name]
         if name in fixtures:
-            marker, fn, in_class = fixtures[name]
+            _, fn, in_class = fixtures[name]
             if in_class:
                 fn = fn.__get__(inst, cls)
             if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
                 raise NotImplementedError(f"async fixture {name!r} is not supported")
-            args = {a: (_PtRequest(combo.get(name), func_name) if a == "request" else get(a))
-                    for a in pt_argnames(fn, False)}
+            args = {
+                a: (_PtRequest(combo.get(name), func_name) if a == "request" else get(a))
+                for a in pt_argnames(fn, False)
+            }
             v = fn(**args)
             if inspect.isgenerator(v):
                 gen = v
@@ -289,8 +304,9 @@ def pt_run(names: dict[str, Any], cls_name: str | None, func_name: str, k: int) 
                 for hook_name in ("teardown_method", "tearDown"):
                     hook = getattr(inst, hook_name, None)
                     if hook is not None:
-                        hook(*([getattr(inst, func_name)] if hook_name == "teardown_method"
-                               else []))
+                        hook(
+                            *([getattr(inst, func_name)] if hook_name == "teardown_method" else [])
+                        )
     except fail_exc as e:  # pytest.fail(), pytest.raises' "DID NOT RAISE": a test failure
         raise AssertionError(str(e)) from None
     changed = pt_tampered()
@@ -306,14 +322,17 @@ def pt_collect(text: str) -> None:
 
     pytest = _PT.get("pytest")
     if pytest is None:
-        print(json.dumps({"errors": ["pytest is not installed in the sandbox's Python: "
-                                     "pip install pytest"]}))
+        print(
+            json.dumps(
+                {"errors": ["pytest is not installed in the sandbox's Python: pip install pytest"]}
+            )
+        )
         return
     import _pytest.skipping as skipping
 
     candidate = _pt_sys.modules.get("candidate")
     if candidate is not None:  # no candidate yet: any name imported from it is a stand-in
-        candidate.__getattr__ = lambda name: _PtStandIn(name)  # type: ignore[attr-defined]
+        setattr(candidate, "__getattr__", _PtStandIn)  # noqa: B010 - a module __getattr__
     path = os.path.join(os.getcwd(), _PT_FILE)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(text)
@@ -330,7 +349,11 @@ def pt_collect(text: str) -> None:
                 skip = skipping.evaluate_skip_marks(item)
                 xfail = skipping.evaluate_xfail_marks(item)
                 if skip is not None or xfail is not None:
-                    why = skip.reason if skip is not None else f"xfail: {xfail.reason}"
+                    why = (
+                        skip.reason
+                        if skip is not None
+                        else f"xfail: {getattr(xfail, 'reason', '')}"
+                    )
                     found["skipped"].append({"id": where, "reason": why or "marked"})
                     continue
                 cs = getattr(item, "callspec", None)
@@ -338,26 +361,56 @@ def pt_collect(text: str) -> None:
                 cls = item.cls
                 fn = getattr(cls, item.originalname) if cls is not None else item.obj
                 combos = pt_combos(vars(item.module), cls, fn)
-                k = next((i for i, c in enumerate(combos) if len(c) == len(target)
-                          and all(c.get(n, c) is v for n, v in target.items())), None)
+                k = next(
+                    (
+                        i
+                        for i, c in enumerate(combos)
+                        if len(c) == len(target)
+                        and all(c.get(n, c) is v for n, v in target.items())
+                    ),
+                    None,
+                )
                 if k is None:
-                    found["errors"].append(f"{where}: selfheal cannot reproduce this "
-                                           "item's parameters")
+                    found["errors"].append(
+                        f"{where}: selfheal cannot reproduce this item's parameters"
+                    )
                     continue
-                found["items"].append({
-                    "id": where, "cls": cls.__name__ if cls is not None else None,
-                    "func": item.originalname, "k": k,
-                    "params": {n: _pt_short(v) for n, v in target.items()},
-                    "line": (item.location[1] or 0) + 1,
-                })
+                found["items"].append(
+                    {
+                        "id": where,
+                        "cls": cls.__name__ if cls is not None else None,
+                        "func": item.originalname,
+                        "k": k,
+                        "params": {n: _pt_short(v) for n, v in target.items()},
+                        "line": (item.location[1] or 0) + 1,
+                    }
+                )
 
     saved = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
         pytest.main(
-            ["--collect-only", "-qq", "-s", "-p", "no:cacheprovider", "-p", "no:faulthandler",
-             "-p", "no:stepwise", "-c", os.devnull, "--rootdir", os.getcwd(),
-             "--assert=plain", "-W", "ignore", "--color=no", "--tb=short", path],
+            [
+                "--collect-only",
+                "-qq",
+                "-s",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:faulthandler",
+                "-p",
+                "no:stepwise",
+                "-c",
+                os.devnull,
+                "--rootdir",
+                os.getcwd(),
+                "--assert=plain",
+                "-W",
+                "ignore",
+                "--color=no",
+                "--tb=short",
+                path,
+            ],
             plugins=[Collector()],
         )
     finally:
