@@ -82,6 +82,16 @@ class HealView(w.VBox):  # type: ignore[misc]
         self.candidates_html.add_class("selfheal-candidates")
         self.tests_html = w.HTML()
         self.tests_html.add_class("selfheal-tests")
+        # "copy as pytest": the tests behind the result as a pytest file, to copy or save
+        self.pytest_button = w.Button(description="Copy as pytest", icon="copy")
+        self.pytest_button.add_class("selfheal-copy-pytest")
+        self.pytest_area = w.Textarea(layout=w.Layout(width="100%", height="220px", display="none"))
+        self.pytest_area.add_class("selfheal-pytest-file")
+        self.pytest_path = w.Text(placeholder="test_....py", layout=w.Layout(width="40%"))
+        self.save_button = w.Button(description="Save", icon="save")
+        self.save_note = w.HTML()
+        self.pytest_button.on_click(lambda _b: self.show_pytest())
+        self.save_button.on_click(lambda _b: self.save_pytest())
         self.code_html = w.HTML()
         self.code_html.add_class("selfheal-code")
         self.lessons_html = w.HTML()
@@ -90,7 +100,15 @@ class HealView(w.VBox):  # type: ignore[misc]
             children=[
                 w.VBox([self.timeline_box, self.detail]),
                 self.candidates_html,
-                self.tests_html,
+                w.VBox(
+                    [
+                        self.tests_html,
+                        w.HBox(
+                            [self.pytest_button, self.pytest_path, self.save_button, self.save_note]
+                        ),
+                        self.pytest_area,
+                    ]
+                ),
                 self.code_html,
                 self.lessons_html,
             ]
@@ -132,6 +150,32 @@ class HealView(w.VBox):  # type: ignore[misc]
         super().__init__([w.HTML(CSS), self.header, self.approval_panel, self.tabs])
         self.add_class("selfheal-view")
         self._render()
+
+    # -- the tests as a pytest file ------------------------------------------------------------
+
+    def show_pytest(self) -> str:
+        """Show the tests behind the shown state as a pytest file (selected, to copy)."""
+        from selfheal.result import HealResult
+
+        text = HealResult.from_state(self._state).tests_file()
+        self.pytest_area.value = text
+        self.pytest_area.layout.display = ""
+        if not self.pytest_path.value:
+            self.pytest_path.value = f"test_{self._state.spec.entry_point or 'healed'}.py"
+        return text
+
+    def save_pytest(self) -> None:
+        """Write the pytest file to the path in the box (relative to the notebook's folder)."""
+        from pathlib import Path
+
+        text = self.show_pytest()
+        path = Path(self.pytest_path.value).expanduser()
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as e:
+            self.save_note.value = f"<span>could not write {html.escape(str(path))}: {e}</span>"
+            return
+        self.save_note.value = f"<span>saved to {html.escape(str(path.resolve()))}</span>"
 
     # -- wiring -----------------------------------------------------------------------------
 

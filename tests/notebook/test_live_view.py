@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -143,3 +144,22 @@ def test_buttons_do_nothing_without_a_waiting_proposal(demo_run: Run) -> None:
     view.bind(approver)
     view.approve_button.click()  # no proposal: ignored, no exception
     assert not approver.waiting
+
+
+def test_copy_as_pytest_shows_and_saves_the_tests_file(
+    demo_run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = demo_run.run().state
+    view = HealView(state)
+    assert view.pytest_area.layout.display == "none"
+    view.pytest_button.click()
+    text = view.pytest_area.value
+    assert view.pytest_area.layout.display == ""
+    assert text.startswith('"""Tests kept by selfheal for median')
+    assert "def test_ex1():" in text and "def median(values):" in text
+    compile(text, "test_median.py", "exec")
+    monkeypatch.chdir(tmp_path)
+    assert view.pytest_path.value == "test_median.py"
+    view.save_button.click()
+    assert (tmp_path / "test_median.py").read_text() == text
+    assert "saved to" in view.save_note.value
