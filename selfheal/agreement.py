@@ -148,13 +148,6 @@ class Selection:
         """The two leading clusters stand equal (the spec oracle's question)."""
         return len(self.scores) > 1 and self.scores[0] == self.scores[1]
 
-    @property
-    def clear_majority(self) -> bool:
-        """The chosen cluster holds more than half of the passing candidates."""
-        if not self.clusters or self.chosen is None:
-            return False
-        return 2 * len(self.clusters[0]) > len(self.passing)
-
 
 def _valid_probes(passing: Sequence[Candidate], probes: Sequence[ProbeInput]) -> list[str]:
     """Probes on which at most half of the passing candidates raise or time out: an input most

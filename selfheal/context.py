@@ -72,8 +72,6 @@ class Context:
     """Live token receiver."""
     memory: MemoryStore | None = None
     """The memory across runs (None: off)."""
-    extras: Mapping[str, Any] = field(default_factory=dict)
-    """Anything else a caller wants nodes to see (unused by the built-in nodes)."""
 
     def provider(self, role: str) -> Provider:
         """The provider for ``role`` (the role itself travels with each call, as

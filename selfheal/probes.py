@@ -13,7 +13,7 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from selfheal.state import Example, ProbeInput, Spec, TestCase
+from selfheal.state import ProbeInput, Spec, TestCase
 
 __all__ = ["calls_in_test", "example_mutations", "merge_probes", "signature_values"]
 
@@ -253,8 +253,3 @@ def planned_probes(spec: Spec, tests: Sequence[TestCase], limit: int) -> list[tu
     if not spec.examples:
         pairs += [(c, "signature") for c in signature_values(spec, limit)]
     return pairs
-
-
-def example_calls(examples: Sequence[Example]) -> list[str]:
-    """The call expressions of the spec's examples."""
-    return [e.call for e in examples]

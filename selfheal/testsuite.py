@@ -177,25 +177,6 @@ def describe(r: TestResult) -> str:
     return f"{kind}: {msg}" if msg else kind
 
 
-def summarize_report(state: HealState, report: ExecutionReport) -> str:
-    """``5/7 passed (2 failing: 1 trusted)`` style summary."""
-    if not report.load.ok:
-        line = f" line {report.load.line}" if report.load.line else ""
-        return f"candidate did not load: {report.load.exc_type}{line}: {report.load.message[:120]}"
-    active = {t.id for t in state.active_tests}
-    results = [r for r in report.results if r.test_id in active]
-    passed = sum(1 for r in results if r.outcome == "passed")
-    failing = [r for r in results if r.outcome != "passed"]
-    trusted = sum(1 for r in failing if (t := state.test(r.test_id)) is not None and t.trusted)
-    s = f"{passed}/{len(results)} passed"
-    if failing:
-        s += f" ({len(failing)} failing, {trusted} trusted)"
-    quarantined = len(report.results) - len(results)
-    if quarantined:
-        s += f"; {quarantined} quarantined"
-    return s
-
-
 def attempt_score(state: HealState, report: ExecutionReport | None) -> tuple[int, int, int]:
     """Rank attempts: loads, trusted tests passed, untrusted active tests passed."""
     if report is None:

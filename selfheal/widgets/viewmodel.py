@@ -249,11 +249,6 @@ def first_line(t: TestCase, width: int = 80) -> str:
     return first[:width]
 
 
-def executed_iterations(state: HealState) -> list[int]:
-    """Iterations whose attempt has an execution report, in order."""
-    return [a.iteration for a in state.attempts if a.report is not None]
-
-
 def test_rows(state: HealState) -> list[TestRow]:
     """Every test with its origin, trust and outcome per executed attempt."""
     executed = [a for a in state.attempts if a.report is not None]

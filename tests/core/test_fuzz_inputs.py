@@ -220,7 +220,8 @@ def _check_cli(argv: list[str], stdin: bytes) -> None:
     if "--json" in argv:
         data = json.loads(ran.out)  # exactly one JSON object, whatever happened
         assert isinstance(data, dict) and data["exit_code"] == ran.code, ran.out
-        assert (data["status"] == "error") == (ran.code == 2), data["status"]
+        # the exit code is the status's, exactly (0 only for verified code)
+        assert ran.code == EXIT_FOR[data["status"]], (data["status"], ran.code)
         if ran.code == 2:
             assert data["error"], data
     elif ran.code in (0, 1, 3) and argv[:1] == ["heal"]:
@@ -300,6 +301,30 @@ api_providers = st.one_of(
 )
 
 
+EXIT_FOR = {
+    "verified": 0,
+    "exhausted": 1,
+    "failed": 1,
+    "unverified": 1,
+    "awaiting_approval": 3,
+    "error": 2,
+}
+"""The CLI's exit code for each status (``--json``'s ``status``)."""
+
+
+def _verified_means_evidence(result: HealResult) -> None:
+    """``verified``: a trusted test ran, every trusted test passed on the final code, and
+    the evidence says enough candidates agree; any other status leaves one of those unmet."""
+    trusted = [t for t in result.tests if t.trusted and not t.quarantined]
+    outcomes = result.test_outcomes()
+    evidence = bool(trusted) and all(outcomes.get(t.id) == "passed" for t in trusted)
+    evidence = evidence and result.evidence.agreed and result.evidence.majority
+    if result.verified:
+        assert evidence, (result.status, outcomes, result.evidence)
+    elif result.status in ("exhausted", "unverified"):
+        assert result.code is not None or result.error
+
+
 def test_fuzz_the_api(sandbox: Sandbox, runs_dir: Path) -> None:
     @settings(FUZZ, max_examples=25)
     @given(
@@ -331,13 +356,11 @@ def test_fuzz_the_api(sandbox: Sandbox, runs_dir: Path) -> None:
             _nothing_left_but_the_pool(sandbox)
             return
         assert isinstance(result, HealResult)
-        assert result.status in (
-            "verified",
-            "exhausted",
-            "failed",
-            "unverified",
-            "awaiting_approval",
-        )
+        _verified_means_evidence(result)
+        if result.status == "awaiting_approval":
+            assert result.config.autonomy != "full_auto" and result.state.pending is not None
+        if result.status == "failed":
+            assert result.error
         _nothing_left_but_the_pool(sandbox)
 
     heal()
