@@ -20,14 +20,11 @@ from selfheal.result import HealResult
 MUST_FAIL = "def test_x():\n    assert median([1, 2, 3]) == 999"
 
 RIGHT = """def median(values):
-    if not values:
-        raise ValueError("median() of an empty list")
-    ordered = sorted(values)
-    n = len(ordered)
-    mid = n // 2
-    if n % 2:
-        return ordered[mid]
-    return (ordered[mid - 1] + ordered[mid]) / 2
+    if len(values) == 0:
+        raise ValueError("no values")
+    s = sorted(values)
+    half, odd = divmod(len(s), 2)
+    return s[half] if odd else (s[half - 1] + s[half]) / 2
 """
 UPPER = "def median(values):\n    return sorted(values)[len(values) // 2]\n"
 
@@ -194,7 +191,7 @@ def test_code_that_fails_is_repaired_from_and_the_diff_shown(tmp_path: Path) -> 
     mine = tmp_path / "stats.py"
     mine.write_text(UPPER)
     out = tmp_path / "healed.py"
-    also = RIGHT.replace("if n % 2:", "if n % 2 == 1:")
+    also = RIGHT.replace("if odd else", "if odd == 1 else")
     fixes = [f"```python\n{RIGHT}```", f"```python\n{also}```"]
     mock = MockProvider({"generator": fixes, "debugger": ["{}"]}, repeat_last=True)
     result = heal(DEMO_SPEC, provider=mock, code=UPPER)
@@ -202,7 +199,7 @@ def test_code_that_fails_is_repaired_from_and_the_diff_shown(tmp_path: Path) -> 
     assert result.candidates[0].id == "c0" and result.candidates[0].origin == "user"
     assert result.candidates[0].round == 1 and result.attempts[0].candidate == "c0"
     assert result.verified and result.code.strip() in (RIGHT.strip(), also.strip())
-    assert result.diff.startswith("--- your code") and "+    if not values:" in result.diff
+    assert result.diff.startswith("--- your code") and "+    half, odd = divmod" in result.diff
     ran = run_cli("heal", "--provider", "mock", DEMO_SPEC, "--code", str(mine), "--out", str(out))
     assert mine.read_text() == UPPER  # the original is never lost
     assert "c0 user: your code" in ran.err  # it ran first, before any model answer
