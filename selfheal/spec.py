@@ -183,3 +183,29 @@ def _prelude(text: str, name: str | None = None) -> str:
         ):
             out.append(line.strip())
     return "\n".join(out)
+
+
+def header_of(spec: Spec) -> str | None:
+    """The code a first answer can complete, as the start of the model's reply: the spec
+    itself when it is Python that stubs its function (HumanEval's prompt: imports, helpers, the
+    ``def`` line and the docstring); ``def name(`` when the spec is prose that names the
+    function; None when it names none."""
+    name = spec.entry_point
+    if name is None:
+        return None
+    try:
+        tree = ast.parse(spec.text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = None
+    if tree is not None:
+        for node in tree.body:
+            if (
+                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                and node.name == name
+                and _is_stub(node)
+            ):
+                lines = spec.text.splitlines()
+                body = node.body[0]
+                keep = body.end_lineno if isinstance(body, ast.Expr) else node.lineno
+                return "\n".join(lines[: keep or node.lineno]) + "\n"
+    return f"def {name}("
