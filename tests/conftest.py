@@ -1,5 +1,7 @@
 """Fixtures for every test: each test gets its own memory across runs; a check that a killed
-benchmark resumes from its file (``kill_then_resume``).
+benchmark resumes from its file (``kill_then_resume``); the required-components check
+(tests/required_components.py: under ``CI=true`` a skipped test of the local model, the
+browser, the sandbox kernels... fails the run).
 
 ``HealConfig.memory`` is on by default, so without this the suite's runs would remember each
 other (and a developer's own runs): a test's second heal of a spec would recall the first.
@@ -16,6 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from required_components import (  # noqa: F401  (the required-components hooks)
+    pytest_collectreport,
+    pytest_runtest_makereport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
 
 
 @pytest.fixture(autouse=True)

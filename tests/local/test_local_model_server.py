@@ -14,19 +14,16 @@ from collections.abc import Iterator
 import jsonschema
 import psutil
 import pytest
+from required_components import local_model_missing
 
 from selfheal.errors import ProviderError, ProviderUnavailable
 from selfheal.llm import Message, build_provider, complete_many
-from selfheal.llm.local_server import LocalServer, find_server_binary, server_settings
+from selfheal.llm.local_server import LocalServer, server_settings
 from selfheal.llm.openai_compat import OpenAICompatible
-from selfheal.llm.weights import find_model
 
 pytestmark = [
     pytest.mark.local_model,
-    pytest.mark.skipif(
-        find_model() is None or find_server_binary() is None,
-        reason="the local model or llama-server is not installed (make install)",
-    ),
+    pytest.mark.skipif(bool(local_model_missing()), reason=local_model_missing() or "-"),
 ]
 
 CODE = [
