@@ -10,6 +10,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from nb_fakes import InProcessExecutor
 
 from selfheal.errors import ConfigError
+from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import DEMO_SPEC, MockProvider
 from selfheal.magics import defaults, fixed_cell, split_spec_and_tests
 from selfheal.result import HealResult
@@ -64,6 +65,22 @@ def test_cell_magic_tests_flag_adds_trusted_user_tests(shell: InteractiveShell) 
     assert all(t.trusted for t in user)
     assert result.verified and result.test_outcomes()["u1"] == "passed"
     assert "assert median" not in result.state.spec.text
+
+
+def test_cell_magic_user_tests_run_in_the_real_sandbox(
+    shell: InteractiveShell, pool: KernelPool
+) -> None:
+    """The user's tests go from the magic to the real sandbox (not the in-process fake): the
+    candidates the run chose between ran them there, ids and all."""
+    d = defaults(shell)
+    d.provider, d.executor = MockProvider.demo(), pool
+    body = f"{DEMO_SPEC}\nassert median([10, 20]) == 15\n"
+    _run(shell, "%%selfheal --tests\n" + body)
+    result = d.last
+    assert result.verified and result.test_outcomes()["u1"] == "passed"
+    chosen = next(a for a in reversed(result.attempts) if a.report is not None)
+    assert "u1" in {r.test_id for r in chosen.report.results}
+    assert shell.user_ns["median"]([10, 20]) == 15
 
 
 def test_split_spec_and_tests_syntax() -> None:
