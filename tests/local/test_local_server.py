@@ -184,10 +184,18 @@ def test_started_from_a_short_lived_thread_outlives_it(settings: ls.ServerSettin
     worker.join()  # the thread that started the server is gone
     with ThreadPoolExecutor(2) as pool:  # and so are these, after the first calls
         assert pool.submit(_provider(server).complete, HI, max_tokens=1).result().text == "w"
-    time.sleep(0.5)
-    assert server.alive
+        threads = [worker.native_id, *(t.native_id for t in pool._threads)]
+    pid = server.pid
+    # wait until the kernel has seen those threads end (the moment PR_SET_PDEATHSIG fires),
+    # then the server must still be the same process: a signal sent then kills it before the
+    # next request, which would need a restart
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/self/task/{tid}").exists() for tid in threads):
+        assert time.monotonic() < deadline, "the threads did not end"
+        time.sleep(0.01)
     p = _provider(server)
-    assert p.complete(HI, max_tokens=2).text == "ww" and server.restarts == 0
+    assert p.complete(HI, max_tokens=2).text == "ww"
+    assert server.alive and server.pid == pid and server.restarts == 0
 
 
 def test_crash_at_start_quotes_the_log(
