@@ -68,6 +68,26 @@ def test_agent_inputs_contain_no_reference_assertion(
         assert report.messages_checked == len(messages)
 
 
+@pytest.mark.parametrize("mode", [m for m in MODES if m not in ("heal", "single_shot")])
+def test_no_mode_sends_a_reference_assertion(
+    builtin_tasks: list[Task], humaneval_tasks: list[Task], mode: str
+) -> None:
+    """Every evaluation mode, not only the two above: two tasks whose first answers are wrong
+    (HumanEval/0 fails its docstring's examples, so every mode that diagnoses and repairs does),
+    every message checked."""
+    dedupe, other = builtin_tasks[0], humaneval_tasks[0]
+    provider = oracle_provider(
+        [dedupe, other],
+        wrong=[dedupe.id, other.id],
+        tests={dedupe.id: "assert dedupe([2, 2]) == [2]"},
+    )
+    for task in (dedupe, other):
+        recorder = _messages_of_a_real_heal(task, provider, mode)
+        report = check_calls(task, recorder.calls)
+        assert report.leaks == (), (mode, task.id, report.leaks)
+        assert report.messages_checked == len(recorder.messages) > 0
+
+
 def test_the_check_catches_a_leak(builtin_tasks: list[Task]) -> None:
     task = builtin_tasks[0]
     secret = task.reference_tests[2]
