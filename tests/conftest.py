@@ -22,6 +22,7 @@ from required_components import (  # noqa: F401  (the required-components hooks)
     pytest_collectreport,
     pytest_runtest_makereport,
     pytest_sessionfinish,
+    pytest_sessionstart,
     pytest_terminal_summary,
 )
 

@@ -6,6 +6,10 @@ the browser, the sandbox kernels, the network namespace (where the host allows o
 package of ``make install``'s extras. Outside CI a skip stays a skip, and the summary at the
 end of the run lists, per component, how many of its tests ran and how many were skipped.
 
+The same hooks check that the run wrote nothing into the repository (tests write only under
+temporary folders): files that ``git status`` shows at the end and did not at the start are
+listed in the summary, and fail the run under ``CI=true``.
+
 ``tests/conftest.py`` loads these hooks; a test of the plugin itself loads it with
 ``-p required_components``. :func:`local_model_missing` is the one reason the real-model tests
 skip for.
@@ -15,10 +19,18 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(os.environ.get("SELFHEAL_CHECKOUT") or Path(__file__).resolve().parents[1])
+"""The checkout the tests must not write into (``$SELFHEAL_CHECKOUT``: another one, for the
+plugin's own tests)."""
+CACHES = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".import_linter_cache")
+"""Folders tools write caches to: not what a test wrote."""
 
 DEFAULT_EXTRAS = "anthropic,ollama,hf,eval,dask,dev"
 """The extras ``scripts/install.sh`` installs unless ``SELFHEAL_EXTRAS`` says otherwise."""
@@ -209,12 +221,47 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
         _COLLECT_FAILURES.append(f"{report.nodeid}: {failure_message(component, reason)}")
 
 
+def repo_status() -> set[str] | None:
+    """``git status`` of the checkout, ignored files included (None: not a git checkout)."""
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain=v1", "--ignored"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return {line for line in out.stdout.splitlines() if not any(c in line for c in CACHES)}
+
+
+_BEFORE: list[set[str] | None] = []
+_WRITTEN: list[str] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _BEFORE.append(repo_status())
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if _COLLECT_FAILURES and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+    before = _BEFORE[0] if _BEFORE else None
+    after = repo_status() if before is not None else None
+    if before is not None and after is not None:
+        _WRITTEN.extend(sorted(after - before))
+    failing = _COLLECT_FAILURES or (_WRITTEN and in_ci())
+    if failing and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _WRITTEN:
+        terminalreporter.section("written into the repository")
+        for line in _WRITTEN:
+            terminalreporter.write_line(line, red=in_ci())
+        terminalreporter.write_line("tests write only under tmp_path (a failure under CI=true)")
     if not _TALLY:
         return
     terminalreporter.section("required components")

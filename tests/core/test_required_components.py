@@ -110,3 +110,27 @@ def test_a_suite_without_skips_of_required_components_passes_in_and_out_of_ci(
     ran = run_suite(tmp_path, files, CI=ci)
     assert ran.returncode == 0, ran.stdout
     assert "the local model and llama-server: 1 ran, 0 skipped" in ran.stdout
+
+
+def test_a_file_written_into_the_checkout_is_listed_and_fails_ci(tmp_path: Path) -> None:
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    subprocess.run(["git", "init", "-q", str(checkout)], check=True)
+    (checkout / "kept.txt").write_text("tracked\n")
+    subprocess.run(["git", "-C", str(checkout), "add", "kept.txt"], check=True)
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    files = {
+        "test_writes.py": f"""
+            from pathlib import Path
+
+            def test_writes_into_the_checkout():
+                Path({str(checkout)!r}, "kept.txt").write_text("changed")
+                Path({str(checkout)!r}, "new.png").write_bytes(b"png")
+        """
+    }
+    ran = run_suite(suite, files, CI="true", SELFHEAL_CHECKOUT=str(checkout))
+    assert ran.returncode == 1, ran.stdout
+    assert "1 passed" in ran.stdout  # the test itself passed: the run fails for what it wrote
+    assert "written into the repository" in ran.stdout
+    assert "?? new.png" in ran.stdout and "AM kept.txt" in ran.stdout
