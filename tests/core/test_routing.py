@@ -430,7 +430,7 @@ def test_single_shot_is_unverified(pool: KernelPool) -> None:
     result = heal(s.SPEC, provider=mock, config=HealConfig.single_shot(), executor=pool)
     assert result.status == "unverified" and not result.verified
     assert result.tests == () and result.iterations == 1
-    assert nodes(result) == ["recall", "plan_tests", "generate", "finish"]
+    assert nodes(result) == ["recall", "plan_tests", "generate", "gate", "finish"]
     assert result.evidence.summary.startswith("not executed")
     assert result.code is not None and "max(lo, min(x, hi))" in result.code
 
