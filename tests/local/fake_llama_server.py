@@ -168,34 +168,25 @@ def main() -> None:
                 with lock:
                     text = json.dumps({"prompt": slots[slot]})
                 file.write_text(text)
-                print(f"slot {slot} save {name}", flush=True)
-                self._json(
-                    200,
-                    {
-                        "id_slot": slot,
-                        "filename": name,
-                        "n_saved": len(text) // 4,
-                        "n_written": len(text),
-                        "timings": {"save_ms": 0.1},
-                    },
-                )
-                return
-            if not file.is_file():
+            elif file.is_file():
+                text = file.read_text()
+                with lock:
+                    slots[slot] = json.loads(text)["prompt"]
+            else:
                 message = "Unable to restore slot, no available space in KV cache or invalid slot save file"
                 self._json(400, {"error": {"code": 400, "message": message}})
                 return
-            text = file.read_text()
-            with lock:
-                slots[slot] = json.loads(text)["prompt"]
-            print(f"slot {slot} restore {name}", flush=True)
+            print(f"slot {slot} {action} {name}", flush=True)
+            # llama-server's reply: n_saved/n_written for a save, n_restored/n_read for a restore
+            done, moved = ("saved", "written") if action == "save" else ("restored", "read")
             self._json(
                 200,
                 {
                     "id_slot": slot,
                     "filename": name,
-                    "n_restored": len(text) // 4,
-                    "n_read": len(text),
-                    "timings": {"restore_ms": 0.1},
+                    f"n_{done}": len(text) // 4,
+                    f"n_{moved}": len(text),
+                    "timings": {f"{action}_ms": 0.1},
                 },
             )
 

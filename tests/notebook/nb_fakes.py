@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
-from selfheal.errors import ConfigError
+from selfheal.kernel_sandbox import KernelPool
 from selfheal.kernel_sandbox._canon import canonical, raised
 from selfheal.kernel_sandbox._harness.compare import assert_, assert_cmp, cmp, pure, srepr, truth
 from selfheal.kernel_sandbox._run import _check_call
@@ -118,13 +118,8 @@ class InProcessExecutor:
         self.limits = limits or Limits()
         self.runs = 0
 
-    def _limits(self, timeout: float | None, limits: Limits | None) -> Limits:
-        lim = limits or self.limits
-        if timeout is not None:
-            if timeout <= 0:
-                raise ConfigError(f"timeout must be positive, got {timeout}")
-            lim = lim.model_copy(update={"test_timeout": float(timeout)})
-        return lim
+    _limits = KernelPool._limits
+    """The pool's own rule: ``limits`` or the executor's, ``timeout`` the per-test limit."""
 
     def _load(self, code: str, limit: float) -> tuple[dict[str, Any], LoadResult]:
         ns: dict[str, Any] = {}
