@@ -107,13 +107,26 @@ def test_the_fake_takes_the_per_call_timeout(pool: KernelPool) -> None:
     assert "0.5s" in report.results[0].message
 
 
+TESTS = Path(__file__).resolve().parents[1]
+EXECUTOR_FAKES = {
+    "InProcessExecutor": ("notebook/nb_fakes.py", "InProcessExecutor"),
+    "_OneByOne": ("sandbox/test_batch.py", "_OneByOne"),
+    "_RefusingExecutor": ("evaluation/test_scoring.py", "_RefusingExecutor"),
+}
+"""Every class of the suite that stands in for an ``Executor``."""
+
+
+@pytest.mark.parametrize("fake", list(EXECUTOR_FAKES))
 @pytest.mark.parametrize("name", ["run", "run_snippet"])
-def test_the_fake_has_the_protocol_signature(name: str) -> None:
-    fake = NB_FAKES.InProcessExecutor()
-    assert isinstance(fake, Executor)
+def test_every_executor_fake_has_the_protocol_signature(fake: str, name: str) -> None:
+    path, cls = EXECUTOR_FAKES[fake]
+    fake_cls = getattr(_load(TESTS / path), cls)
+    assert isinstance(fake_cls(), Executor)
     protocol = inspect.signature(getattr(Executor, name))
-    mine = inspect.signature(getattr(type(fake), name))
-    assert list(mine.parameters.items()) == list(protocol.parameters.items())
+    mine = inspect.signature(getattr(fake_cls, name))
+    assert [(p.name, p.kind, p.default) for p in mine.parameters.values()] == [
+        (p.name, p.kind, p.default) for p in protocol.parameters.values()
+    ]
 
 
 def test_the_fake_snippet_stops_a_runaway_and_reports_errors() -> None:
