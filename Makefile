@@ -20,12 +20,11 @@ demo: install-demo
 
 test: install
 	PYTHON=$(PY) bash scripts/install_browser.sh
-	bash scripts/test.sh
+	SELFHEAL_VENV=$(VENV) bash scripts/test.sh
 
+# ruff, mypy, lint-imports; scripts/test.sh runs it first, so `make test` (and CI) lint too
 lint:
-	$(VENV)/bin/ruff check selfheal tests evaluation benchmarks
-	$(VENV)/bin/mypy
-	$(VENV)/bin/lint-imports
+	SELFHEAL_VENV=$(VENV) bash scripts/lint.sh
 
 bench-sandbox:
 	$(PY) benchmarks/bench_sandbox.py

@@ -328,6 +328,16 @@ def main() -> None:
         kill_over = (time.perf_counter() - t) - lim.test_timeout
         assert r.results[0].outcome == "timeout"
 
+        # a 100 MB output flood, capped: how long the test takes (the unit tests only check
+        # that it is capped and passes, with a generous limit)
+        flood = "def f():\n    for _ in range(1000):\n        print('y' * 100_000)\n    return 1\n"
+        pool.wait_ready(120)
+        floods = []
+        for _ in range(3):
+            r = pool.run(flood, ["assert f() == 1"], limits=Limits(test_timeout=30.0))
+            assert r.passed and r.results[0].truncated, r
+            floods.append(r.results[0].duration)
+
     netns = netns_available()
 
     def start(zygote: Zygote | None) -> float:
@@ -420,6 +430,10 @@ def main() -> None:
     print(
         f"| swallows the interrupt, ignores SIGALRM (host kills the run's process) | "
         f"+{kill_over * ms:.0f} ms (whole run incl. load) |"
+    )
+    print()
+    print(
+        f"100 MB of output in 1000 prints, capped: the test takes {pct(floods, 0.5):.2f} s (median of 3)"
     )
 
 

@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs: list[tuple[str, Passed]] = []
     for folder in args.runs:
         latest = results_in(folder).latest()
-        runs.append((folder.name, {key: r.passed for key, r in latest.items()}))
+        runs.append((folder.name, {key: r.credited for key, r in latest.items()}))
     print(compare_runs(runs, modes))
     return 0
 

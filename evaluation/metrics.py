@@ -41,7 +41,8 @@ class ModeMetrics(Record):
     tasks: int
     """Tasks scored in this mode."""
     passed: int
-    """Final code passed the reference tests."""
+    """Final code passed the reference tests, and no reference assertion leaked to the model
+    (``TaskRecord.credited``: a leaky run that passes is not counted)."""
     pass_at_1: float
     """passed / tasks (reference-validated pass@1, temperature 0, one run per task)."""
     first_attempt_passed: int
@@ -173,8 +174,8 @@ def paired_use(records: Iterable[TaskRecord], mode: str) -> PairedUse | None:
         unpaired=sum(m.paired is None for m, _ in both),
         diverged=len(diverged),
         at_nodes=nodes,
-        passed=sum(m.passed for m, _ in diverged),
-        base_passed=sum(b.passed for _, b in diverged),
+        passed=sum(m.credited for m, _ in diverged),
+        base_passed=sum(b.credited for _, b in diverged),
         extra_seconds=_rate(sum(m.wall_time - b.wall_time for m, b in diverged), len(diverged)),
     )
 
@@ -187,14 +188,14 @@ def summarise(records: Iterable[TaskRecord], mode: str) -> ModeMetrics:
     """Metrics of ``mode`` over ``records`` (records of other modes are ignored)."""
     rs = [r for r in records if r.mode == mode]
     n = len(rs)
-    passed = sum(r.passed for r in rs)
+    passed = sum(r.credited for r in rs)
     verified = sum(r.verified for r in rs)
     false_success = sum(r.false_success for r in rs)
     walls = [r.wall_time for r in rs]
     categories: dict[str, CategoryMetrics] = {}
     for category in sorted({r.category for r in rs}):
         group = [r for r in rs if r.category == category]
-        ok = sum(r.passed for r in group)
+        ok = sum(r.credited for r in group)
         categories[category] = CategoryMetrics(
             tasks=len(group), passed=ok, pass_rate=_rate(ok, len(group))
         )
@@ -203,8 +204,8 @@ def summarise(records: Iterable[TaskRecord], mode: str) -> ModeMetrics:
         tasks=n,
         passed=passed,
         pass_at_1=_rate(passed, n),
-        first_attempt_passed=sum(r.first_attempt_passed for r in rs),
-        first_attempt_rate=_rate(sum(r.first_attempt_passed for r in rs), n),
+        first_attempt_passed=sum(r.first_attempt_passed and not r.leaked for r in rs),
+        first_attempt_rate=_rate(sum(r.first_attempt_passed and not r.leaked for r in rs), n),
         healed=sum(r.healed for r in rs),
         broken=sum(r.first_attempt_passed and not r.passed for r in rs),
         verified=verified,
@@ -213,9 +214,9 @@ def summarise(records: Iterable[TaskRecord], mode: str) -> ModeMetrics:
         false_failure=sum(r.false_failure for r in rs),
         gave_up=sum(r.status in ("failed", "exhausted") for r in rs),
         disputed=sum(r.disputed for r in rs),
-        disputed_passed=sum(r.disputed and r.passed for r in rs),
+        disputed_passed=sum(r.disputed and r.credited for r in rs),
         harness_errors=sum(bool(r.error) for r in rs),
-        leaks=sum(bool(r.honesty and r.honesty.leaks) for r in rs),
+        leaks=sum(r.leaked for r in rs),
         mean_iterations=statistics.fmean([r.iterations for r in rs]) if rs else 0.0,
         mean_llm_calls=statistics.fmean([r.llm_calls for r in rs]) if rs else 0.0,
         prompt_tokens=sum(r.prompt_tokens for r in rs),
@@ -230,8 +231,8 @@ def summarise(records: Iterable[TaskRecord], mode: str) -> ModeMetrics:
 
 def compare(records: Sequence[TaskRecord], baseline: str, mode: str) -> Comparison:
     """Paired comparison of ``mode`` against ``baseline`` on the tasks both have."""
-    base = {r.task_id: r.passed for r in records if r.mode == baseline}
-    other = {r.task_id: r.passed for r in records if r.mode == mode}
+    base = {r.task_id: r.credited for r in records if r.mode == baseline}
+    other = {r.task_id: r.credited for r in records if r.mode == mode}
     common = [t for t in base if t in other]
     return Comparison(
         baseline=baseline,
@@ -260,5 +261,5 @@ def memory_use(records: Iterable[TaskRecord], mode: str) -> MemoryUse:
         lessons=sum(any(x.get("kind") == "lesson" for x in r.remembered) for r in rs),
         solutions=len(recalled),
         chosen=len(chosen),
-        chosen_passed=sum(r.passed for r in chosen),
+        chosen_passed=sum(r.credited for r in chosen),
     )

@@ -158,6 +158,17 @@ class TaskRecord(Record):
         return self.verified and not self.passed
 
     @property
+    def leaked(self) -> bool:
+        """A reference assertion reached the model during the run (``honesty.leaks``)."""
+        return bool(self.honesty and self.honesty.leaks)
+
+    @property
+    def credited(self) -> bool:
+        """The run counts as passed: the reference tests pass and none of them leaked to the
+        model. A leaky run that passes proves nothing, so the metrics do not count it."""
+        return self.passed and not self.leaked
+
+    @property
     def false_failure(self) -> bool:
         """The agent tested its code and gave up (``failed``/``exhausted``), yet the
         reference tests pass. ``unverified`` (single shot: nothing was claimed) is not one."""

@@ -10,7 +10,14 @@ cd "$(dirname "$0")/.."
 
 PY="${PYTHON:-python}"
 
-if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then
+# the browser the tests drive (tests/browser/lab_env.py find_chromium looks in the same places)
+find_chromium() {
+    if [ -n "${SELFHEAL_CHROMIUM:-}" ]; then echo "$SELFHEAL_CHROMIUM"; return; fi
+    command -v chromium || command -v chromium-browser || \
+        { [ -x /usr/lib/chromium/chromium ] && echo /usr/lib/chromium/chromium; } || true
+}
+
+if [ -z "$(find_chromium)" ]; then
     SUDO=""
     if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
     $SUDO apt-get update
@@ -28,5 +35,10 @@ fi
 # Register this interpreter as the default "python3" kernel of this environment.
 "$PY" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (selfheal)"
 
-echo "chromium: $(/usr/bin/chromium --version 2>/dev/null || echo missing)"
+CHROMIUM="$(find_chromium)"
+if [ -z "$CHROMIUM" ] || ! "$CHROMIUM" --version; then
+    echo "install_browser.sh: no working chromium after the install (looked at \$SELFHEAL_CHROMIUM," \
+         "chromium, chromium-browser, /usr/lib/chromium/chromium): install Debian's chromium" >&2
+    exit 1
+fi
 "$PY" -c "import jupyterlab, playwright; print('jupyterlab', jupyterlab.__version__)"

@@ -26,6 +26,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import IO
 
 PROMPT = "Write a Python function add(a, b) that returns the sum of a and b. Reply with code only."
 
@@ -72,9 +73,14 @@ def main() -> int:
     if model is None or not model.is_file():
         print("no model found: the generation check is skipped")
         return 2 if args.require_model else 0
+    with tempfile.NamedTemporaryFile(prefix="llama-smoke-", suffix=".log") as log:
+        return _smoke(args, model, log)
+
+
+def _smoke(args: argparse.Namespace, model: Path, log: IO[bytes]) -> int:
+    """Start llama-server on ``model`` (its output to ``log``), ask it for a function, stop it."""
     port = _free_port()
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2
-    log = tempfile.NamedTemporaryFile(prefix="llama-smoke-", suffix=".log", delete=False)
     argv = [args.binary, "--model", str(model), "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--parallel", "1", "--ctx-size", "1024", "--threads", str(threads), "--no-webui"]
     env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
@@ -124,8 +130,6 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        log.close()
-        os.unlink(log.name)
 
 
 def _dead(proc: subprocess.Popen[bytes], log: str, what: str) -> int:

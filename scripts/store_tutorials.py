@@ -50,7 +50,11 @@ def _shrink_png(data: str) -> str:
     if img.width <= IMAGE_WIDTH:
         return data
     height = round(img.height * IMAGE_WIDTH / img.width)
-    small = img.convert("RGB").resize((IMAGE_WIDTH, height), Image.LANCZOS).quantize(colors=64)
+    small = (
+        img.convert("RGB")
+        .resize((IMAGE_WIDTH, height), Image.Resampling.LANCZOS)
+        .quantize(colors=64)
+    )
     buf = io.BytesIO()
     small.save(buf, format="PNG", optimize=True)
     return base64.b64encode(buf.getvalue()).decode("ascii")

@@ -1,5 +1,7 @@
 """Fixtures for every test: each test gets its own memory across runs; a check that a killed
-benchmark resumes from its file (``kill_then_resume``).
+benchmark resumes from its file (``kill_then_resume``); the required-components check
+(tests/required_components.py: under ``CI=true`` a skipped test of the local model, the
+browser, the sandbox kernels... fails the run).
 
 ``HealConfig.memory`` is on by default, so without this the suite's runs would remember each
 other (and a developer's own runs): a test's second heal of a spec would recall the first.
@@ -16,6 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from required_components import (  # noqa: F401  (the required-components hooks)
+    pytest_collectreport,
+    pytest_runtest_makereport,
+    pytest_sessionfinish,
+    pytest_sessionstart,
+    pytest_terminal_summary,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -27,6 +36,8 @@ def memory_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 ROOT = Path(__file__).resolve().parents[1]
+WAIT_S = 270.0
+"""The longest a test here waits in all: under pytest-timeout's 300 s (pyproject.toml)."""
 
 
 def _kill_then_resume(cmd: list[str], results: Path, task_ids: list[str]) -> None:
@@ -39,7 +50,9 @@ def _kill_then_resume(cmd: list[str], results: Path, task_ids: list[str]) -> Non
     proc = subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    deadline = time.monotonic() + 600  # generous: kernels start slowly on a busy machine
+    # both runs share one generous budget under pytest-timeout's 300 s (pyproject.toml), so a
+    # run that takes too long fails here, saying which, instead of being killed by the plugin
+    deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline and proc.poll() is None:
         if results.exists() and results.read_text().count("\n") >= 1:
             break
@@ -49,7 +62,8 @@ def _kill_then_resume(cmd: list[str], results: Path, task_ids: list[str]) -> Non
     proc.wait(timeout=30)
     before = ResultsFile(results).read()
     assert 1 <= len(before) < len(task_ids), f"{len(before)} records when killed"
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    left = max(1.0, deadline - time.monotonic())
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=left)
     assert done.returncode == 0, done.stderr[-3000:]
     after = ResultsFile(results).read()
     assert sorted(r.task_id for r in after) == sorted(task_ids)

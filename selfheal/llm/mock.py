@@ -173,8 +173,9 @@ class MockProvider(ProviderBase):
         if self._latency:
             await asyncio.sleep(self._latency)
         if request.on_token is not None:
-            for piece in text.split(" "):
+            for piece in text.split(" ")[:-1]:  # the pieces join to the text, as a stream's do
                 request.on_token(piece + " ")
+            request.on_token(text.split(" ")[-1])
         prompt = "\n".join(m.content for m in request.messages)
         return Completion(
             text=text,

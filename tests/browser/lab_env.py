@@ -2,7 +2,7 @@
 
 Install what they need with ``scripts/install_browser.sh`` (Debian's chromium, JupyterLab,
 Playwright for Python, a kernelspec for this venv). Without chromium or Playwright the tests
-skip and say so.
+skip and say so (a failure under ``CI=true``: tests/required_components.py).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -24,8 +25,26 @@ import httpx
 import nbformat
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("SELFHEAL_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+DEBIAN_CHROMIUM = Path("/usr/lib/chromium/chromium")
+"""Where Debian's ``chromium`` package puts the browser itself (``/usr/bin/chromium`` is its
+launcher script)."""
+
+
+def find_chromium() -> str | None:
+    """The Chromium to drive: ``$SELFHEAL_CHROMIUM``, else ``chromium`` (or Ubuntu's
+    ``chromium-browser``) on ``PATH``, else Debian's package; None if there is none."""
+    if env := os.environ.get("SELFHEAL_CHROMIUM"):
+        return env if Path(env).exists() else None
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    return str(DEBIAN_CHROMIUM) if DEBIAN_CHROMIUM.exists() else None
+
+
+CHROMIUM = find_chromium()
+ARTIFACTS_ENV = "SELFHEAL_BROWSER_ARTIFACTS"
+"""Where the tests save their screenshots when set (scripts/docs_images.sh sets it); a
+temporary folder of the session otherwise: the tests never write into the repository."""
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -38,8 +57,9 @@ CHROMIUM_ARGS = [
 
 def missing_browser_parts() -> str:
     """Why the browser tests cannot run here ("" when they can)."""
-    if not Path(CHROMIUM).exists():
-        return f"chromium not found at {CHROMIUM}: run scripts/install_browser.sh"
+    if CHROMIUM is None:
+        where = os.environ.get("SELFHEAL_CHROMIUM") or "PATH or /usr/lib/chromium"
+        return f"chromium not found ({where}): run scripts/install_browser.sh"
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:

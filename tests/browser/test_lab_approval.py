@@ -4,14 +4,12 @@ healed function works in the next cell."""
 
 from __future__ import annotations
 
-import shutil
+from pathlib import Path
 
 import pytest
 from lab_env import (
-    ARTIFACTS,
     CHROMIUM,
     CHROMIUM_ARGS,
-    REPO,
     Lab,
     open_notebook,
     run_cell,
@@ -29,14 +27,13 @@ median = r.function
 print("RESULT", r.status, r.verified, median([4, 1, 3, 2]))"""
 
 
-def test_live_view_approve_in_the_browser(lab: Lab) -> None:
+def test_live_view_approve_in_the_browser(lab: Lab, artifacts: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     name = write_notebook(lab.root, "approval.ipynb", [CELL_HEAL, CELL_RESULT])
-    ARTIFACTS.mkdir(exist_ok=True)
-    shot = ARTIFACTS / f"{lab.app}_approval.png"
-    done_shot = ARTIFACTS / f"{lab.app}_done.png"
-    candidates_shot = ARTIFACTS / f"{lab.app}_candidates.png"
+    shot = artifacts / f"{lab.app}_approval.png"
+    done_shot = artifacts / f"{lab.app}_done.png"
+    candidates_shot = artifacts / f"{lab.app}_candidates.png"
     print(f"\nscreenshots: {shot} {candidates_shot} {done_shot}\nlab log: {lab.log}")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
@@ -84,15 +81,10 @@ def test_live_view_approve_in_the_browser(lab: Lab) -> None:
             expect(out).to_contain_text("RESULT verified True 2.5", timeout=60_000)
             page.screenshot(path=str(done_shot), full_page=False)
         except Exception:
-            failed = ARTIFACTS / f"{lab.app}_failure.png"
+            failed = artifacts / f"{lab.app}_failure.png"
             page.screenshot(path=str(failed), full_page=True)
             print(f"failure screenshot: {failed}")
             print("notebook text:\n" + page.locator(".jp-Notebook").inner_text()[-4000:])
             raise
         finally:
             browser.close()
-    if lab.app == "jupyterlab":
-        img = REPO / "docs" / "img"
-        img.mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, img / "notebook_approval.png")
-        shutil.copy(candidates_shot, img / "notebook_candidates.png")

@@ -9,17 +9,15 @@ cell prints the facts the views must show, from the result itself.
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from lab_env import (
-    ARTIFACTS,
     CHROMIUM,
     CHROMIUM_ARGS,
-    REPO,
     Lab,
     open_notebook,
     run_cell,
@@ -46,14 +44,14 @@ class FinishedView:
     page: Any
     lab: Lab
     facts: dict[str, str]
+    artifacts: Path
 
 
 @pytest.fixture(scope="module")
-def finished(lab: Lab) -> Iterator[FinishedView]:
+def finished(lab: Lab, artifacts: Path) -> Iterator[FinishedView]:
     from playwright.sync_api import expect, sync_playwright
 
     name = write_notebook(lab.root, "views.ipynb", [CELL_HEAL, CELL_FACTS])
-    ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 1000})
@@ -70,9 +68,9 @@ def finished(lab: Lab) -> Iterator[FinishedView]:
                 for line in out.inner_text().splitlines()
                 if line.startswith("FACT ")
             )
-            yield FinishedView(page=page, lab=lab, facts=facts)
+            yield FinishedView(page=page, lab=lab, facts=facts, artifacts=artifacts)
         except Exception:
-            page.screenshot(path=str(ARTIFACTS / f"{lab.app}_views_failure.png"), full_page=True)
+            page.screenshot(path=str(artifacts / f"{lab.app}_views_failure.png"), full_page=True)
             raise
         finally:
             browser.close()
@@ -89,7 +87,7 @@ def test_the_evidence_line_states_what_the_status_rests_on(finished: FinishedVie
     assert re.match(r"\d+/\d+ trusted tests pass; \d+ of \d+ candidates", facts["evidence"])
     header = page.locator(".selfheal-header")
     header.scroll_into_view_if_needed()
-    header.screenshot(path=str(ARTIFACTS / f"{finished.lab.app}_evidence.png"))
+    header.screenshot(path=str(finished.artifacts / f"{finished.lab.app}_evidence.png"))
 
 
 def test_the_candidates_panel_lists_every_candidate_and_marks_the_chosen_one(
@@ -116,9 +114,4 @@ def test_the_candidates_panel_lists_every_candidate_and_marks_the_chosen_one(
     expect(panel.locator(".selfheal-evidence")).to_contain_text(facts["evidence"])
     view = page.locator(".selfheal-view")
     view.scroll_into_view_if_needed()
-    shot = ARTIFACTS / f"{finished.lab.app}_view.png"
-    view.screenshot(path=str(shot))
-    if finished.lab.app == "jupyterlab":
-        img = REPO / "docs" / "img"
-        img.mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, img / "notebook_view.png")
+    view.screenshot(path=str(finished.artifacts / f"{finished.lab.app}_view.png"))

@@ -14,10 +14,11 @@ from eval_fakes import oracle_provider
 
 import selfheal
 from evaluation.honesty import check_calls, check_messages, secret_assertions
+from evaluation.metrics import summarise
 from evaluation.modes import MODES, config_for
 from evaluation.recording import RecordedCall, RecordingProvider
 from evaluation.results_file import ResultsFile
-from evaluation.runner import BenchmarkRunner
+from evaluation.runner import BenchmarkRunner, heal_quietly
 from evaluation.suites import HumanEvalSuite, Task
 from selfheal.config import HealConfig
 from selfheal.kernel_sandbox import KernelPool
@@ -65,6 +66,26 @@ def test_agent_inputs_contain_no_reference_assertion(
         report = check_messages(task, messages)
         assert report.leaks == (), (task.id, report.leaks)
         assert report.messages_checked == len(messages)
+
+
+@pytest.mark.parametrize("mode", [m for m in MODES if m not in ("heal", "single_shot")])
+def test_no_mode_sends_a_reference_assertion(
+    builtin_tasks: list[Task], humaneval_tasks: list[Task], mode: str
+) -> None:
+    """Every evaluation mode, not only the two above: two tasks whose first answers are wrong
+    (HumanEval/0 fails its docstring's examples, so every mode that diagnoses and repairs does),
+    every message checked."""
+    dedupe, other = builtin_tasks[0], humaneval_tasks[0]
+    provider = oracle_provider(
+        [dedupe, other],
+        wrong=[dedupe.id, other.id],
+        tests={dedupe.id: "assert dedupe([2, 2]) == [2]"},
+    )
+    for task in (dedupe, other):
+        recorder = _messages_of_a_real_heal(task, provider, mode)
+        report = check_calls(task, recorder.calls)
+        assert report.leaks == (), (mode, task.id, report.leaks)
+        assert report.messages_checked == len(recorder.messages) > 0
 
 
 def test_the_check_catches_a_leak(builtin_tasks: list[Task]) -> None:
@@ -129,20 +150,25 @@ def test_an_assertion_the_model_wrote_itself_is_an_echo_not_a_leak(
 
 
 class _LeakyHeal:
-    """A deliberately dishonest 'agent' that shows the model the reference tests."""
+    """A deliberately dishonest 'agent': it shows the model the reference tests, then heals
+    as the real agent does (and so passes them)."""
 
-    def __init__(self, task: Task) -> None:
+    def __init__(self, task: Task, pool: KernelPool) -> None:
         self.task = task
+        self.pool = pool
 
     def __call__(
         self, spec: str, *, provider: Any, config: HealConfig, entry_point: str | None
     ) -> Any:
         leak = "\n".join(self.task.reference_tests)
-        provider.complete([Message(role="user", content=spec + "\nMake these pass:\n" + leak)])
-        raise RuntimeError("the leaky agent gives up")
+        hint = spec + "\nMake these pass:\n" + leak
+        provider.complete([Message(role="user", content=hint)], role="generator")
+        return heal_quietly(
+            spec, provider=provider, config=config, entry_point=entry_point, executor=self.pool
+        )
 
 
-def test_every_benchmark_record_carries_the_honesty_check(
+def test_a_leaky_run_that_passes_is_recorded_as_leaky_and_not_counted_as_passed(
     builtin_tasks: list[Task], pool: KernelPool, tmp_path: Any
 ) -> None:
     task = builtin_tasks[1]
@@ -151,14 +177,21 @@ def test_every_benchmark_record_carries_the_honesty_check(
         modes=["single_shot"],
         provider=oracle_provider([task]),
         results=ResultsFile(tmp_path / "r.jsonl"),
-        heal=_LeakyHeal(task),
+        heal=_LeakyHeal(task, pool),
         executor_factory=lambda: pool,
         progress=False,
     )
     runner.close = lambda: None  # type: ignore[method-assign]  # the pool is shared
     (record,) = runner.run()
+    # the agent worked: its code passes the reference tests; only the leak makes it not count
+    assert not record.error and record.status == "unverified" and record.passed
     assert record.honesty is not None and record.honesty.leaks
-    assert record.status == "harness_error" and not record.passed
+    assert record.leaked and not record.credited
+    metrics = summarise([record], "single_shot")
+    assert (metrics.passed, metrics.pass_at_1, metrics.leaks) == (0, 0.0, 1)
+    honesty = record.honesty.model_copy(update={"leaks": ()})
+    honest = record.model_copy(update={"honesty": honesty})
+    assert summarise([honest], "single_shot").passed == 1  # the same run without the leak
 
 
 def test_recording_provider_records_role_bound_calls(builtin_tasks: list[Task]) -> None:

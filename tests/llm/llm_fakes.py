@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from selfheal.llm.base import Completion, Message, TokenCallback
+from selfheal.llm.base import Completion, CompletionRequest, Message
 
 
 class ScriptedProvider:
@@ -30,31 +30,26 @@ class ScriptedProvider:
     def model_id(self) -> str:
         return self._name
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-        on_token: TokenCallback | None = None,
-    ) -> Completion:
+    def complete(self, messages: Sequence[Message], /, **options: Any) -> Completion:
+        """The next scripted reply. ``options`` are the ``CompletionRequest`` fields, as the
+        protocol takes them (an unknown one is a ``TypeError``, as for the real providers)."""
+        request = CompletionRequest.of(messages, **options)
         self.calls.append(
             {
                 "messages": list(messages),
-                "max_tokens": max_tokens,
-                "temperature": temperature,
-                "stop": stop,
-                "schema": schema,
+                "max_tokens": request.max_tokens,
+                "temperature": request.temperature,
+                "stop": options.get("stop"),
+                "schema": request.schema,
+                "options": dict(options),
             }
         )
         if not self._replies:
             raise AssertionError("ScriptedProvider ran out of replies")
         reply = self._replies.pop(0)
         text, finish = (reply, "stop") if isinstance(reply, str) else reply
-        if on_token is not None:
-            on_token(text)
+        if request.on_token is not None:
+            request.on_token(text)
         return Completion(
             text=text,
             prompt_tokens=sum(len(m.content) for m in messages) // 4,
@@ -63,24 +58,8 @@ class ScriptedProvider:
             finish_reason=finish,
         )
 
-    async def acomplete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        stop: Sequence[str] | None = None,
-        schema: dict[str, Any] | None = None,
-        on_token: TokenCallback | None = None,
-    ) -> Completion:
-        return self.complete(
-            messages,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            stop=stop,
-            schema=schema,
-            on_token=on_token,
-        )
+    async def acomplete(self, messages: Sequence[Message], /, **options: Any) -> Completion:
+        return self.complete(messages, **options)
 
 
 # --------------------------------------------------------------- a real HTTP test server

@@ -7,22 +7,14 @@ import ast
 
 import pytest
 from pydantic import BaseModel, Field
+from required_components import local_model_missing
 
 from selfheal.llm import Message, ask_code, ask_structured, resolve_model_string, resolve_provider
 
 pytestmark = pytest.mark.local_model
 
 
-def _installed() -> bool:
-    from selfheal.llm.local_server import find_server_binary
-    from selfheal.llm.weights import find_model
-
-    return find_model() is not None and find_server_binary() is not None
-
-
-needs_model = pytest.mark.skipif(
-    not _installed(), reason="local model not installed (make install)"
-)
+needs_model = pytest.mark.skipif(bool(local_model_missing()), reason=local_model_missing() or "-")
 
 
 class Plan(BaseModel):

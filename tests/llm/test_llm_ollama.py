@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -217,10 +218,17 @@ async def test_async_errors_map_the_same(http_server: Any, closed_port: int) -> 
 
 
 async def test_async_call_can_be_cancelled(http_server: Any) -> None:
-    server = http_server(lambda r: Response(body=b"{}", delay=3.0))
+    arrived = threading.Event()
+
+    def handler(r: Any) -> Response:
+        arrived.set()
+        return Response(body=b"{}", delay=3.0)
+
+    server = http_server(handler)
     provider = make(server, RetryPolicy(timeout=10.0))
     task = asyncio.create_task(provider.acomplete(HELLO))
-    await asyncio.sleep(0.2)
+    # cancel once the request is in flight (the server has it), not after a guessed pause
+    assert await asyncio.to_thread(arrived.wait, 30)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, timeout=1.0)

@@ -45,7 +45,13 @@ def test_a_foreign_provider_gets_the_protocol_keywords_only(scripted: Any) -> No
     fake = scripted(["```python\ndef f():\n    return 1\n```"])
     reply = ask_code(fake, HI, entry_point="f", role="generator", node="generate", seed=3)
     assert reply.code.startswith("def f")
-    assert set(fake.calls[0]) == {"messages", "max_tokens", "temperature", "stop", "schema"}
+    assert set(fake.calls[0]["options"]) == {
+        "max_tokens",
+        "temperature",
+        "stop",
+        "schema",
+        "on_token",
+    }
 
 
 def test_a_wrapper_passes_the_context_and_the_concurrency_through() -> None:

@@ -1,9 +1,16 @@
 """A stand-in for llama-server, for supervision tests without the real model.
 
-Parses the llama-server arguments selfheal passes (``--port``, ``--alias``), requires the key
-from ``LLAMA_API_KEY`` like the real server, answers ``/health`` and streams chat completions
-(one word every ``FAKE_TOKEN_DELAY`` seconds). ``FAKE_MODE=crash`` makes it exit at start with
-an error on stdout (which goes to the log), ``FAKE_MODE=hang`` never becomes healthy.
+Parses the llama-server arguments selfheal passes (``--port``, ``--alias``, ``--parallel``,
+``--slot-save-path``), requires the key from ``LLAMA_API_KEY`` like the real server, answers
+``/health``, streams chat completions (one word every ``FAKE_TOKEN_DELAY`` seconds) or answers
+them whole (``stream`` false, as a prefill asks), and speaks the slot actions as llama-server
+does (``POST /slots/{id}?action=save|restore|erase``, JSON ``{"filename": ...}``): each slot
+holds the prompt it last processed, a completion pinned to it (``id_slot``) reports the
+prompt tokens it found cached there (about 4 characters a token), ``save`` writes the slot's
+prompt to a file in the save path, ``restore`` loads one (400 for a missing file or a name with
+a path), ``erase`` empties the slot; without ``--slot-save-path`` the actions are refused with
+501, an unknown action with 400. ``FAKE_MODE=crash`` makes it exit at start with an error on
+stdout (which goes to the log), ``FAKE_MODE=hang`` never becomes healthy.
 """
 
 from __future__ import annotations
@@ -12,8 +19,10 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -21,6 +30,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--alias", default="fake")
+    parser.add_argument("--parallel", type=int, default=1)
+    parser.add_argument("--slot-save-path", default="")
     args, _unknown = parser.parse_known_args()
     mode = os.environ.get("FAKE_MODE", "ok")
     print(f"fake llama-server pid {os.getpid()} port {args.port} mode {mode}", flush=True)
@@ -29,6 +40,9 @@ def main() -> None:
         sys.exit(1)
     key = os.environ.get("LLAMA_API_KEY", "")
     delay = float(os.environ.get("FAKE_TOKEN_DELAY", "0.01"))
+    save_path = Path(args.slot_save_path) if args.slot_save_path else None
+    slots = [""] * max(1, args.parallel)  # the prompt each slot last processed (its KV cache)
+    lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -59,7 +73,40 @@ def main() -> None:
             if key and self.headers.get("authorization") != f"Bearer {key}":
                 self._json(401, {"error": {"message": "Invalid API Key", "code": 401}})
                 return
+            path, _, query = self.path.partition("?")
+            if path.startswith("/slots/"):
+                self._slot_action(path.removeprefix("/slots/"), query, body)
+                return
+            prompt = json.dumps(body.get("messages", []))
+            slot = body.get("id_slot", -1)
+            slot = slot if isinstance(slot, int) and 0 <= slot < len(slots) else 0
+            with lock:
+                held = slots[slot]
+                # character by character, as intended: a prompt prefix, not a path
+                cached = len(os.path.commonprefix([held, prompt])) // 4  # noqa: RUF071
+                slots[slot] = prompt
             words = ["w"] * int(body.get("max_tokens", 4))
+            usage = {
+                "prompt_tokens": max(3, len(prompt) // 4),
+                "completion_tokens": len(words),
+                "total_tokens": max(3, len(prompt) // 4) + len(words),
+                "prompt_tokens_details": {"cached_tokens": cached},
+            }
+            if not body.get("stream"):
+                message = {"role": "assistant", "content": "".join(words)}
+                self._json(
+                    200,
+                    {
+                        "id": "c",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": args.alias,
+                        "choices": [{"index": 0, "message": message, "finish_reason": "length"}],
+                        "usage": usage,
+                        "timings": {"cache_n": cached},
+                    },
+                )
+                return
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("connection", "close")
@@ -81,15 +128,67 @@ def main() -> None:
                 "created": 0,
                 "model": args.alias,
                 "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
-                "usage": {
-                    "prompt_tokens": 3,
-                    "completion_tokens": len(words),
-                    "total_tokens": 3 + len(words),
-                },
+                "usage": usage,
+                "timings": {"cache_n": cached},
             }
             self.wfile.write(f"data: {json.dumps(final)}\n\ndata: [DONE]\n\n".encode())
             self.wfile.flush()
             self.close_connection = True
+
+        def _slot_action(self, slot_id: str, query: str, body: Any) -> None:
+            """``POST /slots/{id}?action=...``, answered as llama-server answers it."""
+            if not save_path:
+                message = (
+                    "This server does not support slots action. Start it with `--slot-save-path`"
+                )
+                self._json(
+                    501, {"error": {"code": 501, "message": message, "type": "not_supported_error"}}
+                )
+                return
+            action = dict(p.partition("=")[::2] for p in query.split("&") if p).get("action", "")
+            if not slot_id.isdigit() or int(slot_id) >= len(slots):
+                self._json(400, {"error": {"code": 400, "message": "Invalid slot ID"}})
+                return
+            slot = int(slot_id)
+            if action == "erase":
+                with lock:
+                    erased, slots[slot] = len(slots[slot]) // 4, ""
+                print(f"slot {slot} erase", flush=True)
+                self._json(200, {"id_slot": slot, "n_erased": erased})
+                return
+            if action not in ("save", "restore"):
+                self._json(400, {"error": {"code": 400, "message": "Invalid action"}})
+                return
+            name = body.get("filename", "") if isinstance(body, dict) else ""
+            if not name or "/" in name or name.startswith("."):
+                self._json(400, {"error": {"code": 400, "message": "Invalid filename"}})
+                return
+            file = save_path / name
+            if action == "save":
+                with lock:
+                    text = json.dumps({"prompt": slots[slot]})
+                file.write_text(text)
+            elif file.is_file():
+                text = file.read_text()
+                with lock:
+                    slots[slot] = json.loads(text)["prompt"]
+            else:
+                message = "Unable to restore slot, no available space in KV cache or invalid slot save file"
+                self._json(400, {"error": {"code": 400, "message": message}})
+                return
+            print(f"slot {slot} {action} {name}", flush=True)
+            # llama-server's reply: n_saved/n_written for a save, n_restored/n_read for a restore
+            done, moved = ("saved", "written") if action == "save" else ("restored", "read")
+            self._json(
+                200,
+                {
+                    "id_slot": slot,
+                    "filename": name,
+                    f"n_{done}": len(text) // 4,
+                    f"n_{moved}": len(text),
+                    "timings": {f"{action}_ms": 0.1},
+                },
+            )
 
     httpd = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     httpd.daemon_threads = True

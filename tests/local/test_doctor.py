@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
+from required_components import local_model_missing
 
 from selfheal.doctor import DoctorReport, doctor, format_report
 
@@ -115,11 +116,8 @@ def test_openai_compatible_server_from_env(
 
 @pytest.mark.local_model
 def test_real_server_starts_and_generates(monkeypatch: pytest.MonkeyPatch) -> None:
-    from selfheal.llm.local_server import find_server_binary
-    from selfheal.llm.weights import find_model
-
-    if find_model() is None or find_server_binary() is None:
-        pytest.skip("the default model or llama-server is not installed (make install)")
+    if why := local_model_missing():
+        pytest.skip(why)
     monkeypatch.delenv("SELFHEAL_LOCAL_URL", raising=False)
     monkeypatch.setenv("SELFHEAL_LOCAL_SLOTS", "1")
     report = doctor(load_model=True)

@@ -7,12 +7,11 @@ The config is slimmed (no critic, no adversarial round, two iterations) to keep 
 from __future__ import annotations
 
 import pytest
+from required_components import local_model_missing
 
 import selfheal
 from selfheal.config import HealConfig
 from selfheal.kernel_sandbox import KernelPool
-from selfheal.llm.local_server import find_server_binary
-from selfheal.llm.weights import find_model
 from selfheal.result import HealResult
 
 pytestmark = [pytest.mark.local_model, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -33,10 +32,8 @@ REFERENCE_TESTS = [
 
 
 def test_heal_with_the_local_model_passes_hidden_tests() -> None:
-    if find_model() is None:
-        pytest.skip("the default model is not installed (python -m selfheal.llm.weights install)")
-    if find_server_binary() is None:
-        pytest.skip("llama-server is not built (make install)")
+    if why := local_model_missing():
+        pytest.skip(why)
     config = HealConfig(
         max_iterations=2,
         critic=False,

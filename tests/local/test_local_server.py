@@ -128,6 +128,31 @@ def test_slot_saves_go_to_a_private_directory_removed_at_stop(
     off.stop()
 
 
+def test_the_router_copies_a_shared_prompt_through_the_slot_actions(
+    settings: ls.ServerSettings,
+) -> None:
+    """Two concurrent samples of one long prompt: the first is prefilled on a slot and saved
+    (``action=save``), the second restores the file into the other slot (``action=restore``)
+    and finds the whole prompt cached; ``forget_prompts`` erases both slots (``action=erase``),
+    so the next request finds nothing cached. The stand-in answers the actions as
+    llama-server does: a step it refused would turn the copying off."""
+    server = ls.LocalServer(settings)
+    p = _provider(server)
+    long = [Message(role="system", content="You write careful Python. " * 40), *HI]
+    first, second = p.complete_many(long, n=2, max_tokens=2, temperature=0.5, seed=3)
+    router = server.router
+    assert router is not None and router.copying
+    assert (router.stats["prefills"], router.stats["restores"]) == (1, 1)
+    assert sorted([first.cached_tokens, second.cached_tokens])[1] >= first.prompt_tokens - 5
+    log = server.log_path.read_text()
+    assert "slot 0 save selfheal-" in log and "slot 1 restore selfheal-" in log
+    p.forget_prompts()
+    assert "slot 0 erase" in server.log_path.read_text()
+    assert "slot 1 erase" in server.log_path.read_text()
+    assert p.complete(long, max_tokens=1).cached_tokens == 0
+    server.stop()
+
+
 def test_one_shared_server_per_settings(settings: ls.ServerSettings) -> None:
     a, b = ls.shared_server(settings), ls.shared_server(settings)
     assert a is b
@@ -159,10 +184,18 @@ def test_started_from_a_short_lived_thread_outlives_it(settings: ls.ServerSettin
     worker.join()  # the thread that started the server is gone
     with ThreadPoolExecutor(2) as pool:  # and so are these, after the first calls
         assert pool.submit(_provider(server).complete, HI, max_tokens=1).result().text == "w"
-    time.sleep(0.5)
-    assert server.alive
+        threads = [worker.native_id, *(t.native_id for t in pool._threads)]
+    pid = server.pid
+    # wait until the kernel has seen those threads end (the moment PR_SET_PDEATHSIG fires),
+    # then the server must still be the same process: a signal sent then kills it before the
+    # next request, which would need a restart
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/self/task/{tid}").exists() for tid in threads):
+        assert time.monotonic() < deadline, "the threads did not end"
+        time.sleep(0.01)
     p = _provider(server)
-    assert p.complete(HI, max_tokens=2).text == "ww" and server.restarts == 0
+    assert p.complete(HI, max_tokens=2).text == "ww"
+    assert server.alive and server.pid == pid and server.restarts == 0
 
 
 def test_crash_at_start_quotes_the_log(

@@ -14,10 +14,9 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from required_components import local_model_missing
 
 from selfheal.graph.checkpoint import list_runs, read_states
-from selfheal.llm.local_server import find_server_binary
-from selfheal.llm.weights import find_model
 
 pytestmark = [pytest.mark.local_model, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -28,10 +27,8 @@ NOTEBOOK = ROOT / "notebooks" / "01_quickstart.ipynb"
 def test_quickstart_notebook_runs_with_the_local_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if find_model() is None:
-        pytest.skip("the default model is not installed (python -m selfheal.llm.weights install)")
-    if find_server_binary() is None:
-        pytest.skip("llama-server is not built (make install)")
+    if why := local_model_missing():
+        pytest.skip(why)
     runs = tmp_path / "runs"
     monkeypatch.setenv("SELFHEAL_MODEL", "local")
     monkeypatch.setenv("SELFHEAL_RUNS_DIR", str(runs))

@@ -2,21 +2,36 @@
 
 The view tests check what the notebook shows for a run, not the sandbox (which has its own
 tests); on a loaded 2-core machine real sandbox kernels make them slow and flaky. This fake
-implements the ``Executor`` protocol faithfully for the mock's scripted candidates (known,
-harmless code): load the candidate, run each test in a copy of its namespace, classify the
-outcome like the sandbox does. Never use it for untrusted code.
+implements the ``Executor`` protocol for the mock's scripted candidates (known, harmless code)
+the way the sandbox does, sharing its parts: the tests are numbered by the sandbox's own
+``normalize_tests`` (``t0``, ``t1``...), assertions go through the sandbox's comparison
+rewrite (``rewrite_test``) and its kernel-side helpers (a candidate object is never equal to a
+plain value), a CallTest's value is checked by the host's own ``_check_call``, and the limits'
+``load_timeout``/``test_timeout`` stop a runaway (``timeout`` outcome). It is not a sandbox:
+no process, no containment. Never use it for untrusted code, nor where a test is about the
+user's tests reaching the sandbox (those use the real ``KernelPool``).
+``tests/sandbox/test_fakes_conform.py`` holds it to the real sandbox's reports.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import FrameType
 from typing import Any
 
+from selfheal.kernel_sandbox import KernelPool
 from selfheal.kernel_sandbox._canon import canonical, raised
+from selfheal.kernel_sandbox._harness.compare import assert_, assert_cmp, cmp, pure, srepr, truth
+from selfheal.kernel_sandbox._run import _check_call
+from selfheal.kernel_sandbox._wire import encode_value
+from selfheal.kernel_sandbox.rewrite import rewrite_test
+from selfheal.kernel_sandbox.runner import normalize_tests
 from selfheal.kernel_sandbox.types import (
     AssertTest,
+    CallTest,
     ExecutionReport,
     Limits,
     LoadResult,
@@ -26,12 +41,102 @@ from selfheal.kernel_sandbox.types import (
     TestResult,
 )
 
+HELPERS = {
+    "__sh_cmp__": cmp,
+    "__sh_assert__": assert_,
+    "__sh_assert_cmp__": assert_cmp,
+    "__sh_truth__": truth,
+}
+"""The kernel-side helpers the rewritten tests call (as the sandbox's harness gives them)."""
+
+
+class _Timeout(BaseException):
+    """Raised into code that ran past its limit (a BaseException: ``except Exception`` in the
+    candidate does not swallow it)."""
+
+
+def _within(seconds: float, fn: Callable[[], Any]) -> Any:
+    """``fn()``, stopped with :class:`_Timeout` once it has run ``seconds`` (checked on every
+    line and call of Python code it runs in this thread)."""
+    deadline = time.monotonic() + seconds
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        if time.monotonic() > deadline:
+            raise _Timeout
+        return tracer
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        return fn()
+    finally:
+        sys.settrace(previous)
+
+
+def _failure(tid: str, exc: BaseException, started: float, limit: float) -> TestResult:
+    duration = time.perf_counter() - started
+    if isinstance(exc, _Timeout):
+        return TestResult(
+            test_id=tid,
+            outcome="timeout",
+            exc_type="TimeoutError",
+            message=f"the test took over {limit}s and was stopped",
+            duration=duration,
+        )
+    return TestResult(
+        test_id=tid,
+        outcome="failed" if isinstance(exc, AssertionError) else "error",
+        exc_type=type(exc).__name__,
+        message=str(exc),
+        traceback="".join(traceback.format_exception_only(type(exc), exc)),
+        duration=duration,
+    )
+
+
+def _assert_test(t: AssertTest, ns: dict[str, Any]) -> None:
+    try:
+        code, wrapped = rewrite_test(t.code)
+    except SyntaxError:
+        code, wrapped = t.code, False
+    tns = {**ns, **HELPERS}
+    exec(compile(code, f"<test {t.id}>", "exec"), tns)
+    if wrapped:
+        tns.pop("__sh_test__")(*HELPERS.values())
+
+
+def _call_value(v: Any) -> tuple[Any, ...]:
+    """A CallTest's return value as the kernel sends it to the host."""
+    if pure(v):
+        return ("ok", encode_value(v))
+    return ("opaque", getattr(type(v), "__qualname__", "?"), srepr(v))
+
 
 class InProcessExecutor:
     """Runs scripted (trusted) candidates in this process. Implements ``Executor``."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
         self.runs = 0
+
+    _limits = KernelPool._limits
+    """The pool's own rule: ``limits`` or the executor's, ``timeout`` the per-test limit."""
+
+    def _load(self, code: str, limit: float) -> tuple[dict[str, Any], LoadResult]:
+        ns: dict[str, Any] = {}
+        try:
+            _within(limit, lambda: exec(compile(code, "<candidate>", "exec"), ns))
+        except _Timeout:
+            return ns, LoadResult(
+                ok=False,
+                exc_type="TimeoutError",
+                message=f"loading took over {limit}s",
+                outcome="timeout",
+            )
+        except Exception as exc:
+            return ns, LoadResult(
+                ok=False, exc_type=type(exc).__name__, message=str(exc), outcome="error"
+            )
+        return ns, LoadResult(ok=True)
 
     def run(
         self,
@@ -42,59 +147,47 @@ class InProcessExecutor:
         limits: Limits | None = None,
     ) -> ExecutionReport:
         self.runs += 1
+        lim = self._limits(timeout, limits)
+        norm = normalize_tests(tests)
         t0 = time.perf_counter()
-        ns: dict[str, Any] = {}
-        try:
-            exec(compile(code, "<candidate>", "exec"), ns)
-        except Exception as exc:
-            load = LoadResult(
-                ok=False, exc_type=type(exc).__name__, message=str(exc), outcome="error"
+        ns, load = self._load(code, lim.load_timeout)
+        if not load.ok:  # every test reported as not run, as the sandbox does
+            why = f"not run: the candidate did not load ({load.exc_type}: {load.message})"
+            results = tuple(
+                TestResult(
+                    test_id=t.id, outcome="error", exc_type="CandidateNotLoaded", message=why
+                )
+                for t in norm
             )
-            return ExecutionReport(load=load, duration=time.perf_counter() - t0)
-        results = []
-        for i, t in enumerate(tests, start=1):
-            if isinstance(t, str):
-                tid, src = f"t{i}", t
-            elif isinstance(t, AssertTest):
-                tid, src = t.id, t.code
-            elif isinstance(t, ProbeCall):
-                s0 = time.perf_counter()
-                try:
-                    value = canonical(eval(compile(t.expr, f"<probe {t.id}>", "eval"), dict(ns)))
-                    results.append(TestResult(test_id=t.id, outcome="passed", value=value))
-                except Exception as exc:
-                    results.append(
-                        TestResult(
-                            test_id=t.id,
-                            outcome="error",
-                            exc_type=type(exc).__name__,
-                            value=raised(type(exc).__name__),
-                        )
-                    )
-                continue
-            else:
-                call = f"{t.function}(*{t.args!r}, **{t.kwargs!r})"
-                tid, src = t.id, f"assert {call} == {t.expected!r}"
-            s0 = time.perf_counter()
-            try:
-                exec(compile(src, f"<test {tid}>", "exec"), dict(ns))
-                results.append(
-                    TestResult(test_id=tid, outcome="passed", duration=time.perf_counter() - s0)
+            return ExecutionReport(load=load, results=results, duration=time.perf_counter() - t0)
+        results = [self._one(t, ns, lim.test_timeout) for t in norm]
+        return ExecutionReport(load=load, results=tuple(results), duration=time.perf_counter() - t0)
+
+    def _one(self, t: SandboxTest, ns: dict[str, Any], limit: float) -> TestResult:
+        started = time.perf_counter()
+        try:
+            if isinstance(t, ProbeCall):
+                expr = compile(t.expr, f"<test {t.id}>", "eval")
+                value = _within(limit, lambda: canonical(eval(expr, dict(ns))))
+                return TestResult(test_id=t.id, outcome="passed", value=value)
+            if isinstance(t, CallTest):
+                fn = ns.get(t.function)
+                if fn is None:
+                    raise NameError(f"the candidate defines no {t.function!r}")
+                value = _call_value(_within(limit, lambda: fn(*t.args, **t.kwargs)))
+                passed = TestResult(
+                    test_id=t.id, outcome="passed", duration=time.perf_counter() - started
                 )
-            except Exception as exc:
-                results.append(
-                    TestResult(
-                        test_id=tid,
-                        outcome="failed" if isinstance(exc, AssertionError) else "error",
-                        exc_type=type(exc).__name__,
-                        message=str(exc),
-                        traceback="".join(traceback.format_exception_only(type(exc), exc)),
-                        duration=time.perf_counter() - s0,
-                    )
+                return _check_call(t, passed, value)
+            _within(limit, lambda: _assert_test(t, ns))
+        except BaseException as exc:
+            result = _failure(t.id, exc, started, limit)
+            if isinstance(t, ProbeCall) and result.outcome != "timeout":
+                return result.model_copy(
+                    update={"outcome": "error", "value": raised(type(exc).__name__)}
                 )
-        return ExecutionReport(
-            load=LoadResult(ok=True), results=tuple(results), duration=time.perf_counter() - t0
-        )
+            return result
+        return TestResult(test_id=t.id, outcome="passed", duration=time.perf_counter() - started)
 
     def run_snippet(
         self,
@@ -104,10 +197,13 @@ class InProcessExecutor:
         timeout: float | None = None,
         limits: Limits | None = None,
     ) -> SnippetResult:
+        lim = self._limits(timeout, limits)
         ns: dict[str, Any] = {}
         try:
-            exec(setup, ns)
-            exec(code, ns)
+            _within(lim.load_timeout, lambda: exec(setup, ns))
+            _within(lim.test_timeout, lambda: exec(code, ns))
+        except _Timeout:
+            return SnippetResult(outcome="timeout", exc_type="TimeoutError")
         except Exception as exc:
             return SnippetResult(outcome="error", exc_type=type(exc).__name__, message=str(exc))
         return SnippetResult(outcome="passed")

@@ -57,16 +57,14 @@ def test_headless_nbclient_fails_fast_or_follows_on_headless(
             "on_headless='approve'))\nprint('RESULT', r.status, [d.kind for d in r.state.decisions])"
         ),
     ]
-    t0 = time.monotonic()
+    # a cell waiting for a click would run into nbclient's per-cell timeout and fail here
     NotebookClient(
         nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     ).execute()
-    elapsed = time.monotonic() - t0
     outs = ["".join(o.get("text", "") for o in c.outputs) for c in nb.cells]
     assert outs[0].strip() == "MODE headless"
     assert outs[1].strip() == "APPROVAL-REQUIRED awaiting_approval True"
     assert outs[2].strip() == "RESULT verified ['approve']"
-    assert elapsed < 240  # it finished instead of waiting for a click
     # without a frontend the view is shown as markdown/text: the timeline up to the approval
     shown = [o for o in nb.cells[1].outputs if o.get("output_type") == "display_data"]
     assert len(shown) == 1
@@ -132,12 +130,11 @@ def kernel(kernel_env: None, tmp_path: Path) -> Iterator[Kernel]:
 
 def test_live_review_returns_a_handle_and_approval_resumes(kernel: Kernel) -> None:
     assert kernel.text(PRELUDE).strip() == "MODE live"
-    t0 = time.monotonic()
     msgs = kernel.execute(
         "h = selfheal.heal(DEMO_SPEC, config=HealConfig(autonomy='review_repairs'))\n"
         "print(type(h).__name__, h.done())"
     )
-    assert time.monotonic() - t0 < 60
+    # heal() returned a handle to a run still going (not the finished result)
     assert "LiveHeal False" in "".join(
         m["content"].get("text", "") for m in msgs if m["msg_type"] == "stream"
     )

@@ -52,9 +52,9 @@ async def test_view_follows_a_live_run_and_buttons_answer(review_run: Run) -> No
     view.bind(approver)
     task = asyncio.create_task(review_run.arun(approver))
     await _wait_for(lambda: approver.waiting)
-    await asyncio.sleep(0.05)  # let queued events reach the view
     rows = timeline_rows(review_run.state)
-    assert len(view.timeline_box.children) == len(rows)
+    # the queued events reach the view: its timeline ends up with one row per event row
+    await _wait_for(lambda: len(view.timeline_box.children) == len(rows))
     assert view.approval_panel.layout.display == "flex"
     assert "waiting for your approval" in view.header.value
     assert "upper middle element" in view.diagnosis_html.value

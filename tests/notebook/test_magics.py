@@ -90,6 +90,22 @@ def test_cell_magic_tests_file_runs_pytest_functions_in_the_sandbox(
     assert result.verified and result.test_outcomes()["u1::test_even"] == "passed"
 
 
+def test_cell_magic_user_tests_run_in_the_real_sandbox(
+    shell: InteractiveShell, pool: KernelPool
+) -> None:
+    """The user's tests go from the magic to the real sandbox (not the in-process fake): the
+    candidates the run chose between ran them there, ids and all."""
+    d = defaults(shell)
+    d.provider, d.executor = MockProvider.demo(), pool
+    body = f"{DEMO_SPEC}\nassert median([10, 20]) == 15\n"
+    _run(shell, "%%selfheal --tests\n" + body)
+    result = d.last
+    assert result.verified and result.test_outcomes()["u1"] == "passed"
+    chosen = next(a for a in reversed(result.attempts) if a.report is not None)
+    assert "u1" in {r.test_id for r in chosen.report.results}
+    assert shell.user_ns["median"]([10, 20]) == 15
+
+
 def test_split_spec_and_tests_syntax() -> None:
     spec, tests = split_spec_and_tests("Add numbers.\nadd(1, 2) -> 3\n\nassert add(1, 1) == 2\n")
     assert spec == "Add numbers.\nadd(1, 2) -> 3" and tests == ["assert add(1, 1) == 2"]

@@ -26,7 +26,6 @@ class Case:
     load_outcome: str = "passed"
     limits: dict[str, Any] = field(default_factory=dict)
     exc_types: list[str | None] | None = None
-    max_seconds: float = 15.0
 
 
 LOOP = "def f():\n    while True:\n        pass\n"
@@ -125,6 +124,8 @@ def f():
         n += 1
     return n
 """
+FLOOD_LIMITS = {"test_timeout": 30.0}
+"""The output floods' per-test limit (the suite's is 1 s)."""
 FLOOD = "def f():\n    print('x' * 100_000_000)\n    return 1\n"
 FLOOD_LOOP = "def f():\n    for _ in range(1000):\n        print('y' * 100_000)\n    return 1\n"
 FLOOD_FD = "import os\ndef f():\n    for _ in range(100):\n        os.write(1, b'z' * 1_000_000)\n    return 1\n"
@@ -280,9 +281,25 @@ CASES = [
         ["error", "error"],
         exc_types=["SystemExit", "KeyboardInterrupt"],
     ),
-    Case("100 MB of output in one print", FLOOD, ["assert f() == 1"], ["passed"]),
-    Case("100 MB of output in 1000 prints", FLOOD_LOOP, ["assert f() == 1"], ["passed"]),
-    Case("100 MB written to file descriptor 1", FLOOD_FD, ["assert f() == 1"], ["passed"]),
+    # a flood is capped, and the test still passes: a generous per-test limit, so that the
+    # check is that the output is capped, not how fast 100 MB is thrown away (a benchmark's)
+    Case(
+        "100 MB of output in one print", FLOOD, ["assert f() == 1"], ["passed"], limits=FLOOD_LIMITS
+    ),
+    Case(
+        "100 MB of output in 1000 prints",
+        FLOOD_LOOP,
+        ["assert f() == 1"],
+        ["passed"],
+        limits=FLOOD_LIMITS,
+    ),
+    Case(
+        "100 MB written to file descriptor 1",
+        FLOOD_FD,
+        ["assert f() == 1"],
+        ["passed"],
+        limits=FLOOD_LIMITS,
+    ),
     Case(
         "reading a host secret",
         SECRET_READ,
@@ -307,7 +324,7 @@ CASES = [
         ],
         ["failed", "passed"],
     ),
-    Case("input()", "def f():\n    return input('name? ')\n", ["f()"], ["error"], max_seconds=5.0),
+    Case("input()", "def f():\n    return input('name? ')\n", ["f()"], ["error"]),
     Case("non-daemon thread that never ends", THREAD, ["assert f(1) == 2"], ["passed"]),
     Case(
         "always-equal return value",

@@ -123,7 +123,9 @@ def test_timeout_then_next_tests_run(pool: KernelPool) -> None:
     report = pool.run(code, ["slow()", "assert f(1) == 1", "assert f(2) == 2"], timeout=0.5)
     assert [r.outcome for r in report.results] == ["timeout", "passed", "passed"]
     assert report.results[0].exc_type == "TimeoutError"
-    assert time.monotonic() - t0 < 5
+    # the sleep was stopped, not waited out (a generous bound: the sleep alone takes 30 s;
+    # how fast a timeout is enforced is benchmarks/bench_sandbox.py's business)
+    assert time.monotonic() - t0 < 20
 
 
 def test_crash_then_next_tests_run_on_a_new_kernel(pool: KernelPool) -> None:
@@ -135,12 +137,13 @@ def test_crash_then_next_tests_run_on_a_new_kernel(pool: KernelPool) -> None:
 
 
 def test_run_budget_exhausted(pool: KernelPool) -> None:
-    lim = FAST.model_copy(update={"run_timeout": 1.5, "test_timeout": 1.0})
+    # each test alone may spin for 10 s; the run's 1.5 s budget stops all of them
+    lim = FAST.model_copy(update={"run_timeout": 1.5, "test_timeout": 10.0})
     code = "def spin():\n    while True:\n        pass\n"
     report = pool.run(code, ["spin()", "spin()", "spin()", "assert True"], limits=lim)
     assert report.budget_exhausted
     assert [r.outcome for r in report.results] == ["timeout"] * 4
-    assert report.duration < 4
+    assert report.duration < 15  # generous: without the budget it takes 30 s
 
 
 def test_load_timeout(pool: KernelPool) -> None:

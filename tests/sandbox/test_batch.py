@@ -105,7 +105,9 @@ class _OneByOne:
         self.calls += 1
         return ExecutionReport.model_validate({"load": {"ok": True}})
 
-    def run_snippet(self, code: str, **kw: Any) -> Any:
+    def run_snippet(
+        self, code: str, *, setup: str = "", timeout: Any = None, limits: Any = None
+    ) -> Any:
         raise NotImplementedError
 
 

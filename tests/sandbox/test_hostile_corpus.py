@@ -18,7 +18,16 @@ from selfheal.kernel_sandbox import KernelPool
 from selfheal.kernel_sandbox.kernel import killed_roots
 
 from .conftest import FAST, belongs_to, sandbox_processes
-from .hostile_cases import CASES, ESCAPE, FLOOD_LOOP, FORK_BOMB, SECRET_NAME, THREAD, Case
+from .hostile_cases import (
+    CASES,
+    ESCAPE,
+    FLOOD_LIMITS,
+    FLOOD_LOOP,
+    FORK_BOMB,
+    SECRET_NAME,
+    THREAD,
+    Case,
+)
 
 
 def _escaped() -> bool:
@@ -27,6 +36,11 @@ def _escaped() -> bool:
 
 def _host_fingerprint() -> tuple[str, str | None, bool]:
     return os.getcwd(), os.environ.get(SECRET_NAME), _escaped()
+
+
+STOP_GRACE = 15.0
+"""Seconds past a run's ``run_timeout`` within which the sandbox must have stopped it
+(a kill, a fresh kernel, a busy 2-core machine)."""
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -42,7 +56,9 @@ def test_hostile(pool: KernelPool, case: Case) -> None:
     assert report.passed is (all(o == "passed" for o in case.expected) and case.load_ok)
     if case.exc_types is not None:
         assert [r.exc_type for r in report.results] == case.exc_types, report
-    assert took < case.max_seconds
+    # a runaway was stopped by the run's own limits, not waited out: a generous bound, how
+    # fast the sandbox stops it is benchmarks/bench_sandbox.py's business
+    assert took < limits.run_timeout + STOP_GRACE
     assert _host_fingerprint() == before
     assert not _escaped()
 
@@ -62,7 +78,7 @@ def test_missing_module_line(pool: KernelPool) -> None:
 
 
 def test_flood_is_capped_and_marked(pool: KernelPool) -> None:
-    report = pool.run(FLOOD_LOOP, ["assert f() == 1"], limits=FAST)
+    report = pool.run(FLOOD_LOOP, ["assert f() == 1"], limits=FAST.model_copy(update=FLOOD_LIMITS))
     r = report.results[0]
     assert r.truncated
     assert len(r.stdout) == FAST.output_limit

@@ -1,0 +1,133 @@
+"""Forging a verdict from inside the candidate's process: what the sandbox stops, and the two
+forgeries docs/sandbox.md admits it does not ("Not covered (in-process limits)").
+
+* Through the garbage collector: ``gc.get_objects()`` hands the candidate the harness's own
+  ``send`` (the closure that signs results with the kernel's key); calling it with a passing
+  result and ``done`` would make a wrong candidate pass. The audit hook refuses
+  ``gc.get_objects/get_referrers/get_referents`` while candidate code runs, so the test errors
+  with ``PermissionError`` instead. (Without that refusal, in guard.py, the first case here
+  passes the wrong candidate: shown by deleting it.)
+* Documented limit 1, reading the key through stack frames: ``sys._getframe`` walks up to the
+  harness's frame, whose locals hold the same ``send``. The forgery works: this test says so,
+  so that closing the gap (or docs/sandbox.md changing) is a deliberate change here too.
+* Documented limit 2, patching the harness and restoring it within one test: the harness's
+  ``cmp`` is replaced by one that answers True once and puts the original back, so the
+  namespace check after the test finds nothing. The forgery works, as documented.
+
+Every run here is its own process: a forgery reaches only its own verdict (the next candidate
+on the pool is checked honestly, asserted below).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from selfheal.kernel_sandbox import KernelPool
+
+from .conftest import FAST
+
+WRONG = "def f(x):\n    return x\n"
+TESTS = ["assert f(1) == 2", "assert f(3) == 4"]
+
+FORGE = """
+def _forge(send):
+    for i in range(2):
+        send(("result", i, "passed", None, "", "", "", "", False, 0.0, None))
+    send(("done",))
+"""
+
+THROUGH_GC = (
+    "import gc\n"
+    + FORGE
+    + """
+def f(x):
+    for o in gc.get_objects():
+        if type(o) is type(f) and o.__name__ == "send" and o.__module__ == "__sh_harness__":
+            _forge(o)
+    return x
+"""
+)
+
+THROUGH_FRAMES = (
+    "import sys\n"
+    + FORGE
+    + """
+def f(x):
+    frame = sys._getframe(1)
+    while frame is not None:
+        send = frame.f_locals.get("send")
+        if callable(send) and getattr(send, "__module__", "") == "__sh_harness__":
+            _forge(send)
+            break
+        frame = frame.f_back
+    return x
+"""
+)
+
+PATCH_AND_RESTORE = """
+import sys
+
+def f(x):
+    helper = sys._getframe(1).f_locals["__sh_assert_cmp__"]
+    harness = helper.__globals__
+    original = harness["cmp"]
+
+    def once(*args):
+        harness["cmp"] = original  # put back before the harness looks
+        return True
+
+    harness["cmp"] = once
+    return x
+"""
+
+
+def _honest_after(pool: KernelPool) -> None:
+    """The pool's next candidate (a wrong one, no tricks) still fails."""
+    report = pool.run(WRONG, TESTS, limits=FAST)
+    assert [r.outcome for r in report.results] == ["failed", "failed"]
+
+
+def test_the_harness_cannot_be_reached_through_the_garbage_collector(pool: KernelPool) -> None:
+    report = pool.run(THROUGH_GC, TESTS, limits=FAST)
+    assert not report.passed
+    assert [(r.outcome, r.exc_type) for r in report.results] == [("error", "PermissionError")] * 2
+    assert "gc.get_objects is blocked" in report.results[0].message
+    _honest_after(pool)
+
+
+def test_get_referrers_and_get_referents_are_refused_too(pool: KernelPool) -> None:
+    code = (
+        "import gc\n"
+        "def f(x):\n"
+        "    return gc.get_referrers(f)\n"
+        "def g(x):\n"
+        "    return gc.get_referents(g)\n"
+    )
+    report = pool.run(code, ["f(1)", "g(1)"], limits=FAST)
+    assert [(r.outcome, r.exc_type) for r in report.results] == [("error", "PermissionError")] * 2
+    assert "gc.get_referrers" in report.results[0].message
+    assert "gc.get_referents" in report.results[1].message
+
+
+def test_documented_limit_a_candidate_walking_stack_frames_can_forge_its_verdict(
+    pool: KernelPool,
+) -> None:
+    report = pool.run(THROUGH_FRAMES, TESTS, limits=FAST)
+    assert report.passed, "the frames forgery no longer works: update docs/sandbox.md"
+    _honest_after(pool)
+
+
+def test_documented_limit_patching_the_harness_and_restoring_it_within_one_test(
+    pool: KernelPool,
+) -> None:
+    report = pool.run(PATCH_AND_RESTORE, TESTS, limits=FAST)
+    assert [r.outcome for r in report.results] == ["passed", "passed"], (
+        "patch-and-restore no longer works: update docs/sandbox.md"
+    )
+    _honest_after(pool)
+
+
+def test_the_docs_admit_both_limits() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "sandbox.md").read_text()
+    assert "walks frames (`frame.f_back`) into the harness" in docs
+    assert "patches it and puts it back within one test is not" in docs
