@@ -64,15 +64,14 @@ def main() -> None:
             t0 = time.perf_counter()
             cases = user_test_cases(read_user_tests([text], "median"), pool)
             collect[name] = time.perf_counter() - t0
-            tests = [c.to_sandbox() for c in cases]
-            forms[name] = [t for t in tests if isinstance(t, AssertTest)]
+            forms[name] = [t for c in cases if isinstance(t := c.to_sandbox(), AssertTest)]
         times: dict[str, list[float]] = {name: [] for name in forms}
-        for name, tests in forms.items():  # warm-up, and every form must pass
-            assert pool.run(CANDIDATE, tests).passed, name
+        for name, form in forms.items():  # warm-up, and every form must pass
+            assert pool.run(CANDIDATE, form).passed, name
         for _ in range(args.runs):
-            for name, tests in forms.items():
+            for name, form in forms.items():
                 t0 = time.perf_counter()
-                pool.run(CANDIDATE, tests)
+                pool.run(CANDIDATE, form)
                 times[name].append(time.perf_counter() - t0)
     base = _ms(times["10 assert lines (before)"])[0]
     load = os.getloadavg()

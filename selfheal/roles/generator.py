@@ -230,20 +230,11 @@ def generate(state: HealState, ctx: Context) -> HealState:
 
 
 def _given(state: HealState, ctx: Context, log: CallLog) -> HealState:
-    """Your code first: candidate ``c0``, run on every test and probe before any model is
-    asked (a failure starts the repair rounds from it)."""
-    code = state.given_code or ""
-    c0 = Candidate(id="c0", code=code, origin="user", round=1, rationale="your code")
+    """Your code first (``c0``): run before any model is asked; repairs start from it."""
+    c0 = Candidate(id="c0", code=state.given_code or "", origin="user", round=1)
     info(log, ctx, state, "generate", "c0 user: your code, run before any model is asked")
-    proposal = Proposal(
-        kind="initial",
-        code=code,
-        diff="",
-        strategy="initial",
-        rationale="your code",
-        candidates=(c0,),
-    )
-    return log.apply(state, pending=proposal, feedback="")
+    pending = Proposal(kind="initial", code=c0.code, diff="", candidates=(c0,))
+    return log.apply(state, pending=pending, feedback="")
 
 
 def _failures_of(state: HealState, c: Candidate) -> list[str]:

@@ -24,7 +24,16 @@ from typing import Any
 
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.kernel_sandbox._canon import canonical, raised
-from selfheal.kernel_sandbox._harness.compare import assert_, assert_cmp, cmp, pure, srepr, truth
+from selfheal.kernel_sandbox._harness.compare import (
+    APPROX_EQ,
+    assert_,
+    assert_cmp,
+    cmp,
+    pure,
+    srepr,
+    truth,
+)
+from selfheal.kernel_sandbox._harness.pytest_item import pt_install, pt_run
 from selfheal.kernel_sandbox._run import _check_call
 from selfheal.kernel_sandbox._wire import encode_value
 from selfheal.kernel_sandbox.rewrite import rewrite_test
@@ -41,11 +50,22 @@ from selfheal.kernel_sandbox.types import (
     TestResult,
 )
 
+
+def _pytest_item(op: str, *args: Any) -> None:
+    """The harness's pytest-item runner; collection needs the real sandbox (it writes the
+    module to the run's folder)."""
+    if op != "run":
+        raise NotImplementedError("collect pytest modules in the real sandbox (KernelPool)")
+    pt_run(*args)
+
+
+pt_install(APPROX_EQ)
 HELPERS = {
     "__sh_cmp__": cmp,
     "__sh_assert__": assert_,
     "__sh_assert_cmp__": assert_cmp,
     "__sh_truth__": truth,
+    "__sh_pytest__": _pytest_item,
 }
 """The kernel-side helpers the rewritten tests call (as the sandbox's harness gives them)."""
 

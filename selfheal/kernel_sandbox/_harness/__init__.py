@@ -6,7 +6,8 @@ without a kernel (``tests/sandbox/test_harness_parts.py``).
 
 - ``_wire.py``: the value codec, shared with the host;
 - ``compare.py``: the comparison helpers rewritten tests call;
-- ``pytest_item.py``: your tests in pytest's form, collected and run one item at a time;
+- ``pytest_item.py``, ``pytest_collect.py``: your tests in pytest's form, collected once
+  and run one item at a time;
 - ``capture.py``: output capture and trimmed tracebacks;
 - ``guard.py``: the audit-hook policy, the alarm, the builtins swap;
 - ``trace.py``: the line-level tracer of the debugger's ``trace_failure``;
@@ -30,6 +31,7 @@ PARTS = (
     _HERE.parent / "_wire.py",
     _HERE / "compare.py",
     _HERE / "pytest_item.py",
+    _HERE / "pytest_collect.py",
     _HERE / "capture.py",
     _HERE / "guard.py",
     _HERE / "trace.py",

@@ -26,7 +26,7 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
         truth,
     )
     from selfheal.kernel_sandbox._harness.guard import Guard, Timeout, guarded
-    from selfheal.kernel_sandbox._harness.pytest_item import pytest_item
+    from selfheal.kernel_sandbox._harness.pytest_collect import pytest_item
     from selfheal.kernel_sandbox._harness.trace import (
         Tracer,
         code_objects,
