@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from selfheal._sync import sync_twin
 from selfheal.errors import ConfigError, SandboxError
+from selfheal.kernel_sandbox.boundary import BoundaryInfo, BoundaryMode, boundary_for
 from selfheal.kernel_sandbox.containment import netns_available
 from selfheal.kernel_sandbox.kernel import SandboxKernel
 from selfheal.kernel_sandbox.leftovers import sweep_once
@@ -61,6 +62,7 @@ class KernelPool:
         python: str | None = None,
         startup_timeout: float = 30.0,
         fast_start: bool = True,
+        boundary: BoundaryMode | None = None,
     ) -> None:
         if size < 1:
             raise ConfigError(f"KernelPool size must be at least 1, got {size}")
@@ -73,6 +75,9 @@ class KernelPool:
                 "or unprivileged user namespaces); pass network_namespace=None to fall back"
             )
         self.network_namespace = available if network_namespace is None else network_namespace
+        self.boundary: BoundaryInfo = boundary_for(boundary)
+        """The boundary every candidate runs inside (``boundary``: a mode, default
+        ``$SELFHEAL_SANDBOX`` or ``auto``; ``strict`` without Landlock raises here)."""
         self.python = python
         self.startup_timeout = startup_timeout
         self._cond = threading.Condition()
@@ -178,6 +183,7 @@ class KernelPool:
             "network_namespace": network_namespace,
             "python": self.python,
             "startup_timeout": self.startup_timeout,
+            "boundary": self.boundary.kind,
         }
         try:
             k = SandboxKernel(limits, zygote=zygote, **kw)
