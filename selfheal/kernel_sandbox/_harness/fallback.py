@@ -5,7 +5,8 @@
   ``/var/tmp``, ``/run`` and ``/proc`` hidden under empty read-only filesystems, ``/dev``
   reduced to ``null``, ``zero``, ``full``, ``random`` and ``urandom``, the Python
   installation and the run's own directory mounted back where they were, and every other
-  mount read-only: the process can write only in its directory;
+  mount read-only: the process can write only in its directory; ``/etc/shadow``,
+  ``/etc/gshadow`` and ``/etc/sudoers`` read as empty files;
 - ``seccomp``: a filter that refuses (``EPERM``) starting programs (``execve``,
   ``execveat``; unless subprocesses are allowed), ``ptrace`` and reading other processes'
   memory, mounting and changing namespaces, device nodes, kernel modules, ``bpf``;
@@ -32,6 +33,7 @@ _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _PR_CAPBSET_DROP = 24
 _HIDDEN = ("/root", "/home", "/tmp", "/var/tmp", "/run")
 _DEV_NODES = ("null", "zero", "full", "random", "urandom")
+_MASKED = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers")  # read as empty files
 _MOUNT_FLAGS = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC}
 
 # (x86_64, aarch64) numbers; None where the call does not exist on that architecture
@@ -171,6 +173,9 @@ def private_mounts(libc: Any, work: str, host_home: str, allow_subprocess: bool)
         for n, fd in devs.items():
             open(f"/dev/{n}", "w").close()
             _mount(libc, f"/proc/self/fd/{fd}", f"/dev/{n}", None, _MS_BIND)
+        for f in _MASKED:
+            if _os.path.isfile(f):
+                _mount(libc, f"/proc/self/fd/{devs['null']}", f, None, _MS_BIND)
         if allow_subprocess:  # multiprocessing's semaphores
             _os.mkdir("/dev/shm")
             _mount(libc, "tmpfs", "/dev/shm", "tmpfs", quiet, "size=16m,mode=1777")
