@@ -132,6 +132,7 @@ class Run:
         self.values: list[Any] = [None] * len(tests)
         self.load: LoadResult | None = None
         self.restarts = 0
+        self.boundary = ""  # what the kernel that ran it enforced (its report says so)
         self.budget_exhausted = False
         self.t0 = time.monotonic()
         self.run_deadline = self.t0 + limits.run_timeout
@@ -156,6 +157,7 @@ class Run:
                 return
             first = self.load is None and start == 0 and self.restarts == 0
             kernel = self.source.acquire(self.limits, self.run_deadline)
+            self.boundary = kernel.boundary_text
             if first:
                 # the budget covers the candidate's time, not waiting for a free kernel
                 self.run_deadline = time.monotonic() + self.limits.run_timeout
@@ -374,4 +376,5 @@ class Run:
             kernel_restarts=self.restarts,
             duration=time.monotonic() - self.t0,
             budget_exhausted=self.budget_exhausted,
+            boundary=self.boundary,
         )

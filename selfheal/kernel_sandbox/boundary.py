@@ -33,6 +33,7 @@ __all__ = [
     "BoundaryMode",
     "boundary_for",
     "mode_from_env",
+    "weaker_than_landlock",
 ]
 
 BoundaryMode = Literal["auto", "strict", "fallback", "off"]
@@ -54,6 +55,12 @@ class BoundaryInfo(Record):
     def weaker(self) -> bool:
         """True when it is weaker than Landlock."""
         return self.kind != "landlock"
+
+
+def weaker_than_landlock(reported: str) -> bool:
+    """True if a boundary a report names (``ExecutionReport.boundary``) is weaker than
+    Landlock; an executor that names none is not judged."""
+    return bool(reported) and not reported.startswith("landlock")
 
 
 def mode_from_env(value: str | None = None) -> BoundaryMode:

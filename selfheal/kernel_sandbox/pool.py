@@ -15,7 +15,12 @@ from typing import Any, TypeVar
 
 from selfheal._sync import sync_twin
 from selfheal.errors import ConfigError, SandboxError
-from selfheal.kernel_sandbox.boundary import BoundaryInfo, BoundaryMode, boundary_for
+from selfheal.kernel_sandbox.boundary import (
+    BoundaryInfo,
+    BoundaryMode,
+    boundary_for,
+    mode_from_env,
+)
 from selfheal.kernel_sandbox.containment import netns_available
 from selfheal.kernel_sandbox.kernel import SandboxKernel
 from selfheal.kernel_sandbox.leftovers import sweep_once
@@ -365,16 +370,18 @@ class KernelPool:
     run_trace = sync_twin(arun_trace)
 
 
-_default: KernelPool | None = None
+_defaults: dict[str, KernelPool] = {}
 _default_lock = threading.Lock()
 
 
-def get_default_pool() -> KernelPool:
-    """The process-wide shared pool (size 2, default limits), created on first use and
+def get_default_pool(boundary: BoundaryMode | None = None) -> KernelPool:
+    """The process-wide shared pool (size 2, default limits) for the sandbox mode
+    ``boundary`` (default: ``$SELFHEAL_SANDBOX``, else ``auto``), created on first use and
     closed at interpreter exit."""
-    global _default
+    mode = mode_from_env(boundary)
     with _default_lock:
-        if _default is None or _default._closed:
-            _default = KernelPool(size=2).start()
-            atexit.register(_default.close)
-        return _default
+        pool = _defaults.get(mode)
+        if pool is None or pool._closed:
+            pool = _defaults[mode] = KernelPool(size=2, boundary=mode).start()
+            atexit.register(pool.close)
+        return pool
