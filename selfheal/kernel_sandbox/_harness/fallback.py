@@ -92,7 +92,7 @@ def seccomp_program(machine: str, allow_exec: bool) -> bytes:
     calls = dict(_DENIED_CALLS)
     if not allow_exec:
         calls.update(_EXEC_CALLS)
-    nrs = sorted({v[col] for v in calls.values() if v[col] is not None})
+    nrs = sorted({nr for v in calls.values() if (nr := v[col]) is not None})
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
     deny, allow, kill = 0x00050000 | 1, 0x7FFF0000, 0x80000000  # ERRNO(EPERM)
     prog = [_bpf(ld, 4), _bpf(jeq, arch, 1, 0), _bpf(ret, kill), _bpf(ld, 0)]

@@ -137,7 +137,12 @@ def _handled_fs(abi: int) -> int:
 def _python_dirs() -> list[str]:
     dirs = {
         _os.path.realpath(p)
-        for p in (_sysmod.prefix, _sysmod.base_prefix, _sysmod.exec_prefix, _sysmod.base_exec_prefix)
+        for p in (
+            _sysmod.prefix,
+            _sysmod.base_prefix,
+            _sysmod.exec_prefix,
+            _sysmod.base_exec_prefix,
+        )
     }
     return sorted(d for d in dirs if d != "/")
 

@@ -17,10 +17,10 @@ import sys as _sysmod
 from typing import Any
 
 if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
+    from selfheal.kernel_sandbox._harness.boundary import prepare
     from selfheal.kernel_sandbox._harness.capture import NullOut
     from selfheal.kernel_sandbox._harness.channel import Harness
     from selfheal.kernel_sandbox._harness.guard import Guard, make_hook
-    from selfheal.kernel_sandbox._harness.boundary import prepare
     from selfheal.kernel_sandbox._harness.loop import Loop
     from selfheal.kernel_sandbox._harness.session import Checks
 
