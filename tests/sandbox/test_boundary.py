@@ -284,3 +284,32 @@ def test_an_unknown_mode_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("SELFHEAL_SANDBOX", "loose")
     with pytest.raises(ConfigError, match="auto, strict, fallback, off"):
         boundary_mod.boundary_for()
+
+
+def test_unix_sockets_on_the_host_are_out_of_reach(bpool: KernelPool, tmp_path: Path) -> None:
+    """Landlock does not bind connecting to a socket file (a Docker socket, an agent's):
+    the seccomp filter refuses creating Unix sockets."""
+    import socket
+
+    path = str(tmp_path / "agent.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+    srv.settimeout(0.5)
+    try:
+        code = (
+            "import ctypes, socket, struct\n"
+            "def dial(path):\n"
+            "    fd = libc.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0)\n"
+            "    if fd < 0:\n"
+            "        return _refused()\n"
+            "    addr = struct.pack('H108s', socket.AF_UNIX, path.encode())\n"
+            "    return 'connected' if libc.connect(fd, addr, len(addr)) == 0 else _refused()\n"
+        )
+        res = bpool.run_snippet(f"dial({path!r})", setup=CTYPES + code)
+        assert res.outcome == "passed" and "refused" in (res.value or ""), res
+        with pytest.raises(TimeoutError):
+            srv.accept()
+    finally:
+        srv.close()
+    assert_healthy(bpool)

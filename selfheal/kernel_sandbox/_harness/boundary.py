@@ -1,13 +1,15 @@
 """Kernel side: the boundary a run's process enters before the candidate loads.
 
-``prepare`` runs once per kernel, at warm-up: for ``landlock`` it builds the rulesets
-(``landlock.py``), for ``fallback`` it checks that a forked process can enter a private
-mount namespace; it returns the ``Boundary`` and the line the kernel reports to the host.
-``enter`` runs in every run's process after its go, before any candidate code: it gives up
-every capability and applies the ruleset (``landlock``), or the private mounts and the
-seccomp filter (``fallback``). ``off`` (tests only) enters nothing: the audit hook alone.
-A process that cannot enter its boundary raises, and the run is reported as a harness
-failure: it never runs the candidate with less.
+``prepare`` runs once per kernel, at warm-up: it builds the seccomp programs, for
+``landlock`` opens the fixed rules and builds the kernel's rulesets (``landlock.py``), for
+``fallback`` checks that a forked process can enter a private mount namespace; it returns
+the ``Boundary`` and the line the kernel reports to the host. ``for_run`` builds a run's own
+files ruleset in the kernel, before the fork (off the run's critical path). ``enter`` runs
+in every run's process after its go, before any candidate code: the private mounts
+(``fallback``), then it gives up every capability, applies both Landlock layers
+(``landlock``) and the seccomp filter. ``off`` (tests only) enters nothing: the audit hook
+alone. A process that cannot enter its boundary raises, and the run is reported as a
+harness failure: it never runs the candidate with less.
 
 Shipped to the kernel as source (see ``_harness/__init__.py``).
 """
@@ -23,6 +25,7 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
         drop_capabilities,
         private_mounts,
         seccomp,
+        seccomp_program,
     )
     from selfheal.kernel_sandbox._harness.landlock import (
         kernel_rulesets,
@@ -46,6 +49,8 @@ class Boundary:
         self.static: list[tuple[int, int]] = []  # landlock: the fixed rules, opened once
         self.rulesets: dict[tuple[bool, bool], int] = {}  # landlock: the kernel's layer
         self.mounts = False  # fallback: a private mount namespace works here
+        # seccomp programs by (network allowed, subprocesses allowed), built once
+        self.filters: dict[tuple[bool, bool], bytes] = {}
 
     def keep(self) -> set[int]:
         """The descriptors a run's process keeps until ``enter``."""
@@ -57,6 +62,11 @@ def prepare(kind: str, host_home: str) -> tuple[Boundary, str]:
     b = Boundary(kind, host_home)
     b.libc = _bctypes.CDLL(None, use_errno=True)
     b.libc.syscall.restype = _bctypes.c_long
+    if kind != "off":
+        machine = _os.uname().machine
+        for net in (False, True):
+            for sub in (False, True):
+                b.filters[(net, sub)] = seccomp_program(machine, sub, net)
     if kind == "landlock":
         b.abi = landlock_abi(b.libc)
         if b.abi < 1:
@@ -96,7 +106,8 @@ def enter(
         if b.mounts and not private_mounts(b.libc, work, b.host_home, allow_subprocess):
             raise OSError("could not enter a private mount namespace")
         drop_capabilities(b.libc)
-        seccomp(b.libc, allow_exec=allow_subprocess)
+    if b.filters:
+        seccomp(b.libc, b.filters[(allow_network, allow_subprocess)])
     for fd in (ruleset, *b.keep()):
         if fd >= 0:
             try:

@@ -7,9 +7,10 @@
   installation and the run's own directory mounted back where they were, and every other
   mount read-only: the process can write only in its directory; ``/etc/shadow``,
   ``/etc/gshadow`` and ``/etc/sudoers`` read as empty files;
-- ``seccomp``: a filter that refuses (``EPERM``) starting programs (``execve``,
-  ``execveat``; unless subprocesses are allowed), ``ptrace`` and reading other processes'
-  memory, mounting and changing namespaces, device nodes, kernel modules, ``bpf``;
+- ``seccomp``: a filter (both boundaries) that refuses (``EPERM``) starting programs
+  (``execve``, ``execveat``; unless subprocesses are allowed), creating Unix sockets (unless
+  network is allowed), ``ptrace`` and reading other processes' memory, mounting and
+  changing namespaces, device nodes, kernel modules, ``bpf``, ``io_uring``;
 - ``drop_capabilities``: a root process gives up every capability (both boundaries).
 
 Shipped to the kernel as source (see ``_harness/__init__.py``).
@@ -70,9 +71,11 @@ _DENIED_CALLS = {
     "add_key": (248, 217),
     "request_key": (249, 218),
     "open_by_handle_at": (304, 265),
+    "io_uring_setup": (425, 425),  # its requests would bypass this filter
     "iopl": (172, None),
     "ioperm": (173, None),
 }
+_SOCKET = (41, 198)
 _ARCH = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}
 
 
@@ -84,8 +87,11 @@ def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return _struct.pack("HBBI", code, jt, jf, k)
 
 
-def seccomp_program(machine: str, allow_exec: bool) -> bytes:
-    """The BPF program (see the module docstring); ``ValueError`` on another architecture."""
+def seccomp_program(machine: str, allow_exec: bool, allow_unix: bool) -> bytes:
+    """The BPF program (see the module docstring): ``allow_exec`` leaves ``execve`` alone,
+    ``allow_unix`` the creation of Unix sockets (``socket(AF_UNIX, ...)``: Landlock does not
+    bind connecting to a socket file; ``socketpair`` stays allowed). ``ValueError`` on an
+    architecture without a filter here."""
     if machine not in _ARCH:
         raise ValueError(f"no seccomp filter for {machine}")
     col, arch = _ARCH[machine]
@@ -95,18 +101,29 @@ def seccomp_program(machine: str, allow_exec: bool) -> bytes:
     nrs = sorted({nr for v in calls.values() if (nr := v[col]) is not None})
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
     deny, allow, kill = 0x00050000 | 1, 0x7FFF0000, 0x80000000  # ERRNO(EPERM)
-    prog = [_bpf(ld, 4), _bpf(jeq, arch, 1, 0), _bpf(ret, kill), _bpf(ld, 0)]
     n = len(nrs)
+    # after the checks below come n comparisons, then "allow", then "deny"
+    unix = (
+        []
+        if allow_unix
+        else [
+            _bpf(jeq, _SOCKET[col], 0, 2),  # socket(): look at its family, else go on
+            _bpf(ld, 16),  # args[0], the family (low half)
+            _bpf(jeq, 1, n + 1, n),  # AF_UNIX: deny, anything else: allow
+        ]
+    )
+    prog = [_bpf(ld, 4), _bpf(jeq, arch, 1, 0), _bpf(ret, kill), _bpf(ld, 0)]
     if machine == "x86_64":  # the x32 ABI's numbers: refused as a whole
-        prog.append(_bpf(jge, 0x40000000, n + 1, 0))
+        prog.append(_bpf(jge, 0x40000000, len(unix) + n + 1, 0))
+    prog += unix
     prog += [_bpf(jeq, nr, n - i, 0) for i, nr in enumerate(nrs)]
     prog += [_bpf(ret, allow), _bpf(ret, deny)]
     return b"".join(prog)
 
 
-def seccomp(libc: Any, allow_exec: bool) -> None:
-    """Install the filter on this process (and what it forks), for good."""
-    code = seccomp_program(_os.uname().machine, allow_exec)
+def seccomp(libc: Any, code: bytes) -> None:
+    """Install the filter ``code`` (``seccomp_program``) on this process (and what it
+    forks), for good."""
     buf = _fctypes.create_string_buffer(code, len(code))
     prog = _SockFprog(len(code) // 8, _fctypes.addressof(buf))
     if libc.prctl(_PR_SET_NO_NEW_PRIVS_F, 1, 0, 0, 0) != 0:
