@@ -25,6 +25,7 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
         drop_capabilities,
         private_mounts,
         seccomp,
+        seccomp_filter,
         seccomp_program,
     )
     from selfheal.kernel_sandbox._harness.landlock import (
@@ -50,11 +51,12 @@ class Boundary:
         self.rulesets: dict[tuple[bool, bool], int] = {}  # landlock: the kernel's layer
         self.mounts = False  # fallback: a private mount namespace works here
         # seccomp programs by (network allowed, subprocesses allowed), built once
-        self.filters: dict[tuple[bool, bool], bytes] = {}
+        self.filters: dict[tuple[bool, bool], Any] = {}
+        self.buffers: list[Any] = []  # what the filters point to
 
     def keep(self) -> set[int]:
         """The descriptors a run's process keeps until ``enter``."""
-        return {fd for fd, _ in self.static} | set(self.rulesets.values())
+        return set(self.rulesets.values())
 
 
 def prepare(kind: str, host_home: str) -> tuple[Boundary, str]:
@@ -66,7 +68,11 @@ def prepare(kind: str, host_home: str) -> tuple[Boundary, str]:
         machine = _os.uname().machine
         for net in (False, True):
             for sub in (False, True):
-                b.filters[(net, sub)] = seccomp_program(machine, sub, net)
+                prog, buf = seccomp_filter(seccomp_program(machine, sub, net))
+                b.filters[(net, sub)] = prog
+                b.buffers.append(buf)
+    for name in ("syscall", "prctl", "capset", "unshare", "mount"):  # looked up once, here
+        getattr(b.libc, name)
     if kind == "landlock":
         b.abi = landlock_abi(b.libc)
         if b.abi < 1:
@@ -98,7 +104,10 @@ def enter(
     if b.kind == "landlock":
         if allow_subprocess:  # multiprocessing's semaphores live in /dev/shm
             _os.close(ruleset)
-            ruleset = run_ruleset(b.libc, b.abi, b.static, work, ("/dev/shm",))
+            static = static_rules()  # (the kernel's descriptors were not kept)
+            ruleset = run_ruleset(b.libc, b.abi, static, work, ("/dev/shm",))
+            for fd, _ in static:
+                _os.close(fd)
         drop_capabilities(b.libc)
         restrict(ruleset, b.libc)
         restrict(b.rulesets[(allow_network, allow_subprocess)], b.libc)

@@ -24,14 +24,13 @@ import struct as _struct
 import sys as _sysmod
 from typing import Any
 
-__all__ = ["drop_capabilities", "private_mounts", "seccomp"]
+__all__ = ["drop_capabilities", "private_mounts", "seccomp", "seccomp_filter", "seccomp_program"]
 
 _CLONE_NEWNS = 0x00020000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
 _PR_SET_NO_NEW_PRIVS_F = 38
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
-_PR_CAPBSET_DROP = 24
 _HIDDEN = ("/root", "/home", "/tmp", "/var/tmp", "/run")
 _DEV_NODES = ("null", "zero", "full", "random", "urandom")
 _MASKED = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers")  # read as empty files
@@ -75,6 +74,8 @@ _DENIED_CALLS = {
     "iopl": (172, None),
     "ioperm": (173, None),
 }
+_CAP_HEADER = _struct.pack("Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+_CAP_DATA = bytes(24)  # two zeroed {effective, permitted, inheritable}
 _SOCKET = (41, 198)
 _ARCH = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}
 
@@ -121,11 +122,16 @@ def seccomp_program(machine: str, allow_exec: bool, allow_unix: bool) -> bytes:
     return b"".join(prog)
 
 
-def seccomp(libc: Any, code: bytes) -> None:
-    """Install the filter ``code`` (``seccomp_program``) on this process (and what it
-    forks), for good."""
+def seccomp_filter(code: bytes) -> tuple[Any, Any]:
+    """The ``sock_fprog`` for ``code`` (``seccomp_program``), and the buffer it points to
+    (keep both alive)."""
     buf = _fctypes.create_string_buffer(code, len(code))
-    prog = _SockFprog(len(code) // 8, _fctypes.addressof(buf))
+    return _SockFprog(len(code) // 8, _fctypes.addressof(buf)), buf
+
+
+def seccomp(libc: Any, prog: Any) -> None:
+    """Install the filter ``prog`` (``seccomp_filter``) on this process (and what it
+    forks), for good."""
     if libc.prctl(_PR_SET_NO_NEW_PRIVS_F, 1, 0, 0, 0) != 0:
         raise OSError(_fctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
     if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, _fctypes.byref(prog), 0, 0) != 0:
@@ -134,13 +140,10 @@ def seccomp(libc: Any, code: bytes) -> None:
 
 
 def drop_capabilities(libc: Any) -> None:
-    """Give up every capability (a root process keeps its uid, not its privileges)."""
-    for cap in range(64):
-        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            break  # past the last capability (or not allowed: capset below still holds)
-    header = _struct.pack("Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    data = _fctypes.create_string_buffer(24)  # two zeroed {effective, permitted, inheritable}
-    if libc.capset(header, data) != 0:
+    """Give up every capability (a root process keeps its uid, not its privileges). The
+    bounding set stays: with ``no_new_privs`` (set by both boundaries) a program started
+    later gets no capability this process lacks."""
+    if libc.capset(_CAP_HEADER, _CAP_DATA) != 0:
         e = _fctypes.get_errno()
         raise OSError(e, f"capset: {_os.strerror(e)}")
 
