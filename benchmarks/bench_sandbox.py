@@ -300,6 +300,48 @@ def boundary_cost(runs: int) -> None:
             f"| {label} | {pct(warm[m], 0.5) * ms:.1f} | {pct(warm[m], 0.95) * ms:.1f} | "
             f"{rate:.1f} | {rate / base:.2f} | {statistics.median(starts[m]) * ms:.0f} |"
         )
+    print(
+        "\n| boundary | a run's ruleset, built in the kernel (µs) | entering it, in the run's process (µs) |"
+    )
+    print("|---|---:|---:|")
+    for kind in ("landlock", "fallback"):
+        built, entered = _enter_cost(kind, 50)
+        print(f"| {kind} | {built:.0f} | {entered:.0f} |")
+
+
+def _enter_cost(kind: str, n: int) -> tuple[float, float]:
+    """Median µs to build a run's ruleset (in this process, as the kernel does before the
+    fork) and to enter the boundary in a freshly forked process (what a run adds)."""
+    import shutil
+
+    from selfheal.kernel_sandbox._harness import boundary as bd
+
+    b, _ = bd.prepare(kind, str(Path.home()))
+    built: list[float] = []
+    entered: list[float] = []
+    for _ in range(n):
+        root = tempfile.mkdtemp(prefix="selfheal-bench-")
+        work = root + "/work"
+        os.mkdir(work)
+        t = time.perf_counter()
+        ruleset = bd.for_run(b, work)
+        built.append(time.perf_counter() - t)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                t = time.perf_counter()
+                bd.enter(b, work, ruleset, False, False)
+                os.write(w, str(time.perf_counter() - t).encode())
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        entered.append(float(os.read(r, 64)))
+        for fd in (r, w, ruleset):
+            if fd >= 0:
+                os.close(fd)
+        shutil.rmtree(root)
+    return statistics.median(built) * 1e6, statistics.median(entered) * 1e6
 
 
 def _machine() -> str:
