@@ -122,8 +122,10 @@ class Run:
         tests: list[SandboxTest],
         wire: list[tuple[Any, ...]],
         limits: Limits,
+        files: tuple[tuple[str, bytes], ...] = (),
     ) -> None:
         self.source = source
+        self.files = files  # written into the run's folder before the candidate loads
         self.code = code
         self.tests = tests
         self.wire = wire
@@ -216,6 +218,7 @@ class Run:
             "output_limit": lim.output_limit,
             "allow_network": lim.allow_network,
             "allow_subprocess": lim.allow_subprocess,
+            "files": self.files,
         }
         seq = kernel.send_request(req)
         loading = True

@@ -24,7 +24,13 @@ from selfheal.kernel_sandbox.boundary import (
 from selfheal.kernel_sandbox.containment import netns_available
 from selfheal.kernel_sandbox.kernel import SandboxKernel
 from selfheal.kernel_sandbox.leftovers import sweep_once
-from selfheal.kernel_sandbox.runner import execute, execute_snippet, execute_trace
+from selfheal.kernel_sandbox.runner import (
+    InputFiles,
+    execute,
+    execute_snippet,
+    execute_trace,
+    input_files,
+)
 from selfheal.kernel_sandbox.types import (
     AssertTest,
     ExecutionReport,
@@ -315,9 +321,13 @@ class KernelPool:
         *,
         timeout: float | None = None,
         limits: Limits | None = None,
+        files: InputFiles | None = None,
     ) -> ExecutionReport:
-        """Load ``code`` in a fresh process and run each test; ``timeout`` is per test."""
-        return await self._offload(execute, self, code, tests, self._limits(timeout, limits))
+        """Load ``code`` in a fresh process and run each test; ``timeout`` is per test.
+        ``files`` (name -> host path or bytes) are copied into the run's folder first: the
+        only way a candidate reads a file of the host (the boundary refuses the rest)."""
+        lim = self._limits(timeout, limits)
+        return await self._offload(execute, self, code, tests, lim, input_files(files, lim))
 
     async def arun_snippet(
         self,

@@ -313,3 +313,25 @@ def test_unix_sockets_on_the_host_are_out_of_reach(bpool: KernelPool, tmp_path: 
     finally:
         srv.close()
     assert_healthy(bpool)
+
+
+def test_a_host_file_reaches_the_candidate_through_its_folder(
+    bpool: KernelPool, home_dir: Path
+) -> None:
+    """The legitimate way to read a user's file: ``files=`` copies it into the run's folder
+    (its original path stays out of reach)."""
+    fallback_hides_homes(bpool)
+    data = home_dir / "data.csv"
+    data.write_text("1,2,3")
+    code = "def total(name):\n    with open(name) as fh:\n        return sum(map(int, fh.read().split(',')))\n"
+    report = bpool.run(
+        code,
+        ["assert total('data.csv') == 6", "assert total('raw.bin') == 9", f"total({str(data)!r})"],
+        files={"data.csv": data, "raw.bin": b"4,5"},
+    )
+    assert [r.outcome for r in report.results] == ["passed", "passed", "error"], report
+    assert report.results[2].exc_type == "PermissionError"
+    with pytest.raises(ConfigError, match="plain file name"):
+        bpool.run(code, ["assert 1"], files={"../x": b""})
+    with pytest.raises(ConfigError, match="cannot read"):
+        bpool.run(code, ["assert 1"], files={"x": home_dir / "missing"})
