@@ -17,15 +17,13 @@ those boundaries by name.
 
 from __future__ import annotations
 
-import functools
 import os
-import shutil
-import subprocess
 from typing import Literal, get_args
 
 from selfheal._record import Record
 from selfheal.errors import ConfigError, SandboxError
 from selfheal.kernel_sandbox._harness.landlock import landlock_abi
+from selfheal.kernel_sandbox.containment import unshare_works
 
 __all__ = [
     "BoundaryInfo",
@@ -73,25 +71,10 @@ def mode_from_env(value: str | None = None) -> BoundaryMode:
     return raw  # type: ignore[return-value]
 
 
-@functools.lru_cache(maxsize=1)
 def mount_namespace_available() -> bool:
-    """True if a process here may have mounts of its own (``unshare -m``: root, or user
-    namespaces)."""
-    exe = shutil.which("unshare")
-    if exe is None:
-        return False
-    try:
-        r = subprocess.run(
-            [exe, "--mount", "--", "true"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return r.returncode == 0
+    """True if a process here may have mounts of its own (``unshare --mount``: root, or
+    user namespaces)."""
+    return unshare_works("--mount")
 
 
 _LANDLOCK = (

@@ -3,17 +3,19 @@
 Landlock (Linux 5.13+, no privileges needed) lets a process restrict its own file accesses,
 and from ABI 4 its TCP binds and connects, from ABI 6 the signals it sends and the abstract
 Unix sockets it reaches. It binds every path the process opens, whatever the code that
-asks (Python's ``open``, ``ctypes`` calling libc, a raw ``syscall``), and everything it
-forks inherits it. Root is bound too.
+asks (Python's ``open``, ``ctypes`` calling libc, a raw ``syscall``), checks the path it
+resolves to (``..``, symlinks, ``/proc/self/root`` lead nowhere new), and everything the
+process forks inherits it. Root is bound too.
 
-The kernel builds its rulesets once, at warm-up (``build_rulesets``): read (not write, not
-execute) on the Python installation and the system libraries, a few files under ``/etc``,
-``/dev`` and ``/sys``; read and write (not execute, not device nodes) on the directory
-that holds the kernel's runs (it holds only the running candidate's directory while a
-candidate runs: the loop empties it before each go, ``loop.py``); no TCP; signals and
-abstract sockets scoped. Each run's process applies one of them (``restrict``) before the
-candidate is loaded. Variants: a run with subprocesses allowed may also execute programs
-from the system and the Python installation; a run with network allowed keeps TCP.
+Two layers, both applied by each run's process before the candidate loads (``restrict``):
+
+- the files layer (``run_ruleset``), built by the kernel for each run before it forks the
+  run's process, from rules opened once at warm-up (``static_rules``): read (not write, not
+  execute) on the Python installation, the system's libraries and a few files programs
+  expect; read and write (not device nodes) in the run's own directory;
+- the kernel's layer (``kernel_rulesets``), built once per kernel: no program execution
+  (or, with subprocesses allowed, programs from the system and the Python installation),
+  no TCP unless network is allowed, signals and abstract sockets scoped.
 
 Raw system calls through ``ctypes`` (no dependency). Shipped to the kernel as source (see
 ``_harness/__init__.py``); on the host ``landlock_abi`` is what ``selfheal doctor`` and the
@@ -36,26 +38,28 @@ _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
 
-_EXECUTE = 1 << 0
-_WRITE_FILE = 1 << 1
-_READ_FILE = 1 << 2
-_READ_DIR = 1 << 3
-_REMOVE_DIR = 1 << 4
-_REMOVE_FILE = 1 << 5
-_MAKE_CHAR = 1 << 6
-_MAKE_DIR = 1 << 7
-_MAKE_REG = 1 << 8
-_MAKE_SOCK = 1 << 9
-_MAKE_FIFO = 1 << 10
-_MAKE_BLOCK = 1 << 11
-_MAKE_SYM = 1 << 12
-_REFER = 1 << 13  # ABI 2
-_TRUNCATE = 1 << 14  # ABI 3
-_IOCTL_DEV = 1 << 15  # ABI 5
-_NET_BIND_TCP = 1 << 0  # ABI 4
-_NET_CONNECT_TCP = 1 << 1
-_SCOPE_ABSTRACT_UNIX = 1 << 0  # ABI 6
-_SCOPE_SIGNAL = 1 << 1
+# LANDLOCK_ACCESS_FS_* bits 0 to 15, in the kernel's order (REFER: ABI 2, TRUNCATE: ABI 3,
+# IOCTL_DEV: ABI 5); LANDLOCK_ACCESS_NET_* (ABI 4); LANDLOCK_SCOPE_* (ABI 6)
+(
+    _EXECUTE,
+    _WRITE_FILE,
+    _READ_FILE,
+    _READ_DIR,
+    _REMOVE_DIR,
+    _REMOVE_FILE,
+    _MAKE_CHAR,
+    _MAKE_DIR,
+    _MAKE_REG,
+    _MAKE_SOCK,
+    _MAKE_FIFO,
+    _MAKE_BLOCK,
+    _MAKE_SYM,
+    _REFER,
+    _TRUNCATE,
+    _IOCTL_DEV,
+) = (1 << i for i in range(16))
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2
+_SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1, 2
 
 _FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1}
 _FILE_ONLY = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE | _IOCTL_DEV
