@@ -200,6 +200,8 @@ def f():
         fh.write("x")
     with tempfile.NamedTemporaryFile() as fh:
         fh.write(b"y")
+    with open(os.devnull, "w") as fh:  # O_TRUNC on a device
+        fh.write("z")
     return int(np.asarray(row).sum())
 """
 
