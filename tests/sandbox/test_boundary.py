@@ -309,3 +309,34 @@ def test_a_host_file_reaches_the_candidate_through_its_folder(
         bpool.run(code, ["assert 1"], files={"../x": b""})
     with pytest.raises(ConfigError, match="cannot read"):
         bpool.run(code, ["assert 1"], files={"x": home_dir / "missing"})
+
+
+@pytest.mark.parametrize("mode", [m for m in MODES if m != "fallback"])
+def test_tcp_is_refused_without_a_network_namespace(mode: str) -> None:
+    """Landlock (ABI 4+) refuses TCP connects by itself: a kernel outside any network
+    namespace still cannot reach a server on the host's loopback (the fallback leaves TCP
+    to the namespace)."""
+    import socket
+
+    if mode == "strict" and boundary_mod.landlock_abi() < 4:
+        pytest.skip("Landlock below ABI 4 does not handle TCP")
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(0.5)
+    port = srv.getsockname()[1]
+    dial = (
+        "import socket, struct\n"
+        "def dial(port):\n"
+        "    fd = libc.socket(socket.AF_INET, socket.SOCK_STREAM, 0)\n"
+        "    ip = bytes([127, 0, 0, 1])\n"
+        "    addr = struct.pack('=H', socket.AF_INET) + struct.pack('!H4s8x', port, ip)\n"
+        "    return 'connected' if libc.connect(fd, addr, len(addr)) == 0 else _refused()\n"
+    )
+    try:
+        with KernelPool(size=1, limits=FAST, boundary=mode, network_namespace=False) as pool:
+            res = pool.run_snippet(f"dial({port})", setup=CTYPES + dial)
+            assert res.outcome == "passed" and "refused" in (res.value or ""), res
+            with pytest.raises(TimeoutError):
+                srv.accept()
+            assert_healthy(pool)
+    finally:
+        srv.close()
