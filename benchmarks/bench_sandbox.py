@@ -247,7 +247,7 @@ def population(k: int, rounds: int, size: int) -> None:
 
 def boundary_cost(runs: int) -> None:
     """The ``--boundary`` benchmark (see the module docstring)."""
-    from selfheal.kernel_sandbox.boundary import boundary_for
+    from selfheal.kernel_sandbox.boundary import boundary_for, entry_cost
 
     modes = ["off", "auto", "fallback"]
     pools = {m: KernelPool(size=1, boundary=m).start() for m in modes}  # type: ignore[arg-type]
@@ -305,43 +305,8 @@ def boundary_cost(runs: int) -> None:
     )
     print("|---|---:|---:|")
     for kind in ("landlock", "fallback"):
-        built, entered = _enter_cost(kind, 50)
+        built, entered = entry_cost(kind, 50)
         print(f"| {kind} | {built:.0f} | {entered:.0f} |")
-
-
-def _enter_cost(kind: str, n: int) -> tuple[float, float]:
-    """Median µs to build a run's ruleset (in this process, as the kernel does before the
-    fork) and to enter the boundary in a freshly forked process (what a run adds)."""
-    import shutil
-
-    from selfheal.kernel_sandbox._harness import boundary as bd
-
-    b, _ = bd.prepare(kind, str(Path.home()))
-    built: list[float] = []
-    entered: list[float] = []
-    for _ in range(n):
-        root = tempfile.mkdtemp(prefix="selfheal-bench-")
-        work = root + "/work"
-        os.mkdir(work)
-        t = time.perf_counter()
-        ruleset = bd.for_run(b, work)
-        built.append(time.perf_counter() - t)
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                t = time.perf_counter()
-                bd.enter(b, work, ruleset, False, False)
-                os.write(w, str(time.perf_counter() - t).encode())
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
-        entered.append(float(os.read(r, 64)))
-        for fd in (r, w, ruleset):
-            if fd >= 0:
-                os.close(fd)
-        shutil.rmtree(root)
-    return statistics.median(built) * 1e6, statistics.median(entered) * 1e6
 
 
 def _machine() -> str:
