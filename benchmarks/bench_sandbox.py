@@ -14,11 +14,19 @@ measured in the same run, never against numbers from elsewhere.
 The healing loop's pattern instead: K candidates submitted at once, each with 10 tests and
 10 probes, round after round with no pause, against one fresh ``python`` subprocess per
 candidate (K started at once), the approaches interleaved round by round.
+
+    PYTHONPATH=. python benchmarks/bench_sandbox.py --boundary [--runs 60]
+
+The cost of the boundary the operating system enforces (docs/sandbox.md): the same
+candidate and tests under ``off`` (the audit hook alone), Landlock and the fallback (mount
+namespace + seccomp), one pool of one kernel each, interleaved run by run: a warm run's
+latency, runs back to back (in blocks, interleaved), and a kernel's start to serving.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import statistics
@@ -237,6 +245,70 @@ def population(k: int, rounds: int, size: int) -> None:
     )
 
 
+def boundary_cost(runs: int) -> None:
+    """The ``--boundary`` benchmark (see the module docstring)."""
+    from selfheal.kernel_sandbox.boundary import boundary_for, entry_cost
+
+    modes = ["off", "auto", "fallback"]
+    pools = {m: KernelPool(size=1, boundary=m).start() for m in modes}  # type: ignore[arg-type]
+    try:
+        for p in pools.values():
+            assert p.wait_ready(120)
+            assert p.run(CANDIDATE, TESTS).passed
+        warm: dict[str, list[float]] = {m: [] for m in modes}
+        for _ in range(runs):
+            for m in modes:
+                pools[m].wait_ready(120)
+                time.sleep(0.02)  # the next standby is forked and waiting
+                warm[m] += timed(functools.partial(pools[m].run, CANDIDATE, TESTS), 1)
+        block = max(1, runs // 5)
+        spent = dict.fromkeys(modes, 0.0)
+        for _ in range(5):
+            for m in modes:
+                t = time.perf_counter()
+                timed(functools.partial(pools[m].run, CANDIDATE, TESTS), block)
+                spent[m] += time.perf_counter() - t
+        kinds = {m: pools[m].boundary.kind for m in modes}
+    finally:
+        for p in pools.values():
+            p.close()
+    netns = netns_available()
+    zygote = Zygote()
+    starts: dict[str, list[float]] = {m: [] for m in modes}
+    for _ in range(3):
+        for m in modes:
+            t = time.perf_counter()
+            k = SandboxKernel(Limits(), network_namespace=netns, zygote=zygote, boundary=kinds[m])
+            starts[m].append(time.perf_counter() - t)
+            k.kill()
+    zygote.close()
+    ms = 1000.0
+    base = 5 * block / spent["off"]
+    print(
+        f"bench_sandbox --boundary: {runs} warm runs each, 5 x {block} back to back; {_machine()}"
+    )
+    print("Workload: one candidate function plus 10 assertion tests.\n")
+    print(
+        "| boundary | warm run p50 ms | p95 ms | back to back runs/s | vs off | "
+        "kernel start p50 ms |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for m in modes:
+        rate = 5 * block / spent[m]
+        label = boundary_for(m).kind  # type: ignore[arg-type]
+        print(
+            f"| {label} | {pct(warm[m], 0.5) * ms:.1f} | {pct(warm[m], 0.95) * ms:.1f} | "
+            f"{rate:.1f} | {rate / base:.2f} | {statistics.median(starts[m]) * ms:.0f} |"
+        )
+    print(
+        "\n| boundary | a run's ruleset, built in the kernel (µs) | entering it, in the run's process (µs) |"
+    )
+    print("|---|---:|---:|")
+    for kind in ("landlock", "fallback"):
+        built, entered = entry_cost(kind, 50)
+        print(f"| {kind} | {built:.0f} | {entered:.0f} |")
+
+
 def _machine() -> str:
     cpu = "?"
     try:
@@ -269,7 +341,15 @@ def main() -> None:
         action="store_true",
         help="instead: score every HumanEval canonical solution and an always-equal attack",
     )
+    ap.add_argument(
+        "--boundary",
+        action="store_true",
+        help="instead: the cost of the OS boundary (off, Landlock, fallback), interleaved",
+    )
     args = ap.parse_args()
+    if args.boundary:
+        boundary_cost(args.runs)
+        return
     if args.humaneval:
         humaneval()
         return

@@ -24,6 +24,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from selfheal.examples import no_trusted_test
+from selfheal.kernel_sandbox.boundary import weaker_than_landlock
 from selfheal.kernel_sandbox.types import ExecutionReport
 from selfheal.state import Candidate, Evidence, HealState, ProbeInput, TestCase
 
@@ -330,6 +331,15 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
         parts.append(f"{len(sel.disputed)} model-written test(s) disputed")
     if sel.failing:
         parts.append(f"still failing: {', '.join(sel.failing[:4])}")
+    weak = sorted(
+        {
+            c.report.boundary
+            for c in state.candidates
+            if c.report is not None and weaker_than_landlock(c.report.boundary)
+        }
+    )
+    if weak:
+        parts.append(f"candidates ran inside a boundary weaker than Landlock: {', '.join(weak)}")
     return Evidence(
         trusted_passed=t_pass,
         trusted_total=len(trusted),

@@ -17,6 +17,7 @@ from pydantic import (
 
 from selfheal._record import Record
 from selfheal.errors import ConfigError
+from selfheal.kernel_sandbox.boundary import BoundaryMode
 
 Autonomy = Literal["full_auto", "review_repairs", "review_all"]
 """``full_auto`` never stops; ``review_repairs`` stops before running a repair;
@@ -152,6 +153,12 @@ class HealConfig(Record):
     """Seconds one execution of all tests may take."""
     memory_mb: int = Field(default=2048, ge=64)
     """Memory limit of the sandbox kernel, in MiB."""
+    sandbox: BoundaryMode | None = None
+    """The boundary the operating system enforces around candidates (docs/sandbox.md):
+    ``strict`` (Landlock, or no run), ``auto`` (Landlock, else a weaker fallback that the
+    evidence names), ``fallback``, ``off`` (the audit hook alone). None:
+    ``$SELFHEAL_SANDBOX``, else ``auto``. Applies to the shared pool, not to an
+    ``executor`` passed in."""
     transcripts: bool = True
     """Keep every model call's messages and raw reply on its timeline event (run log,
     result, notebook row detail, benchmark records). Off keeps only tokens and timings."""

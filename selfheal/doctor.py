@@ -142,6 +142,9 @@ class DoctorReport(Record):
     """Jupyter kernel names found."""
     gpu: str
     """The GPU found (``nvidia-smi -L``/torch), or empty."""
+    sandbox: str = ""
+    """The boundary the operating system enforces around candidates here, for the mode
+    ``$SELFHEAL_SANDBOX`` asks (``kernel_sandbox.boundary``), or why none would start."""
 
 
 def _cores() -> int:
@@ -397,6 +400,18 @@ def _gpu() -> str:
     return ""
 
 
+def _sandbox() -> str:
+    from selfheal.errors import SelfHealError
+    from selfheal.kernel_sandbox.boundary import ENV, boundary_for
+
+    try:
+        info = boundary_for()
+    except SelfHealError as e:
+        return f"NONE: {e}"
+    weaker = ", WEAKER than Landlock" if info.weaker else ""
+    return f"{info.kind}{weaker} ({ENV}={info.mode}): {info.detail}"
+
+
 def _openai_check() -> ProviderCheck:
     url = os.environ.get("OPENAI_BASE_URL", "").strip()
     key = bool(os.environ.get("OPENAI_API_KEY"))
@@ -458,6 +473,7 @@ def doctor(*, load_model: bool = True) -> DoctorReport:
         server=server,
         kernels=_kernels(),
         gpu=_gpu(),
+        sandbox=_sandbox(),
     )
 
 
@@ -471,6 +487,7 @@ def format_report(report: DoctorReport) -> str:
         f"  cpu flags  {' '.join(report.cpu_flags) or '(unknown)'}",
         f"  gpu        {report.gpu or 'none'}",
         f"  kernels    {', '.join(report.kernels) or 'none found (pip install ipykernel)'}",
+        f"  sandbox    {report.sandbox}",
         "providers",
     ]
     for p in report.providers:

@@ -82,6 +82,7 @@ READ_BY: Mapping[str, tuple[NodeName | Literal["*"], ...]] = {
     "test_timeout": (EVERY,),
     "run_timeout": (EVERY,),
     "memory_mb": (EVERY,),
+    "sandbox": (EVERY,),
     "transcripts": (EVERY,),
 }
 """For each ``HealConfig`` setting, the nodes whose work it can change while they run (beyond

@@ -122,8 +122,10 @@ class Run:
         tests: list[SandboxTest],
         wire: list[tuple[Any, ...]],
         limits: Limits,
+        files: tuple[tuple[str, bytes], ...] = (),
     ) -> None:
         self.source = source
+        self.files = files  # written into the run's folder before the candidate loads
         self.code = code
         self.tests = tests
         self.wire = wire
@@ -132,6 +134,7 @@ class Run:
         self.values: list[Any] = [None] * len(tests)
         self.load: LoadResult | None = None
         self.restarts = 0
+        self.boundary = ""  # what the kernel that ran it enforced (its report says so)
         self.budget_exhausted = False
         self.t0 = time.monotonic()
         self.run_deadline = self.t0 + limits.run_timeout
@@ -156,6 +159,7 @@ class Run:
                 return
             first = self.load is None and start == 0 and self.restarts == 0
             kernel = self.source.acquire(self.limits, self.run_deadline)
+            self.boundary = kernel.boundary_text
             if first:
                 # the budget covers the candidate's time, not waiting for a free kernel
                 self.run_deadline = time.monotonic() + self.limits.run_timeout
@@ -214,6 +218,7 @@ class Run:
             "output_limit": lim.output_limit,
             "allow_network": lim.allow_network,
             "allow_subprocess": lim.allow_subprocess,
+            "files": self.files,
         }
         seq = kernel.send_request(req)
         loading = True
@@ -374,4 +379,5 @@ class Run:
             kernel_restarts=self.restarts,
             duration=time.monotonic() - self.t0,
             budget_exhausted=self.budget_exhausted,
+            boundary=self.boundary,
         )

@@ -35,6 +35,7 @@ __all__ = [
     "nproc_budget",
     "process_limits",
     "rlimit_pairs",
+    "unshare_works",
 ]
 
 _ENV_KEEP = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
@@ -161,15 +162,20 @@ def make_preexec(limits: Limits) -> Callable[[], None]:
     return preexec
 
 
-@functools.lru_cache(maxsize=1)
 def netns_available() -> bool:
     """True if ``unshare --net`` works here (root, or user namespaces allowed)."""
+    return unshare_works("--net")
+
+
+@functools.lru_cache(maxsize=4)
+def unshare_works(flag: str) -> bool:
+    """True if ``unshare <flag>`` (``--net``, ``--mount``) works here."""
     exe = shutil.which("unshare")
     if exe is None:
         return False
     try:
         r = subprocess.run(
-            [exe, "--net", "--", "true"],
+            [exe, flag, "--", "true"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -29,6 +29,7 @@ from selfheal.errors import SandboxError
 from selfheal.kernel_sandbox._frames import frame_request, read_line
 from selfheal.kernel_sandbox._harness import install_code
 from selfheal.kernel_sandbox._launch import cleanup, connection, launch
+from selfheal.kernel_sandbox.boundary import BoundaryKind
 from selfheal.kernel_sandbox.containment import (
     CgroupSet,
     apply_rlimits,
@@ -105,8 +106,11 @@ class SandboxKernel:
         python: str | None = None,
         startup_timeout: float = 30.0,
         zygote: Zygote | None = None,
+        boundary: BoundaryKind = "off",
     ) -> None:
         self.limits = limits
+        self.boundary = boundary
+        self.boundary_text = ""  # what the kernel reports it enforces, once serving
         self.network_namespace = network_namespace
         self.root = tempfile.mkdtemp(prefix="selfheal-k-")
         os.chmod(self.root, 0o700)
@@ -186,7 +190,12 @@ class SandboxKernel:
     def _warm_up(self, key_file: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         code = install_code(
-            key_file, str(self.work), str(self.fifo), str(self.out_fifo), str(Path.home())
+            key_file,
+            str(self.work),
+            str(self.fifo),
+            str(self.out_fifo),
+            str(Path.home()),
+            self.boundary,
         )
         # the first request is queued until the kernel is up; poll for its reply
         msg_id = self.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
@@ -224,6 +233,7 @@ class SandboxKernel:
         while True:
             ev = self.next_event(0, max(0.0, deadline - time.monotonic()))
             if ev.kind == "message" and ev.data[0] == "armed":
+                self.boundary_text = str(ev.data[1]) if len(ev.data) > 1 else ""
                 self._serving = True
                 return
             if ev.kind != "idle" or time.monotonic() >= deadline:

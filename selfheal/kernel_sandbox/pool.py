@@ -15,10 +15,22 @@ from typing import Any, TypeVar
 
 from selfheal._sync import sync_twin
 from selfheal.errors import ConfigError, SandboxError
+from selfheal.kernel_sandbox.boundary import (
+    BoundaryInfo,
+    BoundaryMode,
+    boundary_for,
+    mode_from_env,
+)
 from selfheal.kernel_sandbox.containment import netns_available
 from selfheal.kernel_sandbox.kernel import SandboxKernel
 from selfheal.kernel_sandbox.leftovers import sweep_once
-from selfheal.kernel_sandbox.runner import execute, execute_snippet, execute_trace
+from selfheal.kernel_sandbox.runner import (
+    InputFiles,
+    execute,
+    execute_snippet,
+    execute_trace,
+    input_files,
+)
 from selfheal.kernel_sandbox.types import (
     AssertTest,
     ExecutionReport,
@@ -61,6 +73,7 @@ class KernelPool:
         python: str | None = None,
         startup_timeout: float = 30.0,
         fast_start: bool = True,
+        boundary: BoundaryMode | None = None,
     ) -> None:
         if size < 1:
             raise ConfigError(f"KernelPool size must be at least 1, got {size}")
@@ -73,6 +86,9 @@ class KernelPool:
                 "or unprivileged user namespaces); pass network_namespace=None to fall back"
             )
         self.network_namespace = available if network_namespace is None else network_namespace
+        self.boundary: BoundaryInfo = boundary_for(boundary)
+        """The boundary every candidate runs inside (``boundary``: a mode, default
+        ``$SELFHEAL_SANDBOX`` or ``auto``; ``strict`` without Landlock raises here)."""
         self.python = python
         self.startup_timeout = startup_timeout
         self._cond = threading.Condition()
@@ -178,6 +194,7 @@ class KernelPool:
             "network_namespace": network_namespace,
             "python": self.python,
             "startup_timeout": self.startup_timeout,
+            "boundary": self.boundary.kind,
         }
         try:
             k = SandboxKernel(limits, zygote=zygote, **kw)
@@ -304,9 +321,13 @@ class KernelPool:
         *,
         timeout: float | None = None,
         limits: Limits | None = None,
+        files: InputFiles | None = None,
     ) -> ExecutionReport:
-        """Load ``code`` in a fresh process and run each test; ``timeout`` is per test."""
-        return await self._offload(execute, self, code, tests, self._limits(timeout, limits))
+        """Load ``code`` in a fresh process and run each test; ``timeout`` is per test.
+        ``files`` (name -> host path or bytes) are copied into the run's folder first: the
+        only way a candidate reads a file of the host (the boundary refuses the rest)."""
+        lim = self._limits(timeout, limits)
+        return await self._offload(execute, self, code, tests, lim, input_files(files, lim))
 
     async def arun_snippet(
         self,
@@ -359,16 +380,18 @@ class KernelPool:
     run_trace = sync_twin(arun_trace)
 
 
-_default: KernelPool | None = None
+_defaults: dict[str, KernelPool] = {}
 _default_lock = threading.Lock()
 
 
-def get_default_pool() -> KernelPool:
-    """The process-wide shared pool (size 2, default limits), created on first use and
+def get_default_pool(boundary: BoundaryMode | None = None) -> KernelPool:
+    """The process-wide shared pool (size 2, default limits) for the sandbox mode
+    ``boundary`` (default: ``$SELFHEAL_SANDBOX``, else ``auto``), created on first use and
     closed at interpreter exit."""
-    global _default
+    mode = mode_from_env(boundary)
     with _default_lock:
-        if _default is None or _default._closed:
-            _default = KernelPool(size=2).start()
-            atexit.register(_default.close)
-        return _default
+        pool = _defaults.get(mode)
+        if pool is None or pool._closed:
+            pool = _defaults[mode] = KernelPool(size=2, boundary=mode).start()
+            atexit.register(pool.close)
+        return pool

@@ -3,7 +3,9 @@ and the host-side preparation of tests (normalising, rewriting, encoding)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from selfheal.errors import ConfigError
@@ -70,12 +72,42 @@ def _wire(t: SandboxTest) -> tuple[Any, ...]:
     return ("call", t.id, t.function, args, kwargs)
 
 
+InputFiles = Mapping[str, "str | os.PathLike[str] | bytes"]
+"""Files for a run's folder: a plain file name -> a host path to copy, or the bytes."""
+
+
+def input_files(files: InputFiles | None, limits: Limits) -> tuple[tuple[str, bytes], ...]:
+    """``files`` read on the host, checked (plain names, existing files, each within the
+    file-size limit); ``ConfigError`` otherwise."""
+    out = []
+    for name, src in (files or {}).items():
+        if not name or "/" in name or "\\" in name or name in (".", "..", ".tmp"):
+            raise ConfigError(
+                f"input file name {name!r}: use a plain file name (it lands in the run's folder)"
+            )
+        try:
+            data = src if isinstance(src, bytes) else Path(src).read_bytes()
+        except OSError as e:
+            raise ConfigError(f"input file {name!r}: cannot read {src!s} ({e})") from e
+        if len(data) > limits.max_file_size_mb * 1024 * 1024:
+            raise ConfigError(
+                f"input file {name!r} is larger than max_file_size_mb={limits.max_file_size_mb}"
+            )
+        out.append((name, data))
+    return tuple(out)
+
+
 def execute(
-    source: KernelSource, code: str, tests: Sequence[str | SandboxTest], limits: Limits
+    source: KernelSource,
+    code: str,
+    tests: Sequence[str | SandboxTest],
+    limits: Limits,
+    files: tuple[tuple[str, bytes], ...] = (),
 ) -> ExecutionReport:
-    """Load ``code`` and run ``tests`` on kernels from ``source``."""
+    """Load ``code`` and run ``tests`` on kernels from ``source``, with ``files`` (from
+    ``input_files``) in the run's folder."""
     norm = normalize_tests(tests)
-    run = Run(source, code, norm, [_wire(t) for t in norm], limits)
+    run = Run(source, code, norm, [_wire(t) for t in norm], limits, files)
     run.go()
     if run.load is None:  # no tests and nothing ran
         run.load = LoadResult(ok=True)

@@ -150,6 +150,10 @@ class ExecutionReport(Record):
     """Seconds for the whole run."""
     budget_exhausted: bool = False
     """True if the run's time budget ran out before every test ran (the rest are ``timeout``)."""
+    boundary: str = ""
+    """The boundary the operating system enforced around the run, as the kernel reported it
+    (``landlock (ABI 7)``, ``fallback (mount namespace, seccomp)``, ``off``); empty from an
+    executor that does not say."""
 
     @property
     def passed(self) -> bool:

@@ -132,3 +132,21 @@ def test_real_server_starts_and_generates(monkeypatch: pytest.MonkeyPatch) -> No
     text = format_report(report)
     assert "health     ok on port" in text and "tokens/s" in text
     assert "slot router on" in text
+
+
+def test_the_sandbox_boundary_in_force_is_reported(
+    empty_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from selfheal.kernel_sandbox import boundary
+
+    monkeypatch.setenv("SELFHEAL_SANDBOX", "auto")
+    text = format_report(doctor(load_model=False))
+    if boundary.landlock_abi() >= 1:
+        assert "sandbox    landlock (SELFHEAL_SANDBOX=auto): Landlock ABI " in text
+    monkeypatch.setattr(boundary, "landlock_abi", lambda: 0)
+    text = format_report(doctor(load_model=False))
+    assert "sandbox    fallback, WEAKER than Landlock (SELFHEAL_SANDBOX=auto)" in text
+    monkeypatch.setenv("SELFHEAL_SANDBOX", "strict")
+    assert "sandbox    NONE: SELFHEAL_SANDBOX=strict needs Landlock" in format_report(
+        doctor(load_model=False)
+    )

@@ -126,7 +126,7 @@ def test_other_kernels_and_control_files_are_off_limits(pool: KernelPool) -> Non
         "    here = os.path.dirname(os.getcwd())\n"
         "    out = []\n"
         "    for p in glob.glob(os.path.dirname(here) + '/selfheal-k-*/conn.json') + "
-        "[here + '/conn.json']:\n"
+        "[here + '/conn.json', here.rsplit('-r', 1)[0] + '/conn.json']:\n"
         "        try:\n"
         "            open(p).read()\n"
         "            out.append('read')\n"

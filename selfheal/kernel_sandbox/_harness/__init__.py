@@ -13,6 +13,8 @@ without a kernel (``tests/sandbox/test_harness_parts.py``).
 - ``trace.py``: the line-level tracer of the debugger's ``trace_failure``;
 - ``session.py``: one candidate run (load, tests, one signed message per step);
 - ``channel.py``: signed result lines, signed requests, the state the parts share;
+- ``landlock.py``, ``fallback.py``, ``boundary.py``: the boundary the operating system
+  enforces around each run's process (Landlock, or a mount namespace and seccomp);
 - ``loop.py``: the serving loop, one forked process per request;
 - ``server.py``: install at warm-up, then serve.
 
@@ -37,6 +39,9 @@ PARTS = (
     _HERE / "trace.py",
     _HERE / "session.py",
     _HERE / "channel.py",
+    _HERE / "landlock.py",
+    _HERE / "fallback.py",
+    _HERE / "boundary.py",
     _HERE / "loop.py",
     _HERE / "server.py",
 )
@@ -62,8 +67,11 @@ def _canon_source() -> str:
     return (_HERE.parent / "_canon.py").read_text()
 
 
-def install_code(key_file: str, work: str, fifo: str, out_fifo: str, host_home: str) -> str:
+def install_code(
+    key_file: str, work: str, fifo: str, out_fifo: str, host_home: str, boundary: str = "off"
+) -> str:
     """The warm-up execute request: install the harness in the kernel's IPython namespace
-    (only the entry point ``__selfheal__`` is left there)."""
-    args = (key_file, work, fifo, out_fifo, host_home, _canon_source())
+    (only the entry point ``__selfheal__`` is left there); ``boundary`` is the kind of
+    boundary its runs enter (``landlock``, ``fallback``, ``off``)."""
+    args = (key_file, work, fifo, out_fifo, host_home, _canon_source(), boundary)
     return f"{_BOOT}\n__sh_boot__({_sources()!r}, {args!r})\ndel __sh_boot__\n"

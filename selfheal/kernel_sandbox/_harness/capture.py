@@ -61,6 +61,13 @@ class NullOut(Cap):
         super().__init__(0)
 
 
+_REFUSED = frozenset({1, 13, 30})  # EPERM, EACCES, EROFS
+_REFUSED_NOTE = (
+    " (the sandbox refuses this: a candidate reads only its own folder, the Python "
+    "installation and the system's libraries, writes only in its folder, starts no program)"
+)
+
+
 def describe(e: BaseException) -> tuple[str, str, str, int | None]:
     """(type name, message, trimmed traceback, candidate line)."""
     tn = getattr(type(e), "__name__", "?")
@@ -70,6 +77,11 @@ def describe(e: BaseException) -> tuple[str, str, str, int | None]:
         msg = "<str() of the exception failed>"
     if len(msg) > 4000:
         msg = msg[:4000] + "..."
+    try:  # the operating system's boundary said no (the audit hook's words say so already)
+        if isinstance(e, OSError) and e.errno in _REFUSED and not msg.startswith("sandbox:"):
+            msg += _REFUSED_NOTE
+    except BaseException:
+        pass
     line = None
     lines: list[str] = []
     try:

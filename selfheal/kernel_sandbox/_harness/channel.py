@@ -56,6 +56,8 @@ class Harness:
         self.libc = libc
         self.display_publisher = display_publisher
         self.last_seq = 0
+        self.boundary: Any = None  # what every run's process enters (boundary.py)
+        self.boundary_text = "off"
         self.cache: dict[Any, Any] = {}  # compiled tests, inherited by every forked process
 
     def send(self, obj: Any) -> None:

@@ -27,6 +27,7 @@ import sys as _sysmod
 from typing import Any
 
 if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
+    from selfheal.kernel_sandbox._harness.boundary import enter, for_run
     from selfheal.kernel_sandbox._harness.channel import Harness, read_exact, read_request
     from selfheal.kernel_sandbox._harness.session import compile_tests, run_candidate
 
@@ -265,18 +266,22 @@ def _spawn(h: Harness, fifo_fd: int, work: str) -> _Child:
     _os.mkdir(work + "/.tmp")
     notify_r, notify_w = _os.pipe()
     go_r, go_w = _os.pipe()
+    ruleset = for_run(h.boundary, work)  # built here, off the next run's critical path
     pid = _fork()
     if pid == 0:
         _os_close(notify_r)
         _os_close(go_w)
-        _child(h, fifo_fd, notify_w, go_r, work)  # never returns
+        _child(h, fifo_fd, notify_w, go_r, work, ruleset)  # never returns
     _os_close(notify_w)
     _os_close(go_r)
+    if ruleset >= 0:
+        _os_close(ruleset)
     return _Child(pid, notify_r, go_w, work)
 
 
-def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str) -> None:
-    """A standby process: set up, take one request, wait for the go, run it, exit."""
+def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, ruleset: int) -> None:
+    """A standby process: set up, take one request, wait for the go, run it, exit
+    (``ruleset``: its own Landlock ruleset, or -1)."""
     code = 0
     seq = 0
     try:
@@ -290,7 +295,8 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str) -> Non
         g.pid = _os.getpid()
         # nothing but the pipes this process needs: not the kernel's ZeroMQ sockets
         low = 3
-        for fd in sorted({fifo_fd, notify_w, go_r, h.out_fd}):
+        keep = {fifo_fd, notify_w, go_r, h.out_fd, ruleset, *h.boundary.keep()} - {-1}
+        for fd in sorted(keep):
             _os.closerange(low, fd)
             low = fd + 1
         _os.closerange(low, 1 << 16)
@@ -307,12 +313,28 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str) -> Non
         _os_close(go_r)
         g.set_work(work)
         _os.chdir(work)
+        for name, data in req.get("files", ()):  # checked on the host: plain names
+            fd = _os.open(name, _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL, 0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[_os_write(fd, view) :]
+            finally:
+                _os_close(fd)
         _os.environ["TMPDIR"] = work + "/.tmp"
         for res, value in req.get("rlimits", ()):
             try:
                 _setrlimit(res, (value, value))
             except (ValueError, OSError):
                 pass
+        # the boundary the operating system enforces, before any candidate code
+        enter(
+            h.boundary,
+            work,
+            ruleset,
+            bool(req.get("allow_network", False)),
+            bool(req.get("allow_subprocess", False)),
+        )
         tempfile: Any = _sysmod.modules.get("tempfile")
         if tempfile is not None:
             tempfile.tempdir = None

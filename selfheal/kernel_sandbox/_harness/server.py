@@ -17,6 +17,7 @@ import sys as _sysmod
 from typing import Any
 
 if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
+    from selfheal.kernel_sandbox._harness.boundary import prepare
     from selfheal.kernel_sandbox._harness.capture import NullOut
     from selfheal.kernel_sandbox._harness.channel import Harness
     from selfheal.kernel_sandbox._harness.compare import APPROX_EQ
@@ -38,6 +39,7 @@ def install(
     out_fifo: str,
     host_home: str,
     canon_src: str,
+    boundary: str = "off",
 ) -> None:
     """Set the harness up in the kernel (see the module docstring); ``ns`` is the harness's
     own namespace, complete at this point (every run checks it was not changed)."""
@@ -69,6 +71,7 @@ def install(
         pass
     out_fd = _os.open(out_fifo, _os.O_WRONLY)
     h = Harness(key, out_fd, guard, Checks(ns, canon_ns), ip, libc, publisher)
+    h.boundary, h.boundary_text = prepare(boundary, host_home)
     _sysmod.addaudithook(make_hook(guard))
 
     def entry(mode: str) -> None:
@@ -94,5 +97,5 @@ def serve(h: Harness, fifo: str) -> None:
     # writing always finds a reader; only a standby process ever reads from it
     runs = _os.path.dirname(h.guard.work)  # the kernel's directory: runs are <it>-r<n>
     loop = Loop(h, _os.open(fifo, _os.O_RDWR), runs)
-    h.send(("armed",))
+    h.send(("armed", h.boundary_text))
     loop.run()

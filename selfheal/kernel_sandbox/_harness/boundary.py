@@ -1,0 +1,125 @@
+"""Kernel side: the boundary a run's process enters before the candidate loads.
+
+``prepare`` runs once per kernel, at warm-up: it builds the seccomp programs, for
+``landlock`` opens the fixed rules and builds the kernel's rulesets (``landlock.py``), for
+``fallback`` checks that a forked process can enter a private mount namespace; it returns
+the ``Boundary`` and the line the kernel reports to the host. ``for_run`` builds a run's own
+files ruleset in the kernel, before the fork (off the run's critical path). ``enter`` runs
+in every run's process after its go, before any candidate code: the private mounts
+(``fallback``), then it gives up every capability, applies both Landlock layers
+(``landlock``) and the seccomp filter. ``off`` (tests only) enters nothing: the audit hook
+alone. A process that cannot enter its boundary raises, and the run is reported as a
+harness failure: it never runs the candidate with less.
+
+Shipped to the kernel as source (see ``_harness/__init__.py``).
+"""
+
+from __future__ import annotations
+
+import ctypes as _bctypes
+import os as _os
+from typing import Any
+
+if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
+    from selfheal.kernel_sandbox._harness.fallback import (
+        drop_capabilities,
+        private_mounts,
+        seccomp,
+        seccomp_filter,
+        seccomp_program,
+    )
+    from selfheal.kernel_sandbox._harness.landlock import (
+        kernel_rulesets,
+        landlock_abi,
+        restrict,
+        run_ruleset,
+        static_rules,
+    )
+
+__all__ = ["Boundary", "enter", "for_run", "prepare"]
+
+
+class Boundary:
+    """What a kernel's run processes enter (see the module docstring)."""
+
+    def __init__(self, kind: str, host_home: str) -> None:
+        self.kind = kind  # landlock | fallback | off
+        self.host_home = host_home
+        self.libc: Any = None
+        self.abi = 0
+        self.static: list[tuple[int, int]] = []  # landlock: the fixed rules, opened once
+        self.rulesets: dict[tuple[bool, bool], int] = {}  # landlock: the kernel's layer
+        self.mounts = False  # fallback: a private mount namespace works here
+        # seccomp programs by (network allowed, subprocesses allowed), built once
+        self.filters: dict[tuple[bool, bool], Any] = {}
+        self.buffers: list[Any] = []  # what the filters point to
+
+    def keep(self) -> set[int]:
+        """The descriptors a run's process keeps until ``enter``."""
+        return set(self.rulesets.values())
+
+
+def prepare(kind: str, host_home: str) -> tuple[Boundary, str]:
+    """Set the kernel's boundary up (once); returns it and its description."""
+    b = Boundary(kind, host_home)
+    b.libc = _bctypes.CDLL(None, use_errno=True)
+    b.libc.syscall.restype = _bctypes.c_long
+    if kind != "off":
+        machine = _os.uname().machine
+        for net in (False, True):
+            for sub in (False, True):
+                prog, buf = seccomp_filter(seccomp_program(machine, sub, net))
+                b.filters[(net, sub)] = prog
+                b.buffers.append(buf)
+    for name in ("syscall", "prctl", "capset", "unshare", "mount"):  # looked up once, here
+        getattr(b.libc, name)
+    if kind == "landlock":
+        b.abi = landlock_abi(b.libc)
+        if b.abi < 1:
+            raise OSError("Landlock is not available in this kernel")
+        b.static = static_rules()
+        b.rulesets = kernel_rulesets(b.libc, b.abi)
+        return b, f"landlock (ABI {b.abi})"
+    if kind == "fallback":
+        pid = _os.fork()
+        if pid == 0:  # a throwaway child: can it have mounts of its own?
+            _os._exit(0 if b.libc.unshare(0x00020000) == 0 else 1)
+        b.mounts = _os.waitstatus_to_exitcode(_os.waitpid(pid, 0)[1]) == 0
+        return b, "fallback (" + ("mount namespace, " if b.mounts else "") + "seccomp)"
+    return b, "off"
+
+
+def for_run(b: Boundary, work: str) -> int:
+    """(In the kernel, before forking the process of a run in ``work``.) Its own Landlock
+    ruleset, or -1."""
+    if b.kind != "landlock":
+        return -1
+    return run_ruleset(b.libc, b.abi, b.static, work)
+
+
+def enter(
+    b: Boundary, work: str, ruleset: int, allow_network: bool, allow_subprocess: bool
+) -> None:
+    """(In a run's process, after its go, before the candidate.) Enter the boundary."""
+    if b.kind == "landlock":
+        if allow_subprocess:  # multiprocessing's semaphores live in /dev/shm
+            _os.close(ruleset)
+            static = static_rules()  # (the kernel's descriptors were not kept)
+            ruleset = run_ruleset(b.libc, b.abi, static, work, ("/dev/shm",))
+            for fd, _ in static:
+                _os.close(fd)
+        drop_capabilities(b.libc)
+        restrict(ruleset, b.libc)
+        restrict(b.rulesets[(allow_network, allow_subprocess)], b.libc)
+    elif b.kind == "fallback":
+        if b.mounts and not private_mounts(b.libc, work, b.host_home, allow_subprocess):
+            raise OSError("could not enter a private mount namespace")
+        drop_capabilities(b.libc)
+    if b.filters:
+        seccomp(b.libc, b.filters[(allow_network, allow_subprocess)])
+    for fd in (ruleset, *b.keep()):
+        if fd >= 0:
+            try:
+                _os.close(fd)
+            except OSError:
+                pass

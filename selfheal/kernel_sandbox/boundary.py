@@ -1,0 +1,157 @@
+"""Which boundary the operating system enforces around candidates here, and the switch that
+asks for one (``SELFHEAL_SANDBOX``, ``HealConfig.sandbox``, ``KernelPool(boundary=...)``).
+
+- ``landlock``: each run's process restricts itself with Landlock before the candidate
+  loads (``_harness/landlock.py``): it reads only the Python installation and the system's
+  libraries, writes only in its own directory, starts no program, opens no TCP connection;
+- ``fallback``: where Landlock is missing, a private mount namespace that hides the home
+  folders and leaves only the run's directory writable (where the host may create one:
+  root, or user namespaces) and a seccomp filter that refuses starting programs, ``ptrace``
+  and mounts (``_harness/fallback.py``); weaker (see docs/sandbox.md);
+- ``off``: the audit hook alone (tests use it to show what the boundary stops).
+
+Modes: ``auto`` (the default) takes Landlock where the kernel offers it, else the fallback,
+and says so; ``strict`` refuses to start without Landlock; ``fallback`` and ``off`` ask for
+those boundaries by name.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Literal, get_args
+
+from selfheal._record import Record
+from selfheal.errors import ConfigError, SandboxError
+from selfheal.kernel_sandbox._harness.landlock import landlock_abi
+from selfheal.kernel_sandbox.containment import unshare_works
+
+__all__ = [
+    "BoundaryInfo",
+    "BoundaryKind",
+    "BoundaryMode",
+    "boundary_for",
+    "entry_cost",
+    "mode_from_env",
+    "weaker_than_landlock",
+]
+
+BoundaryMode = Literal["auto", "strict", "fallback", "off"]
+BoundaryKind = Literal["landlock", "fallback", "off"]
+ENV = "SELFHEAL_SANDBOX"
+
+
+class BoundaryInfo(Record):
+    """The boundary candidates run inside."""
+
+    kind: BoundaryKind
+    """``landlock``, ``fallback`` or ``off`` (see the module docstring)."""
+    mode: BoundaryMode
+    """The mode that chose it."""
+    detail: str
+    """What is enforced, in words."""
+
+    @property
+    def weaker(self) -> bool:
+        """True when it is weaker than Landlock."""
+        return self.kind != "landlock"
+
+
+def weaker_than_landlock(reported: str) -> bool:
+    """True if a boundary a report names (``ExecutionReport.boundary``) is weaker than
+    Landlock; an executor that names none is not judged."""
+    return bool(reported) and not reported.startswith("landlock")
+
+
+def mode_from_env(value: str | None = None) -> BoundaryMode:
+    """The mode ``value`` names (default: ``$SELFHEAL_SANDBOX``, else ``auto``)."""
+    raw = (os.environ.get(ENV, "") if value is None else value).strip().lower() or "auto"
+    if raw not in get_args(BoundaryMode):
+        raise ConfigError(
+            f"{ENV}={raw!r} is not a sandbox mode; use one of {', '.join(get_args(BoundaryMode))}"
+        )
+    return raw  # type: ignore[return-value]
+
+
+def mount_namespace_available() -> bool:
+    """True if a process here may have mounts of its own (``unshare --mount``: root, or
+    user namespaces)."""
+    return unshare_works("--mount")
+
+
+_LANDLOCK = (
+    "Landlock ABI {abi}: reads only the Python installation and system libraries, writes "
+    "only in the run's directory, starts no program{net}{scope}"
+)
+_FALLBACK = (
+    "no Landlock in this kernel: {mounts}seccomp filter (no program starts, no ptrace, no "
+    "mounts); weaker than Landlock (docs/sandbox.md)"
+)
+
+
+def boundary_for(mode: BoundaryMode | None = None) -> BoundaryInfo:
+    """The boundary ``mode`` gives here (``None``: ``$SELFHEAL_SANDBOX``). ``strict`` on a
+    machine without Landlock is a ``SandboxError`` that says what to do."""
+    mode = mode_from_env() if mode is None else mode_from_env(mode)
+    if mode == "off":
+        return BoundaryInfo(
+            kind="off", mode=mode, detail="none: the audit hook alone (ctypes bypasses it)"
+        )
+    abi = landlock_abi() if mode != "fallback" else 0
+    if abi >= 1:
+        net = ", no TCP" if abi >= 4 else " (TCP left to the network namespace: ABI < 4)"
+        scope = ", signals and abstract sockets scoped" if abi >= 6 else ""
+        return BoundaryInfo(
+            kind="landlock", mode=mode, detail=_LANDLOCK.format(abi=abi, net=net, scope=scope)
+        )
+    if mode == "strict":
+        raise SandboxError(
+            f"{ENV}=strict needs Landlock (Linux 5.13+ with the landlock LSM enabled: see "
+            "/sys/kernel/security/lsm, or boot with lsm=...,landlock), which this kernel "
+            f"does not offer; set {ENV}=auto to accept the weaker fallback boundary "
+            "(`selfheal doctor` says which one would be in force)"
+        )
+    mounts = "private mount namespace (home folders hidden, only the run's folder writable), "
+    detail = _FALLBACK.format(mounts=mounts if mount_namespace_available() else "")
+    if mode == "fallback":
+        detail = detail.replace("no Landlock in this kernel", "fallback asked for")
+    return BoundaryInfo(kind="fallback", mode=mode, detail=detail)
+
+
+def entry_cost(kind: BoundaryKind, runs: int = 50) -> tuple[float, float]:
+    """Measured here (for ``benchmarks/bench_sandbox.py --boundary``): median microseconds
+    to build a run's ruleset (in this process, as a kernel does before forking a run's
+    process) and to enter the boundary ``kind`` in a freshly forked process (what a run
+    adds)."""
+    from selfheal.kernel_sandbox._harness import boundary as kernel_side
+
+    b, _ = kernel_side.prepare(kind, str(Path.home()))
+    built: list[float] = []
+    entered: list[float] = []
+    for _ in range(runs):
+        root = tempfile.mkdtemp(prefix="selfheal-bench-")
+        work = root + "/work"
+        os.mkdir(work)
+        t = time.perf_counter()
+        ruleset = kernel_side.for_run(b, work)
+        built.append(time.perf_counter() - t)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                t = time.perf_counter()
+                kernel_side.enter(b, work, ruleset, False, False)
+                os.write(w, str(time.perf_counter() - t).encode())
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        entered.append(float(os.read(r, 64)))
+        for fd in (r, w, ruleset):
+            if fd >= 0:
+                os.close(fd)
+        shutil.rmtree(root)
+    return statistics.median(built) * 1e6, statistics.median(entered) * 1e6
