@@ -134,7 +134,7 @@ def _setting(word: str) -> tuple[str, Any]:
     low = raw.lower()
     if low in ("none", "null", ""):
         return key, None
-    if low in ("true", "false", "on", "off"):
+    if low in ("true", "false", "on", "off") and HealConfig.model_fields[key].annotation is bool:
         return key, low in ("true", "on")
     return key, raw
 

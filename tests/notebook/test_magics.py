@@ -134,6 +134,8 @@ def test_config_magic_shows_and_sets_defaults(
     with pytest.raises(ConfigError, match="autonomy='sometimes': must be one of 'full_auto'"):
         _run(shell, "%selfheal_config autonomy=sometimes")
     assert defaults(shell).heal_config().autonomy == "review_repairs"  # unchanged by the error
+    _run(shell, "%selfheal_config sandbox=off")  # "off" is a mode here, not a boolean
+    assert defaults(shell).heal_config().sandbox == "off"
     _run(shell, "%selfheal_config --reset")
     assert defaults(shell).heal_config().autonomy == "full_auto"
 
