@@ -178,8 +178,12 @@ def test_system_secrets_stay_unread(bpool: KernelPool) -> None:
 
 
 def test_a_refused_operation_is_an_error_that_names_it(bpool: KernelPool) -> None:
-    if bpool.boundary.kind == "fallback":
-        pytest.skip("the fallback shows /etc/shadow as an empty file instead")
+    if bpool.boundary.kind == "fallback":  # it shows /etc/shadow as an empty file instead
+        report = bpool.run(
+            "def f():\n    return open('/etc/shadow').read()\n", ["assert f() == ''"]
+        )
+        assert report.passed, report.results
+        return
     report = bpool.run("def f():\n    return open('/etc/shadow').read()\n", ["f()", "assert 1"])
     first = report.results[0]
     assert first.outcome == "error" and first.exc_type == "PermissionError", first

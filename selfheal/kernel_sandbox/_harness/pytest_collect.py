@@ -88,6 +88,11 @@ def pt_collect(text: str) -> None:
                     }
                 )
 
+    # an ini file of its own in the run's folder: pytest looks no further up (a boundary
+    # that refuses listing the folders above is then no obstacle)
+    ini = os.path.join(os.getcwd(), "pytest.ini")
+    with open(ini, "w", encoding="utf-8") as fh:
+        fh.write("[pytest]\n")
     saved = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
@@ -103,8 +108,10 @@ def pt_collect(text: str) -> None:
                 "-p",
                 "no:stepwise",
                 "-c",
-                os.devnull,
+                ini,
                 "--rootdir",
+                os.getcwd(),
+                "--confcutdir",
                 os.getcwd(),
                 "--assert=plain",
                 "-W",
