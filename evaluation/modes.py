@@ -33,7 +33,9 @@ def _single_shot_switches() -> dict[str, object]:
 
 MODES: Mapping[str, Mapping[str, object]] = {
     "single_shot": _single_shot_switches(),
+    "single_shot-complete": {**_single_shot_switches(), "first_answer": "complete"},
     "heal": {},
+    "heal-complete": {"first_answer": "complete"},
     "heal-k1": {"candidates": 1, "first_sample": 1},
     "heal-all-at-once": {"first_sample": 4},
     "heal-greedy-first": {"first_sample": 1},
@@ -65,6 +67,8 @@ MODES: Mapping[str, Mapping[str, object]] = {
     "heal-memory": {"memory": True},
 }
 """Mode name -> the ``HealConfig`` fields it sets on top of the shared settings.
+``single_shot-complete`` and ``heal-complete`` ask the first answer as a completion of the
+spec's own header (``HealConfig.first_answer``).
 ``heal`` is the loop with selfheal's defaults (a population of 4, the first 2 asked first);
 ``heal-k1`` one candidate per round (the old chain); ``heal-all-at-once`` all 4 candidates in
 the first request; ``heal-greedy-first`` the greedy answer alone first (samples only when it

@@ -61,6 +61,13 @@ class HealConfig(Record):
     servers, Ollama): the same seed, spec and model ask the same questions with the same seeds,
     so two configurations can be compared on the same samples. None: random seeds. The
     benchmark derives one from each task's id."""
+    first_answer: Literal["instruct", "complete"] = "instruct"
+    """How the greedy first answer is asked: ``instruct`` (the spec, then "write this
+    function"), or ``complete``: the model completes the spec's own header (the ``def`` line
+    and docstring when the spec is code, ``def name(`` when it is prose), prefilled as the
+    start of its reply, and a reply that does not complete it is asked again as ``instruct``.
+    Measured with the local 1.5B on HumanEval-164 (greedy, outside selfheal): 117 passed
+    completing against 106 instructed, with half the tokens (docs/loop.md)."""
     repair_width: int = Field(default=3, ge=1, le=16)
     """Candidates each repair round asks for at once: a targeted patch of the best failing
     candidate, then (when wider) a patch of the next distinct one and fresh rewrites."""

@@ -53,6 +53,7 @@ READ_BY: Mapping[str, tuple[NodeName | Literal["*"], ...]] = {
     # nodes read these while they run
     "candidates": ("generate", "repair"),
     "first_sample": ("generate",),
+    "first_answer": ("generate",),
     "sample_temperature": ("generate", "repair"),
     "seed": ("generate", "repair"),
     "repair_width": ("repair",),

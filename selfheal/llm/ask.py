@@ -207,6 +207,18 @@ def _code_check(completion: Completion, entry_point: str | None) -> tuple[str | 
     return None, problem, f"{problem}. {ask}"
 
 
+def with_prefill(completion: Completion, prefill: str) -> Completion:
+    """The reply as a whole: the prefilled start, then what the model continued it with
+    (providers return the continuation alone), the code block closed where the stop string
+    ended it. A model that ignored the prefill and wrote its own block keeps its reply."""
+    text = completion.text
+    if not text.lstrip().startswith("```"):
+        text = prefill + text
+        if text.count("```") % 2:
+            text = text.rstrip("\n") + "\n```"
+    return completion.model_copy(update={"text": text})
+
+
 async def aask_code(
     provider: Provider,
     messages: Sequence[Message],
@@ -215,24 +227,33 @@ async def aask_code(
     max_tokens: int = 2048,
     temperature: float = 0.0,
     retries: int = 2,
+    prefill: str = "",
     **options: Any,
 ) -> CodeReply:
     """Ask for code in a fenced block; check it parses and defines ``entry_point``; ask again
     (at most ``retries`` times) with a note saying what was wrong. ``options`` are further
     :class:`~selfheal.llm.base.CompletionRequest` fields. Never returns code that does not
-    parse: raises :class:`MalformedReply` after the last attempt."""
+    parse: raises :class:`MalformedReply` after the last attempt.
+
+    ``prefill``: the start of the reply (e.g. a code fence and the function's header), sent as
+    a final assistant message the model continues up to the closing fence; the code is the
+    prefill and the continuation. Asked once (no retry continues a corrected reply)."""
+    if prefill:
+        messages = [*messages, Message(role="assistant", content=prefill)]
+        options = {"stop": ("\n```",), **options}
+        retries = 0
     request = CompletionRequest.of(
         messages, max_tokens=max_tokens, temperature=temperature, **options
     )
     code, completions, attempt = await _ask(
         provider,
         request,
-        lambda c: _code_check(c, entry_point),
+        lambda c: _code_check(with_prefill(c, prefill) if prefill else c, entry_point),
         retries=retries,
         what="code",
         advice="Try a larger model or a larger max_tokens",
     )
-    last = completions[-1]
+    last = with_prefill(completions[-1], prefill) if prefill else completions[-1]
     return CodeReply(
         code=code,
         completions=tuple(completions),

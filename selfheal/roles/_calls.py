@@ -222,10 +222,12 @@ def ask_for_code(
     temperature: float | None = None,
     extra: Sequence[Message] = (),
     seed: int | None = None,
+    prefill: str = "",
 ) -> tuple[str, str]:
     """Ask ``role`` (with prompt file ``prompt``) for code. Returns ``(code, full_reply)``.
     Raises ``MalformedReply`` when no parseable code came back. ``seed``: the sampling seed,
-    where the backend takes one."""
+    where the backend takes one; ``prefill``: the start of the reply, which the model
+    continues (``llm.ask.aask_code``)."""
     messages = [*_messages(state, prompt, variables), *extra]
     provider, options = _call(ctx, state, log, role, node)
     if seed is not None:
@@ -236,6 +238,7 @@ def ask_for_code(
         entry_point=entry_point,
         max_tokens=state.config.max_tokens,
         temperature=state.config.temperature if temperature is None else temperature,
+        prefill=prefill,
         **options,
     )
     _record(log, ctx, state, node, role, prompt, reply.completions, reply.degraded)

@@ -28,6 +28,7 @@ from selfheal.roles.test_writer import (
     with_examples,
     with_inputs,
 )
+from selfheal.spec import header_of
 from selfheal.state import Candidate, CandidateOrigin, Diagnosis, HealState, Proposal
 from selfheal.testsuite import failure_lines
 
@@ -44,6 +45,8 @@ class _Request:
     variables: dict[str, Any]
     temperature: float
     parent: str | None = None
+    prefill: str = ""
+    """The start of the reply the model continues (the ``complete`` form of the first answer)."""
 
 
 def _seed(state: HealState, where: str) -> int | None:
@@ -76,24 +79,49 @@ def _base_variables(state: HealState) -> dict[str, Any]:
     }
 
 
+def _first_answer(state: HealState, base: dict[str, Any]) -> _Request:
+    """The greedy first answer: asked as usual (``instruct``), or as a completion of the spec's
+    own header with that header prefilled as the start of the reply (``complete``)."""
+    cfg = state.config
+    header = header_of(state.spec) if cfg.first_answer == "complete" else None
+    if header is None:
+        return _Request("greedy", "generator", base, cfg.temperature)
+    variables = {**base, "header": header, "code_spec": header != f"def {state.spec.entry_point}("}
+    return _Request(
+        "greedy", "complete", variables, cfg.temperature, prefill=f"```python\n{header}"
+    )
+
+
 def _ask_round(
     state: HealState, ctx: Context, log: CallLog, node: str, requests: list[_Request], *, round: int
 ) -> list[Candidate]:
     """Ask for every request at once; returns the candidates that came back usable."""
 
     def job(i: int, r: _Request) -> Callable[[], tuple[str, str]]:
-        return lambda: ask_for_code(
-            ctx,
-            state,
-            log,
-            node=node,
-            role="generator",
-            prompt=r.prompt,
-            entry_point=state.spec.entry_point,
-            variables=r.variables,
-            temperature=r.temperature,
-            seed=_seed(state, f"{node}:{round}:{len(state.candidates) + i}:{r.temperature}"),
-        )
+        def ask(prompt: str, prefill: str) -> tuple[str, str]:
+            return ask_for_code(
+                ctx,
+                state,
+                log,
+                node=node,
+                role="generator",
+                prompt=prompt,
+                entry_point=state.spec.entry_point,
+                variables=r.variables,
+                temperature=r.temperature,
+                seed=_seed(state, f"{node}:{round}:{len(state.candidates) + i}:{r.temperature}"),
+                prefill=prefill,
+            )
+
+        def asked() -> tuple[str, str]:
+            if not r.prefill:
+                return ask(r.prompt, "")
+            try:
+                return ask(r.prompt, r.prefill)
+            except MalformedReply:  # no usable completion of the header: ask as usual
+                return ask("generator", "")
+
+        return asked
 
     results = concurrently(ctx, "generator", [job(i, r) for i, r in enumerate(requests)])
     # a dead server or a bad key fails the node (the runner checkpoints and says how to go
@@ -158,7 +186,7 @@ def generate(state: HealState, ctx: Context) -> HealState:
     base = _base_variables(state)
     if not first_round and state.pending is None:
         want = min(cfg.first_sample, cfg.candidates)
-        requests = [_Request("greedy", "generator", base, cfg.temperature)]
+        requests = [_first_answer(state, base)]
     else:
         # the model's own answers count; a remembered solution is one more
         want = cfg.candidates - sum(c.origin in ("greedy", "sample") for c in first_round)
