@@ -18,7 +18,12 @@ from pathlib import Path
 from selfheal.approval import Approver
 from selfheal.context import Context, EventSink, TokenSink
 from selfheal.errors import ApprovalRequired, ConfigError, SelfHealError
-from selfheal.graph.build import context_for, make_context, with_resolved_models
+from selfheal.graph.build import (
+    context_for,
+    make_context,
+    with_population,
+    with_resolved_models,
+)
 from selfheal.graph.checkpoint import RunLog, find_run, read_states
 from selfheal.graph.events import event, record
 from selfheal.graph.fork import fork
@@ -67,7 +72,7 @@ class Run:
         """A new run for ``request``, with the services it asks for (``graph.build``)."""
         ctx = context_for(request)
         state = with_resolved_models(request.initial_state(), ctx.llm, request.provider)
-        return cls.new(state, ctx, persist=persist)
+        return cls.new(with_population(state, ctx.llm), ctx, persist=persist)
 
     @classmethod
     def load(

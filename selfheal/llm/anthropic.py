@@ -125,6 +125,8 @@ class AnthropicProvider(ProviderBase):
 
     supports_tools = True
     """Native tool calling through ``tools`` / ``tool_use`` blocks (see the module docs)."""
+    batch_hint = 1
+    """An API with rate limits: one answer at a time is all it promises."""
 
     def __init__(
         self,

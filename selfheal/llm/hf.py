@@ -139,7 +139,7 @@ class HFProvider(ProviderBase):
         return str(rendered)
 
     @property
-    def batch_hint(self) -> int:
+    def batch_hint(self) -> int:  # type: ignore[override]
         """Answers worth decoding at once: ``batch`` when given, else 8 on a CUDA GPU (one
         batched ``generate`` of 16 sequences took 1.06x one answer's time on an H200), 1
         elsewhere (a CPU computes each sequence anyway)."""

@@ -214,6 +214,11 @@ class OpenAICompatible(ProviderBase):
         return self._max_concurrency
 
     @property
+    def batch_hint(self) -> int | None:  # type: ignore[override]
+        """Answers decoded at once: the server's parallel slots (``max_concurrency``)."""
+        return self.max_concurrency
+
+    @property
     def base_url(self) -> str | None:
         """The server's URL (for a supervised server: once it has started)."""
         if self.server is not None:
