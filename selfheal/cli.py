@@ -126,7 +126,9 @@ def _count_or_auto(value: str) -> int | str:
     try:
         return int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {value!r} (a number or auto)") from None
+        raise argparse.ArgumentTypeError(
+            f"invalid int value: {value!r} (a number or auto)"
+        ) from None
 
 
 def terminal_approver(proposal: Proposal, state: HealState) -> Decision:

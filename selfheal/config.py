@@ -9,9 +9,9 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     Field,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
-    TypeAdapter,
     ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,

@@ -14,12 +14,19 @@ import time
 from selfheal.config import ROLES, HealConfig, population_size
 from selfheal.context import Context, EventSink, FixedRouter, ModelRouter, TokenSink
 from selfheal.kernel_sandbox.types import Executor
+from selfheal.llm.base import batch_hint
 from selfheal.memory import open_memory
 from selfheal.request import HealRequest, ProviderArg
-from selfheal.llm.base import batch_hint
 from selfheal.state import Event, HealState
 
-__all__ = ["check_models", "context_for", "make_context", "make_router", "with_resolved_models"]
+__all__ = [
+    "check_models",
+    "context_for",
+    "make_context",
+    "make_router",
+    "with_population",
+    "with_resolved_models",
+]
 
 
 def make_router(config: HealConfig, provider: ProviderArg) -> ModelRouter:
