@@ -101,4 +101,3 @@ def test_a_cuda_build_offloads_every_layer_and_doctor_says_so(
     )
     (line,) = [x for x in report.splitlines() if x.strip().startswith("build ")]
     assert ("CUDA" in line and "--n-gpu-layers 99" in line) if cuda else line.split()[1] == "CPU"
-
