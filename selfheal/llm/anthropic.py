@@ -37,8 +37,8 @@ from selfheal.llm.base import (
     ProviderBase,
     ReplyStream,
     ToolCall,
-    prefill_of,
 )
+from selfheal.llm.prefill import prefill_of
 from selfheal.llm.retry import (
     RETRYABLE_STATUS,
     Failure,

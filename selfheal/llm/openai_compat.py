@@ -59,11 +59,9 @@ from selfheal.llm.base import (
     ProviderBase,
     ReplyStream,
     ToolCall,
-    continuation,
-    prefill_as_instruction,
-    prefill_of,
 )
 from selfheal.llm.openai_errors import TRANSPORT_ERRORS, IncompleteStream, is_timeout, map_error
+from selfheal.llm.prefill import continuation, prefill_as_instruction, prefill_of
 from selfheal.llm.retry import RetryPolicy
 from selfheal.llm.slots import SlotRouter, prompt_key
 from selfheal.llm.tokens import estimate_tokens
