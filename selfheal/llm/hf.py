@@ -19,8 +19,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from selfheal.errors import MissingDependency, ModelNotFound, ProviderTimeout
+from selfheal.errors import MissingDependency, ModelNotFound
 from selfheal.llm.base import Completion, CompletionRequest, Message, ProviderBase, ReplyStream
+from selfheal.llm.hf_batch import AllCancelled, Ask, BatchStop, Cancelled, FifoLock, Waiting
 
 __all__ = ["HFProvider", "pick_device"]
 
@@ -99,7 +100,8 @@ class HFProvider(ProviderBase):
         self.quantized = quantized is not None
         if getattr(self.tokenizer, "chat_template", None) is None:
             self.tokenizer.chat_template = FALLBACK_TEMPLATE
-        self._queue = _FifoLock()  # one generation at a time per loaded model, in order
+        self._queue = FifoLock()  # one generation at a time per loaded model, in order
+        self._waiting = Waiting()  # sampled answers to one prompt, decoded together
 
     def _quantization(self, load_in_4bit: bool | None) -> Any:
         if self.device != "cuda" or load_in_4bit is False:
@@ -152,8 +154,36 @@ class HFProvider(ProviderBase):
     def _generate(
         self, request: CompletionRequest, n: int, cancelled: threading.Event
     ) -> list[Completion]:
-        """``n`` answers to ``request`` from ONE ``generate`` call (``num_return_sequences``),
-        in the calling thread; queued behind any generation already running."""
+        """``n`` answers to ``request`` from ONE ``generate`` call, in the calling thread,
+        queued behind any generation already running. A single sampled answer joins the others
+        with its prompt and options that wait at the same time (:class:`Waiting`)."""
+        if n > 1 or request.temperature <= 0:
+            with self._queue:
+                return self._decode(request, n, cancelled)
+        ask = Ask(request, cancelled)
+        self._waiting.join(ask)
+        with self._queue:
+            group = self._waiting.take(ask)
+            if group:  # this one's turn came first: it decodes the group as one batch
+                alone = request if len(group) == 1 else request.replace(on_token=None)
+                try:
+                    for member, done in zip(
+                        group, self._decode(alone, len(group), AllCancelled(group)), strict=True
+                    ):
+                        member.result = done
+                except BaseException as exc:
+                    for member in group:
+                        member.error = exc
+        if cancelled.is_set():
+            raise asyncio.CancelledError()
+        if ask.error is not None:
+            raise ask.error
+        assert ask.result is not None
+        return [ask.result]
+
+    def _decode(self, request: CompletionRequest, n: int, cancelled: Cancelled) -> list[Completion]:
+        """``n`` answers from ONE ``generate`` call (``num_return_sequences``), the caller
+        holding the queue."""
         torch, tf = self._torch, self._tf
         max_tokens = request.max_tokens
         prompt = self.render_prompt(request.messages)
@@ -165,7 +195,7 @@ class HFProvider(ProviderBase):
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
         sampled = request.temperature > 0
         rows = n if sampled else 1  # n greedy answers are one answer n times
-        stop = _BatchStop(self, request, rows, prompt_len, cancelled)
+        stop = BatchStop(self, request, rows, prompt_len, cancelled)
         kwargs: dict[str, Any] = {
             **inputs,
             "max_new_tokens": max_tokens,
@@ -178,7 +208,7 @@ class HFProvider(ProviderBase):
         else:
             kwargs.update(do_sample=False)
 
-        with self._queue, torch.inference_mode():
+        with torch.inference_mode():
             stop.started = time.monotonic()  # the timeout counts from this call's turn
             if request.seed is not None and request.temperature > 0:
                 torch.manual_seed(int(request.seed))
@@ -238,112 +268,3 @@ class HFProvider(ProviderBase):
         batch); stop strings and ``max_tokens`` hold per sequence; ``on_token`` is not called
         (a batch has no one stream)."""
         return await self._in_worker(request.replace(on_token=None), n)
-
-
-class _FifoLock:
-    """A lock taken in arrival order: concurrent callers (roles) are served one whole
-    generation after another, first come first served."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._next = 0
-        self._serving = 0
-
-    def __enter__(self) -> None:
-        with self._cond:
-            ticket = self._next
-            self._next += 1
-            self._cond.wait_for(lambda: self._serving == ticket)
-
-    def __exit__(self, *exc: object) -> None:
-        with self._cond:
-            self._serving += 1
-            self._cond.notify_all()
-
-
-class _BatchStop:
-    """Where each sequence of one ``generate`` ends, checked after every token: the
-    end-of-sequence token or a stop string (on the decoded reply, so any tokenizer works) ends
-    that sequence; cancellation or the deadline ends them all."""
-
-    def __init__(
-        self,
-        provider: HFProvider,
-        request: CompletionRequest,
-        n: int,
-        prompt_len: int,
-        cancelled: threading.Event,
-    ) -> None:
-        self.torch = provider._torch
-        self.base = provider._tf.StoppingCriteria
-        self.tokenizer = provider.tokenizer
-        self.stops = [s for s in request.stop if s]
-        self.max_tokens = request.max_tokens
-        self.prompt_len = prompt_len
-        self.cancelled = cancelled
-        self.timeout = provider.timeout
-        self.started = time.monotonic()
-        self.ended: list[int | None] = [None] * n
-        """New tokens of each sequence when it ended (its end token included)."""
-        self.timed_out = False
-        eos = provider.tokenizer.eos_token_id
-        more = getattr(provider.lm.generation_config, "eos_token_id", None)
-        extra = more if isinstance(more, list) else [more]
-        self.eos = {int(t) for t in [eos, *extra] if t is not None}
-
-    def criteria(self) -> Any:
-        check = self.check
-
-        class _Stop(self.base):  # type: ignore[misc,name-defined]
-            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-                return check(input_ids)
-
-        return _Stop()
-
-    def check(self, input_ids: Any) -> Any:
-        rows = int(input_ids.shape[0])
-        made = int(input_ids.shape[1]) - self.prompt_len
-        if self.cancelled.is_set() or time.monotonic() > self.started + self.timeout:
-            self.timed_out = not self.cancelled.is_set()
-            return self.torch.ones(rows, dtype=self.torch.bool, device=input_ids.device)
-        for i in range(rows):
-            if self.ended[i] is not None:
-                continue
-            if int(input_ids[i, -1]) in self.eos:
-                self.ended[i] = made
-            elif self.stops:
-                text = self.tokenizer.decode(
-                    input_ids[i, self.prompt_len :], skip_special_tokens=True
-                )
-                if any(s in text for s in self.stops):
-                    self.ended[i] = made
-        done = [e is not None for e in self.ended[:rows]]
-        return self.torch.tensor(done, dtype=self.torch.bool, device=input_ids.device)
-
-    def completion(self, provider: HFProvider, reply: ReplyStream, row: Any, i: int) -> Completion:
-        """Sequence ``i``'s answer: its tokens up to where it ended, cut at a stop string."""
-        made = int(row.shape[0]) - self.prompt_len
-        ended = self.ended[i]
-        count = made if ended is None else ended
-        new_ids = row[self.prompt_len : self.prompt_len + count].tolist()
-        if self.timed_out and ended is None and count < self.max_tokens:
-            raise ProviderTimeout(
-                f"{provider.model_id} did not finish within {self.timeout:g} s "
-                f"({count} tokens generated). Raise the timeout or lower max_tokens.",
-                provider="hf",
-                model=provider.model,
-            )
-        text = self.tokenizer.decode(new_ids, skip_special_tokens=True)
-        cut = min((text.find(s) for s in self.stops if s in text), default=-1)
-        finish = "stop"
-        if cut >= 0:
-            text = text[:cut]
-        elif ended is None and count >= self.max_tokens:
-            finish = "length"
-        return reply.completion(
-            text=text,
-            prompt_tokens=self.prompt_len,
-            completion_tokens=count,
-            model=provider.model_id,
-            finish_reason=finish,
-        )

@@ -138,3 +138,42 @@ def test_prefilled_reply_is_continued(tmp_path: Path) -> None:
     assert provider.render_prompt(chat) == "<|user|> def add ( a b ) <|assistant|> def add"
     reply = provider.complete(chat, max_tokens=2)
     assert reply.text.split() == ["hello", "hello"]  # the continuation, without the prefill
+
+
+async def test_concurrent_samples_of_one_prompt_are_decoded_together(sampler: HFProvider) -> None:
+    # the pipeline asks for each candidate on its own: the samples that wait together while
+    # the model is busy (here with the greedy answer) become one batch
+    sampler.lm.generation_config.suppress_tokens = [sampler.tokenizer.eos_token_id]
+    gen = Generations(sampler)
+    greedy = asyncio.create_task(sampler.acomplete(CHAT, max_tokens=200, temperature=0.0))
+    await asyncio.to_thread(gen.running.wait, 30)
+    samples = [
+        asyncio.create_task(sampler.acomplete(CHAT, max_tokens=8, temperature=1.0, seed=i))
+        for i in range(3)
+    ]
+    other = asyncio.create_task(sampler.acomplete(CHAT, max_tokens=5, temperature=1.0))
+    answers = await asyncio.gather(*samples)
+    await greedy, await other
+    rows = [c["num_return_sequences"] for c in gen.calls]
+    assert rows == [1, 3, 1]  # the greedy answer alone, the three samples as one batch
+    assert len({a.text for a in answers}) == 3
+    assert all(a.completion_tokens == 8 for a in answers)
+
+
+async def test_a_cancelled_sample_leaves_the_others_waiting(sampler: HFProvider) -> None:
+    sampler.lm.generation_config.suppress_tokens = [sampler.tokenizer.eos_token_id]
+    gen = Generations(sampler)
+    busy = asyncio.create_task(sampler.acomplete(CHAT, max_tokens=200, temperature=0.0))
+    await asyncio.to_thread(gen.running.wait, 30)
+    gone, kept = (
+        asyncio.create_task(sampler.acomplete(CHAT, max_tokens=6, temperature=1.0))
+        for _ in range(2)
+    )
+    await asyncio.sleep(0.05)
+    gone.cancel()
+    answer = await kept
+    await busy
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert answer.completion_tokens == 6
+    assert [c["num_return_sequences"] for c in gen.calls] == [1, 1]
