@@ -38,21 +38,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+SHAPE = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+)
 PRESETS: dict[str, dict[str, Any]] = {
-    "small": dict(
-        hidden_size=256,
-        intermediate_size=1024,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-    ),
-    "1.5b": dict(
-        hidden_size=1536,
-        intermediate_size=8960,
-        num_hidden_layers=28,
-        num_attention_heads=12,
-        num_key_value_heads=2,
-    ),
+    "small": dict(zip(SHAPE, (256, 1024, 4, 4, 2), strict=True)),
+    "1.5b": dict(zip(SHAPE, (1536, 8960, 28, 12, 2), strict=True)),
 }
 """Model shapes (Qwen2 architecture)."""
 
@@ -196,9 +191,6 @@ def bench_llama(args: argparse.Namespace, rows: dict[str, float]) -> str:
         finally:
             server.stop()
     return "measured"
-
-
-SHAPE = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +58,20 @@ def build_model(folder: Path, *, first_token: str, sampling: bool = False) -> Pa
             model.lm_head.weight.zero_()
     model.save_pretrained(folder)
     return folder
+
+
+async def cancel_then_ask(
+    provider: Any, task: asyncio.Task[Any], messages: list[Any], max_tokens: int
+) -> Any:
+    """Cancel ``task`` (a generation in flight) after 0.3 s, check it raised CancelledError,
+    and ask ``provider`` again: once the worker saw the cancellation the model is free, so the
+    new answer comes within 30 s."""
+    await asyncio.sleep(0.3)
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    else:
+        raise AssertionError("the cancelled task finished")
+    return await asyncio.wait_for(provider.acomplete(messages, max_tokens=max_tokens), timeout=30)
