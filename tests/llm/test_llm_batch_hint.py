@@ -93,3 +93,14 @@ def test_auto_from_the_cli_and_the_magic() -> None:
     assert HealConfig(**dict([_setting("candidates=6")])).candidates == 6
     with pytest.raises(ConfigError, match="candidates=17: must be at most 16"):
         HealConfig(candidates=17)
+
+
+def test_a_branch_asking_for_auto_keeps_the_recorded_population() -> None:
+    from selfheal.graph.branch import branch_point
+
+    config, _ = resolved(OpenAICompatible(model="m", max_concurrency=8))
+    request = HealRequest(spec="Return the median of a list.", config=config)
+    history = [request.initial_state().model_copy(update={"next": "generate"})]
+    assert branch_point(history, config.model_copy(update={"candidates": "auto"})) is None
+    fork = branch_point(history, config.model_copy(update={"candidates": 6}))
+    assert fork is not None and fork.config.candidates == 6
