@@ -4,6 +4,8 @@
 # and cache the binaries by version + flags. The one llama.cpp build of an install.
 #
 #   scripts/install_llama_server.sh         # prints the directory holding bin/llama-server
+#   scripts/install_llama_server.sh --print-flags   # the CMake flags it would try, in order,
+#                                                   # one line each, then why; builds nothing
 #
 # With the model installed, every candidate build is smoke-tested (scripts/llama_smoke.py: start
 # the server on the model, generate a small function, stop): a build that crashes or answers
@@ -16,6 +18,9 @@
 #   SELFHEAL_LLAMA_VERSION      llama-cpp-python sdist version that carries llama.cpp (0.3.36)
 #   SELFHEAL_CACHE_DIR          cache root (default ${XDG_CACHE_HOME:-~/.cache}/selfheal)
 #   SELFHEAL_LLAMA_AVX512=1     on AVX-512 CPUs try the AVX-512 build first (AVX2 as fallback)
+#   SELFHEAL_LLAMA_CUDA         auto (default): a CUDA build when nvcc and an NVIDIA GPU are present
+#                               (the CPU build as fallback); 1: CUDA or fail; 0: never CUDA.
+#                               selfheal then starts the server with --n-gpu-layers 99 (every layer)
 #   SELFHEAL_MODEL_PATH         the GGUF the smoke test uses (default: the installed model)
 #   SELFHEAL_LLAMA_SMOKE=0      skip the smoke test
 #   PYTHON                      interpreter whose pip downloads the sdist and runs the smoke test
@@ -43,6 +48,8 @@ AVX2_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_
 OLD_X86_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF -DGGML_AVX512=OFF"
 ARM_ARGS="-DGGML_NATIVE=OFF"
 CUDA_ARGS="-DGGML_CUDA=ON"
+# the GPU present only: a build for every CUDA architecture takes far longer (CMake >= 3.24)
+CUDA_NATIVE_ARGS="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native"
 
 has_gpu() {
   command -v nvcc >/dev/null 2>&1 || return 1
@@ -55,10 +62,16 @@ cpu_has() {
 }
 
 CANDIDATES=()
+CUDA_WANTED="${SELFHEAL_LLAMA_CUDA:-auto}"
+case "$CUDA_WANTED" in
+  auto|1|0) ;;
+  *) die "SELFHEAL_LLAMA_CUDA=$CUDA_WANTED: must be auto, 1 or 0" ;;
+esac
 if [[ -n "${SELFHEAL_LLAMA_CMAKE_ARGS:-}" ]]; then
   CANDIDATES=("$SELFHEAL_LLAMA_CMAKE_ARGS"); WHY="from SELFHEAL_LLAMA_CMAKE_ARGS"
-elif has_gpu; then
-  CANDIDATES=("$CUDA_ARGS"); WHY="nvcc and an NVIDIA GPU found"
+elif [[ "$CUDA_WANTED" == 1 ]]; then
+  has_gpu || die "SELFHEAL_LLAMA_CUDA=1 but nvcc or an NVIDIA GPU (nvidia-smi -L) is missing"
+  CANDIDATES=("$CUDA_NATIVE_ARGS" "$CUDA_ARGS"); WHY="CUDA (SELFHEAL_LLAMA_CUDA=1)"
 elif [[ "$(uname -m)" == x86_64 || "$(uname -m)" == amd64 ]]; then
   if [[ "${SELFHEAL_LLAMA_AVX512:-0}" == 1 ]] && cpu_has avx512f avx512bw avx512vl avx512_vnni; then
     CANDIDATES=("$AVX512_ARGS" "$AVX2_ARGS"); WHY="x86-64 CPU with AVX-512 (AVX2 build as fallback)"
@@ -69,6 +82,15 @@ elif [[ "$(uname -m)" == x86_64 || "$(uname -m)" == amd64 ]]; then
   fi
 else
   CANDIDATES=("$ARM_ARGS"); WHY="non-x86 CPU"
+fi
+if [[ -z "${SELFHEAL_LLAMA_CMAKE_ARGS:-}" && "$CUDA_WANTED" == auto ]] && has_gpu; then
+  CANDIDATES=("$CUDA_NATIVE_ARGS" "$CUDA_ARGS" "${CANDIDATES[@]}")
+  WHY="nvcc and an NVIDIA GPU found: CUDA (every layer on the GPU), the $WHY build as fallback"
+fi
+if [[ "${1:-}" == --print-flags ]]; then
+  printf '%s\n' "${CANDIDATES[@]}"
+  printf 'why: %s\n' "$WHY"
+  exit 0
 fi
 
 key_of() { printf '%s\n%s\n%s\n' "llama.cpp from llama-cpp-python==$VERSION" "$COMMON $1" "$(uname -m)" | sha256sum | cut -c1-16; }

@@ -120,6 +120,18 @@ def _config(args: argparse.Namespace) -> HealConfig:
     return HealConfig.model_validate(cfg, context={"names": HEAL_OPTIONS})
 
 
+def _count_or_auto(value: str) -> int | str:
+    """``--candidates``: a number, or ``auto``."""
+    if value.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid int value: {value!r} (a number or auto)"
+        ) from None
+
+
 def terminal_approver(proposal: Proposal, state: HealState) -> Decision:
     """Asks on the terminal: approve, edit in $EDITOR, or reject with a reason."""
     print("\n" + proposal_text(proposal), file=sys.stderr)
@@ -525,8 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     h.add_argument(
         "--candidates",
-        type=int,
-        help="independent candidates in the first round: the greedy one plus samples (4)",
+        type=_count_or_auto,
+        help="independent candidates in the first round: the greedy one plus samples; auto "
+        "(the default): what the backend decodes at once, at least 4",
     )
     h.add_argument(
         "--first-sample",

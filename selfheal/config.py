@@ -5,15 +5,18 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     Field,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     ValidatorFunctionWrapHandler,
+    field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from selfheal._record import Record
 from selfheal.errors import ConfigError
@@ -40,9 +43,12 @@ class HealConfig(Record):
 
     max_iterations: int = Field(default=2, ge=1, le=50)
     """Most rounds: the first population counts as one, each repair round as one more."""
-    candidates: int = Field(default=4, ge=1, le=16)
-    """Independent candidates in the first round: the greedy answer plus ``candidates - 1``
-    sampled at ``sample_temperature``, requested concurrently."""
+    candidates: int | Literal["auto"] = "auto"
+    """Independent candidates in the first round (1 to 16): the greedy answer plus
+    ``candidates - 1`` sampled at ``sample_temperature``, requested concurrently. ``auto``: as
+    many as the generator's backend decodes at once (its ``batch_hint``: llama-server's slots,
+    a GPU batch), at least 4 and at most 16 (:func:`population_size`); the run records the
+    number chosen in its config."""
     first_sample: int = Field(default=2, ge=1, le=16)
     """Spend where it pays: the first round asks for this many candidates first; when the greedy
     one passes every trusted test and they all agree on every probe, the round stops there,
@@ -183,6 +189,17 @@ class HealConfig(Record):
     """Longest spec accepted, in characters (about 5,700 tokens): the spec goes into every
     model call and every checkpoint, so a longer one is refused before the run starts."""
 
+    @field_validator("candidates", mode="before")
+    @classmethod
+    def _count_or_auto(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        try:
+            return _CANDIDATES.validate_python(value)
+        except ValidationError as exc:  # the count's own error, not one per union member
+            err = exc.errors()[0]
+            raise PydanticCustomError(err["type"], err["msg"], err.get("ctx")) from None
+
     @model_validator(mode="wrap")
     @classmethod
     def _clear_errors(
@@ -215,6 +232,25 @@ class HealConfig(Record):
         }
         base.update(changes)
         return cls.model_validate(base)
+
+
+_CANDIDATES: TypeAdapter[int] = TypeAdapter(Annotated[int, Field(ge=1, le=16)])
+
+AUTO_CANDIDATES = 4
+"""The population of ``candidates="auto"`` when the backend says it decodes fewer at once (or
+nothing): the samples then wait their turn, but fewer candidates would verify less."""
+
+
+def population_size(batch_hint: int | None) -> int:
+    """``candidates="auto"`` for a backend that decodes ``batch_hint`` answers at once: that
+    many, at least :data:`AUTO_CANDIDATES` and at most 16."""
+    return min(16, max(AUTO_CANDIDATES, batch_hint or AUTO_CANDIDATES))
+
+
+def candidates_of(config: HealConfig) -> int:
+    """``config.candidates`` as a number (``auto`` before a run resolved it:
+    :data:`AUTO_CANDIDATES`)."""
+    return config.candidates if isinstance(config.candidates, int) else AUTO_CANDIDATES
 
 
 def default_runs_dir() -> Path:

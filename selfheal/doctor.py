@@ -93,6 +93,9 @@ class ServerCheck(Record):
     """``llama-server --version``."""
     cmake_args: str = ""
     """The CMake flags of the cached build (its ``build.json``)."""
+    cuda: bool | None = None
+    """A CUDA build (``-DGGML_CUDA=ON``: the server runs every layer on the GPU), a CPU build
+    (False), or unknown (None: no build record)."""
     build_seconds: int | None = None
     """How long that build took."""
     shared_url: str = ""
@@ -258,8 +261,15 @@ def _model_file() -> ModelCheck:
     return check
 
 
+def _build_kind(cuda: bool) -> str:
+    """Which llama-server build is in use, as ``doctor`` says it."""
+    if cuda:
+        return "CUDA: every layer on the GPU (--n-gpu-layers 99)"
+    return "CPU (SELFHEAL_LLAMA_CUDA=1 make install builds for an NVIDIA GPU)"
+
+
 def _server_build() -> ServerCheck:
-    from selfheal.llm.server_setup import build_info, find_server_binary
+    from selfheal.llm.server_setup import build_info, find_server_binary, is_cuda_build
 
     shared = os.environ.get("SELFHEAL_LOCAL_URL", "").strip()
     try:
@@ -292,6 +302,7 @@ def _server_build() -> ServerCheck:
         binary=str(binary),
         version=version,
         cmake_args=str(info.get("cmake_args", "")),
+        cuda=is_cuda_build(info) if info else None,
         build_seconds=int(seconds) if isinstance(seconds, (int, float)) else None,
         shared_url=shared,
     )
@@ -519,6 +530,8 @@ def format_report(report: DoctorReport) -> str:
     lines.append(f"  binary     {srv.binary or 'not built'}")
     if srv.version:
         lines.append(f"  version    {srv.version}")
+    if srv.cuda is not None:
+        lines.append(f"  build      {_build_kind(srv.cuda)}")
     if srv.cmake_args:
         took = f" (built in {srv.build_seconds} s)" if srv.build_seconds else ""
         lines.append(f"  flags      {srv.cmake_args}{took}")

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ApprovalRequired",
     "AuthenticationFailed",
+    "BudgetSpent",
     "CandidateTimeout",
     "ConfigError",
     "MalformedReply",
@@ -120,6 +121,16 @@ class SandboxError(SelfHealError):
 
 class CandidateTimeout(SandboxError):
     """A candidate's whole run went over its time budget."""
+
+
+class BudgetSpent(SelfHealError):
+    """The run's time budget ran out, or its caller stopped it, while a model call was in
+    flight: the call was stopped, its generation with it. The run ends ``exhausted`` with
+    ``reason`` in its ``stop_reason``."""
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        self.reason = reason or message
+        super().__init__(message)
 
 
 class ApprovalRequired(SelfHealError):

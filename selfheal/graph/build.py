@@ -9,14 +9,24 @@ has a log, a kernel or a model call.
 
 from __future__ import annotations
 
-from selfheal.config import ROLES, HealConfig
+import time
+
+from selfheal.config import ROLES, HealConfig, population_size
 from selfheal.context import Context, EventSink, FixedRouter, ModelRouter, TokenSink
 from selfheal.kernel_sandbox.types import Executor
+from selfheal.llm.base import batch_hint
 from selfheal.memory import open_memory
 from selfheal.request import HealRequest, ProviderArg
-from selfheal.state import HealState
+from selfheal.state import Event, HealState
 
-__all__ = ["check_models", "context_for", "make_context", "make_router", "with_resolved_models"]
+__all__ = [
+    "check_models",
+    "context_for",
+    "make_context",
+    "make_router",
+    "with_population",
+    "with_resolved_models",
+]
 
 
 def make_router(config: HealConfig, provider: ProviderArg) -> ModelRouter:
@@ -81,6 +91,32 @@ def context_for(request: HealRequest) -> Context:
         executor=request.executor,
         sink=request.on_event,
         on_token=request.on_token,
+    )
+
+
+def with_population(state: HealState, router: ModelRouter) -> HealState:
+    """``state`` with ``candidates="auto"`` resolved from the generator's backend
+    (:func:`selfheal.config.population_size` of its ``batch_hint``), written into the config
+    (so the run log and the result say what ran) and onto the timeline."""
+    config = state.config
+    if config.candidates != "auto":
+        return state
+    provider = router.for_role("generator")
+    hint = batch_hint(provider)
+    n = population_size(hint)
+    said = f"its batch_hint {hint}" if hint is not None else "no batch_hint"
+    note = Event(
+        time=time.time(),
+        node="generate",
+        kind="info",
+        model=provider.model_id,
+        detail=f"candidates=auto: {n} ({provider.model_id} gives {said}; at least 4, at most 16)",
+    )
+    return state.model_copy(
+        update={
+            "config": config.model_copy(update={"candidates": n}),
+            "events": (*state.events, note),
+        }
     )
 
 

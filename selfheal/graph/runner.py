@@ -9,16 +9,23 @@ run is done or waits for a human, ``resume(decision)`` applies a human decision 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import os
+import threading
 import time
 from collections.abc import Awaitable
 from pathlib import Path
 
 from selfheal.approval import Approver
 from selfheal.context import Context, EventSink, TokenSink
-from selfheal.errors import ApprovalRequired, ConfigError, SelfHealError
-from selfheal.graph.build import context_for, make_context, with_resolved_models
+from selfheal.errors import ApprovalRequired, BudgetSpent, ConfigError, SelfHealError
+from selfheal.graph.build import (
+    context_for,
+    make_context,
+    with_population,
+    with_resolved_models,
+)
 from selfheal.graph.checkpoint import RunLog, find_run, read_states
 from selfheal.graph.events import event, record
 from selfheal.graph.fork import fork
@@ -51,6 +58,8 @@ class Run:
         self._state = state
         self.ctx = ctx
         self.log = log if log is not None else (RunLog.for_state(state) if persist else None)
+        self._cancel = threading.Event()
+        """Set when the caller stops the run: model calls in flight stop."""
 
     # -- construction -----------------------------------------------------------------------
 
@@ -67,7 +76,7 @@ class Run:
         """A new run for ``request``, with the services it asks for (``graph.build``)."""
         ctx = context_for(request)
         state = with_resolved_models(request.initial_state(ctx.executor), ctx.llm, request.provider)
-        return cls.new(state, ctx, persist=persist)
+        return cls.new(with_population(state, ctx.llm), ctx, persist=persist)
 
     @classmethod
     def load(
@@ -144,9 +153,23 @@ class Run:
         before = s.usage
         t0 = time.perf_counter()
         try:
-            new = row.run(s, ctx)
+            new = row.run(s, self._bounded(s))
         except ApprovalRequired:
             raise
+        except BudgetSpent as exc:
+            # the call in flight was stopped: the run ends here, saying so
+            dur = time.perf_counter() - t0
+            reason = f"{exc.reason} ({s.elapsed + dur:.1f}s): a model call in flight was stopped"
+            stopped = record(
+                ctx,
+                s,
+                name,
+                "error",
+                f"{type(exc).__name__}: {exc}"[:500],
+                duration=dur,
+                update={"next": "finish", "stop_reason": reason, "elapsed": s.elapsed + dur},
+            )
+            return self._commit(stopped)
         except SelfHealError as exc:
             detail = f"{type(exc).__name__}: {exc}"[:500]
             failed = record(ctx, s, name, "error", detail, duration=time.perf_counter() - t0)
@@ -184,6 +207,13 @@ class Run:
         )
         return self._commit(new.model_copy(update={"next": row.go(new)}))
 
+    def _bounded(self, s: HealState) -> Context:
+        """The context of one node: its model calls stop when the time budget runs out (what
+        is left of it) or the caller stops the run."""
+        budget = s.config.time_budget
+        deadline = None if budget is None else time.monotonic() + budget - s.elapsed
+        return dataclasses.replace(self.ctx, deadline=deadline, cancel=self._cancel, budget=budget)
+
     def _headless_decision(self) -> Decision | None:
         policy = self._state.config.on_headless
         if policy == "approve":
@@ -193,7 +223,16 @@ class Run:
         return None
 
     def run(self, approver: Approver | None = None) -> HealResult:
-        """Step until the run is done, or waits for approval with no approver to ask."""
+        """Step until the run is done, or waits for approval with no approver to ask. Ctrl-C
+        stops the model calls in flight (also those of other threads) and is raised."""
+        self._cancel.clear()
+        try:
+            return self._run(approver)
+        except KeyboardInterrupt:
+            self._cancel.set()
+            raise
+
+    def _run(self, approver: Approver | None) -> HealResult:
         while not self._state.finished:
             if self._state.status == "awaiting_approval":
                 decision = self._ask_sync(approver)
@@ -205,7 +244,16 @@ class Run:
         return self.result
 
     async def arun(self, approver: Approver | None = None) -> HealResult:
-        """Async twin of ``run``: nodes run in a worker thread, so the event loop stays free."""
+        """Async twin of ``run``: nodes run in a worker thread, so the event loop stays free.
+        Cancelling it stops the model calls in flight."""
+        self._cancel.clear()
+        try:
+            return await self._arun(approver)
+        except asyncio.CancelledError:
+            self._cancel.set()
+            raise
+
+    async def _arun(self, approver: Approver | None) -> HealResult:
         while not self._state.finished:
             if self._state.status == "awaiting_approval":
                 decision = await self._ask_async(approver)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from selfheal.config import candidates_of
 from selfheal.context import Context
 from selfheal.graph.execute import execute
 from selfheal.graph.gate import finish, gate
@@ -80,7 +81,7 @@ def _can_top_up(s: HealState) -> bool:
     asked = sum(1 for c in s.candidates if c.round == 1 and c.origin in ("greedy", "sample"))
     edited = sum(1 for c in s.candidates if c.round == 1 and c.origin == "human_edit")
     # a fork that starts from a human's code alone (no model answer yet) is not topped up
-    return s.iteration == 1 and asked > 0 and asked + edited < s.config.candidates
+    return s.iteration == 1 and asked > 0 and asked + edited < candidates_of(s.config)
 
 
 def _settled_early(s: HealState) -> bool:

@@ -6,7 +6,9 @@ a single tool whose ``input_schema`` is the schema, and the completion's text is
 tool input as JSON: the API then guarantees an object, not prose. With ``tools`` (native
 tool calling) the model may call them (``tool_choice="required"``: ``{"type": "any"}``); its
 ``tool_use`` blocks become ``Completion.tool_calls``, and tool calls and results sent back in
-``messages`` become ``tool_use`` / ``tool_result`` blocks. Streaming uses
+``messages`` become ``tool_use`` / ``tool_result`` blocks. A final assistant message is a
+prefilled reply: the API continues it (its trailing whitespace removed, which the API refuses)
+and the reply is the continuation alone. Streaming uses
 ``messages.stream``. Retries are the SDK's own (``max_retries = policy.attempts - 1``, with its
 backoff and ``Retry-After``), held to :class:`RetryPolicy` by a middleware where the SDK has
 middleware: a timeout is retried only with ``retry_timeouts``, and a ``Retry-After`` longer than
@@ -36,6 +38,7 @@ from selfheal.llm.base import (
     ReplyStream,
     ToolCall,
 )
+from selfheal.llm.prefill import prefill_of
 from selfheal.llm.retry import (
     RETRYABLE_STATUS,
     Failure,
@@ -111,6 +114,9 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[s
             turns.append({"role": role, "content": content})
     if not turns or turns[0]["role"] != "user":
         turns.insert(0, {"role": "user", "content": "(continue)"})
+    if turns[-1]["role"] == "assistant" and isinstance(turns[-1]["content"], str):
+        # a prefilled reply, which the API continues; it refuses one that ends in whitespace
+        turns[-1]["content"] = turns[-1]["content"].rstrip()
     return system, turns
 
 
@@ -119,6 +125,8 @@ class AnthropicProvider(ProviderBase):
 
     supports_tools = True
     """Native tool calling through ``tools`` / ``tool_use`` blocks (see the module docs)."""
+    batch_hint = 1
+    """An API with rate limits: one answer at a time is all it promises."""
 
     def __init__(
         self,
@@ -259,6 +267,18 @@ class AnthropicProvider(ProviderBase):
         )
 
     async def _acomplete(self, request: CompletionRequest) -> Completion:
+        done = await self._send(request)
+        prefill = prefill_of(request.messages)
+        trimmed = prefill[len(prefill.rstrip()) :]
+        if not trimmed:
+            return done
+        # the API continued the prefill without its trailing whitespace: the reply is what
+        # follows the prefill as it was given
+        whole = prefill.rstrip() + done.text
+        text = whole[len(prefill) :] if whole.startswith(prefill) else done.text.lstrip()
+        return done.model_copy(update={"text": text})
+
+    async def _send(self, request: CompletionRequest) -> Completion:
         body = self._request(request)
         client = self._clients.get(None, lambda: self._sdk.AsyncAnthropic(**self._client_args))
         reply = ReplyStream(request.on_token)

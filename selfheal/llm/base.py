@@ -35,6 +35,7 @@ __all__ = [
     "WrapperProvider",
     "acomplete_many",
     "asend",
+    "batch_hint",
     "complete_many",
     "gather_or_cancel",
     "send",
@@ -216,6 +217,10 @@ class ProviderBase:
     max_concurrency: int | None = None
     """Requests worth having in flight at once (the pipeline's ``concurrently`` reads it);
     None when there is no limit."""
+    batch_hint: int | None = None
+    """Answers this backend decodes at once: llama-server's slots, a GPU batch, 1 for an API
+    with strict rate limits; None when it does not say. ``HealConfig(candidates="auto")`` sizes
+    the first round's population from it (:func:`selfheal.config.population_size`)."""
     supports_tools: bool = False
     """True when the backend has native tool calling: requests with ``tools`` get replies
     with ``Completion.tool_calls``, and ``assistant`` tool calls and ``tool`` results may be
@@ -280,6 +285,10 @@ class WrapperProvider(ProviderBase):
     def supports_tools(self) -> bool:  # type: ignore[override]
         return supports_tools(self._inner)
 
+    @property
+    def batch_hint(self) -> int | None:  # type: ignore[override]
+        return batch_hint(self._inner)
+
     def check_spec(self, spec: str) -> None:
         check = getattr(self._inner, "check_spec", None)
         if callable(check):
@@ -287,6 +296,13 @@ class WrapperProvider(ProviderBase):
 
     async def _acomplete(self, request: CompletionRequest) -> Completion:
         return await asend(self._inner, request)
+
+
+def batch_hint(provider: Provider) -> int | None:
+    """How many answers ``provider`` decodes at once (its ``batch_hint``), or None when it
+    does not say (a foreign provider, the scripted mock)."""
+    hint = getattr(provider, "batch_hint", None)
+    return hint if isinstance(hint, int) and not isinstance(hint, bool) and hint >= 1 else None
 
 
 def supports_tools(provider: Provider) -> bool:

@@ -60,6 +60,10 @@ def context_size(prompt_tokens: int, max_tokens: int, *, floor: int = MIN_CTX) -
 class OllamaProvider(ProviderBase):
     """A model served by Ollama (``ollama serve``). Implements the Provider protocol."""
 
+    batch_hint = 1
+    """Ollama decodes ``OLLAMA_NUM_PARALLEL`` requests at once, a setting of the server this
+    client cannot read: one is what it promises."""
+
     def __init__(
         self,
         model: str = "qwen2.5-coder:7b",

@@ -29,6 +29,9 @@ OpenAI itself::
 * ``complete_many(n=...)`` sends ``n`` requests at once (llama-server rejects ``n > 1`` in one
   chat request) with seeds ``seed, seed + 1, ...`` (a random base when not given); a server
   with parallel slots decodes them together. Results are in index order.
+* A final assistant message is a prefilled reply, continued: llama-server does it; for other
+  servers (``prefill="instruct"``, their default) it is moved into a user message asking the
+  model to begin with it. The reply is the continuation alone.
 * Retries (429, 5xx, connection errors) are the SDK's own (``max_retries``, with backoff and
   ``Retry-After``); errors are mapped to :mod:`selfheal.errors` with what to do.
 * With a supervised server (``server=``), the server starts on the first request, and a request
@@ -42,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 import openai
@@ -58,6 +61,7 @@ from selfheal.llm.base import (
     ToolCall,
 )
 from selfheal.llm.openai_errors import TRANSPORT_ERRORS, IncompleteStream, is_timeout, map_error
+from selfheal.llm.prefill import continuation, prefill_as_instruction, prefill_of
 from selfheal.llm.retry import RetryPolicy
 from selfheal.llm.slots import SlotRouter, prompt_key
 from selfheal.llm.tokens import estimate_tokens
@@ -158,6 +162,7 @@ class OpenAICompatible(ProviderBase):
         extra_body: dict[str, Any] | None = None,
         max_concurrency: int | None = None,
         router: SlotRouter | None = None,
+        prefill: Literal["continue", "instruct"] | None = None,
     ) -> None:
         if server is None and not model:
             raise ConfigError(
@@ -179,6 +184,15 @@ class OpenAICompatible(ProviderBase):
             self._extra_body.setdefault("cache_prompt", True)
         self._max_concurrency = max_concurrency
         self._router = router
+        self.prefill: Literal["continue", "instruct"] = prefill or (
+            "continue" if self.local else "instruct"
+        )
+        """How a final assistant message (a prefilled reply) is sent: ``continue``, as it is,
+        for a server that continues it (llama-server; vLLM and SGLang with
+        ``extra_body={"continue_final_message": True, "add_generation_prompt": False}``);
+        ``instruct``, moved into a user message asking the model to begin with it, for a
+        server that would answer it instead (the default for servers other than llama-server).
+        Either way the reply is the continuation alone."""
         self._clients: PerLoop[openai.AsyncOpenAI] = PerLoop()
         self._http: PerLoop[httpx.AsyncClient] = PerLoop()
 
@@ -196,6 +210,11 @@ class OpenAICompatible(ProviderBase):
         if self.server is not None:
             return self.server.settings.slots
         return self._max_concurrency
+
+    @property
+    def batch_hint(self) -> int | None:  # type: ignore[override]
+        """Answers decoded at once: the server's parallel slots (``max_concurrency``)."""
+        return self.max_concurrency
 
     @property
     def base_url(self) -> str | None:
@@ -304,6 +323,14 @@ class OpenAICompatible(ProviderBase):
 
     async def _acomplete(self, request: CompletionRequest) -> Completion:
         """Generate a reply (see the module docs). Never blocks the event loop."""
+        prefill = prefill_of(request.messages)
+        if not prefill or self.prefill == "continue":
+            return await self._send(request)
+        asked = request.replace(messages=prefill_as_instruction(request.messages))
+        done = await self._send(asked)
+        return done.model_copy(update={"text": continuation(done.text, prefill)})
+
+    async def _send(self, request: CompletionRequest) -> Completion:
         body = self._body(request)
         endpoint = await self._endpoint()
         router = self.router()

@@ -115,6 +115,15 @@ def build_info(binary: str | os.PathLike[str]) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+GPU_LAYERS = 99
+"""``--n-gpu-layers`` of a CUDA build: every layer of any model selfheal serves on the GPU."""
+
+
+def is_cuda_build(info: dict[str, Any]) -> bool:
+    """Whether a build's ``build.json`` says it was built with ``-DGGML_CUDA=ON``."""
+    return "GGML_CUDA=ON" in str(info.get("cmake_args", "")).upper()
+
+
 def default_threads() -> int:
     """The number of cores this process may use (CPU affinity aware)."""
     try:
@@ -242,7 +251,7 @@ def server_settings(
     path = Path(model_path).expanduser() if model_path else ensure_model(progress=progress)
     if not path.is_file():
         raise ConfigError(f"Model file {str(path)!r} does not exist; pass a GGUF file.")
-    cuda = "GGML_CUDA=ON" in str(build_info(binary).get("cmake_args", ""))
+    cuda = is_cuda_build(build_info(binary))
     return ServerSettings(
         binary=str(binary),
         model_path=str(path.resolve()),
@@ -250,7 +259,7 @@ def server_settings(
         slots=slots or env_int(env, "SELFHEAL_LOCAL_SLOTS", 8 if cuda else DEFAULT_SLOTS),
         ctx_per_slot=ctx_per_slot or env_int(env, "SELFHEAL_LOCAL_CTX", DEFAULT_CTX_PER_SLOT, 256),
         threads=threads or env_int(env, "SELFHEAL_LOCAL_THREADS", default_threads()),
-        gpu_layers=999 if cuda else None,
+        gpu_layers=GPU_LAYERS if cuda else None,
         extra_args=tuple(shlex.split(env.get("SELFHEAL_LLAMA_SERVER_ARGS", ""))),
         prompt_copy=env.get("SELFHEAL_LOCAL_PROMPT_COPY", "1").strip().lower()
         not in ("0", "off", "false", "no"),

@@ -23,6 +23,7 @@ from selfheal.llm.base import (
     WrapperProvider,
     send,
 )
+from selfheal.llm.budget import BoundedProvider
 from selfheal.llm.parsing import lenient_block
 from selfheal.llm.prompts import load_prompt
 from selfheal.state import Event, HealState, RoleUsage, Usage
@@ -103,6 +104,8 @@ def _call(
     """The role's provider (transcribing when transcripts are kept) and the options every
     call of the role carries: who asks, and where streamed tokens go."""
     p: Provider = ctx.provider(role)
+    if ctx.deadline is not None or ctx.cancel is not None:
+        p = BoundedProvider(p, deadline=ctx.deadline, cancel=ctx.cancel, budget=ctx.budget)
     if state.config.transcripts:
         p = _Transcribing(p, log.sent)
     options: dict[str, Any] = {"role": role, "node": node}

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from selfheal.config import candidates_of
 from selfheal.context import Context
 from selfheal.diffs import unified_diff
 from selfheal.errors import MalformedReply, ProviderError
@@ -185,11 +186,11 @@ def generate(state: HealState, ctx: Context) -> HealState:
     first_round = [c for c in state.candidates if c.round <= 1 and c.origin != "user"]
     base = _base_variables(state)
     if not first_round and state.pending is None:
-        want = min(cfg.first_sample, cfg.candidates)
+        want = min(cfg.first_sample, candidates_of(cfg))
         requests = [_first_answer(state, base)]
     else:
         # the model's own answers count; a remembered solution is one more
-        want = cfg.candidates - sum(c.origin in ("greedy", "sample") for c in first_round)
+        want = candidates_of(cfg) - sum(c.origin in ("greedy", "sample") for c in first_round)
         requests = []
     requests += [
         _Request("sample", "generator", base, cfg.sample_temperature)
@@ -321,7 +322,7 @@ def repair(state: HealState, ctx: Context) -> HealState:
     base = _base_variables(state)
     requests: list[_Request] = []
     # without a diagnosis asked (``diagnosis=False``) a patch is made from the failing tests
-    patching = confident or cfg.candidates == 1 or not cfg.diagnosis
+    patching = confident or candidates_of(cfg) == 1 or not cfg.diagnosis
     if patching:
         for i, c in enumerate(leaders[: 1 if cfg.repair_width < 3 else 2]):
             d = diagnosis if c.id == current.candidate else None

@@ -118,11 +118,12 @@ def test_debugger_options_reach_the_config() -> None:
 def test_population_options_reach_the_config() -> None:
     from selfheal.cli import _config, build_parser
 
-    def cfg(*argv: str) -> tuple[int, int, int]:
+    def cfg(*argv: str) -> tuple[int | str, int, int]:
         c = _config(build_parser().parse_args(["heal", "SPEC", *argv]))
         return c.candidates, c.first_sample, c.agreement
 
-    assert cfg() == (4, 2, 2)
+    assert cfg() == ("auto", 2, 2)  # resolved from the backend when the run starts
+    assert cfg("--candidates", "auto") == ("auto", 2, 2)
     assert cfg("--candidates", "1") == (1, 1, 2)  # the first round cannot ask for more
-    assert cfg("--first-sample", "1") == (4, 1, 2)
+    assert cfg("--first-sample", "1") == ("auto", 1, 2)
     assert cfg("--candidates", "6", "--first-sample", "3", "--agreement", "3") == (6, 3, 3)

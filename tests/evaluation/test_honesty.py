@@ -214,7 +214,7 @@ def test_every_mode_builds_a_config() -> None:
     assert config_for("heal-no-critic").critic is False
     assert config_for("heal-critic").critic is True
     assert config_for("heal").critic is HealConfig().critic
-    assert config_for("heal-k1").candidates == 1 and config_for("heal").candidates == 4
+    assert config_for("heal-k1").candidates == 1 and config_for("heal").candidates == "auto"
     yardstick = config_for("sample-5")
     assert (yardstick.candidates, yardstick.first_sample, yardstick.repair) == (5, 1, False)
     assert not yardstick.probes and not yardstick.spec_blind_tests and not yardstick.oracle_calls

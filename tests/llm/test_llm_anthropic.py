@@ -353,3 +353,15 @@ async def test_async_retry_and_errors(http_server: Any) -> None:
     missing = http_server(lambda r: error(404, "not_found_error", "no such model"))
     with pytest.raises(ModelNotFound):
         await make(missing).acomplete(CHAT)
+
+
+def test_a_prefilled_reply_is_continued(http_server: Any) -> None:
+    # the API continues a final assistant turn and refuses one ending in whitespace: it is sent
+    # trimmed, and the reply is what follows the prefill as it was given
+    server = http_server(anthropic_handler("\n    return a + b"))
+    chat = [*CHAT, Message(role="assistant", content="def add(a, b):\n    ")]
+    completion = make(server).complete(chat, max_tokens=16)
+    turns = server.requests[0].json()["messages"]
+    assert turns[-1] == {"role": "assistant", "content": "def add(a, b):"}
+    assert completion.text == "return a + b"
+    assert "def add(a, b):\n    " + completion.text == "def add(a, b):\n    return a + b"

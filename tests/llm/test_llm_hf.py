@@ -16,53 +16,12 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
+from tiny_hf import build_model, cancel_then_ask  # noqa: E402
+
 from selfheal.errors import ModelNotFound  # noqa: E402
 from selfheal.llm.base import Message, Provider  # noqa: E402
 from selfheal.llm.hf import HFProvider, pick_device  # noqa: E402
 from selfheal.llm.tokens import count_tokens  # noqa: E402
-
-TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|> {% endif %}"
-)
-WORDS = ["def", "return", "x", "add", "a", "b", "+", "(", ")", ":", "hello", "world"]
-
-
-def build_model(folder: Path, *, first_token: str) -> Path:
-    """Save a 2-layer Llama and a word-level tokenizer whose token 0 is ``first_token``."""
-    specials = ["<eos>", "<pad>", "<unk>", "<|system|>", "<|user|>", "<|assistant|>"]
-    ordered = [first_token] + [t for t in [*specials, *WORDS] if t != first_token]
-    vocab = {token: i for i, token in enumerate(ordered)}
-    core = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
-    core.decoder = tokenizers.decoders.WordPiece(prefix="##", cleanup=False)
-    tok = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=core,
-        eos_token="<eos>",
-        pad_token="<pad>",
-        unk_token="<unk>",
-        additional_special_tokens=["<|system|>", "<|user|>", "<|assistant|>"],
-    )
-    tok.chat_template = TEMPLATE
-    tok.save_pretrained(folder)
-    config = transformers.LlamaConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=256,
-        eos_token_id=vocab["<eos>"],
-        pad_token_id=vocab["<pad>"],
-        bos_token_id=None,
-    )
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config)
-    with torch.no_grad():
-        model.lm_head.weight.zero_()
-    model.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -142,12 +101,8 @@ async def test_async(word_model: HFProvider) -> None:
 
 async def test_async_cancel_stops_the_worker(word_model: HFProvider) -> None:
     task = asyncio.create_task(word_model.acomplete(CHAT, max_tokens=200_000))
-    await asyncio.sleep(0.3)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
     # The model lock is released once the worker sees the cancellation.
-    completion = await asyncio.wait_for(word_model.acomplete(CHAT, max_tokens=1), timeout=30)
+    completion = await cancel_then_ask(word_model, task, CHAT, max_tokens=1)
     assert completion.completion_tokens == 1
 
 

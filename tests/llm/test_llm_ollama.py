@@ -237,3 +237,12 @@ async def test_async_call_can_be_cancelled(http_server: Any) -> None:
 
 def test_list_models(http_server: Any) -> None:
     assert make(http_server(ollama_handler())).list_models() == ["m"]
+
+
+def test_a_prefilled_reply_goes_as_the_final_assistant_message(http_server: Any) -> None:
+    # Ollama's /api/chat continues a final assistant message through the model's template
+    server = http_server(ollama_handler(" there"))
+    chat = [*HELLO, Message(role="assistant", content="Hi")]
+    completion = make(server).complete(chat, max_tokens=8)
+    assert server.requests[0].json()["messages"][-1] == {"role": "assistant", "content": "Hi"}
+    assert completion.text == " there"

@@ -362,3 +362,31 @@ def test_env_gives_url_and_key(
     assert p.complete(MESSAGES).text == "x"
     assert server.requests[-1].headers["authorization"] == "Bearer from-env"
     assert server.requests[-1].json()["model"] == "served-name"
+
+
+PREFILLED = [*MESSAGES, Message(role="assistant", content="def add(a, b):\n")]
+
+
+def test_llama_server_continues_a_prefilled_reply(http_server: Callable[..., FakeServer]) -> None:
+    server = http_server(lambda r: sse(["    return a + b"]))
+    c = provider(server, local=True).complete(PREFILLED, max_tokens=16)
+    sent = server.requests[-1].json()["messages"]
+    assert sent[-1] == {"role": "assistant", "content": "def add(a, b):\n"}  # sent as it is
+    assert c.text == "    return a + b"  # the continuation alone
+
+
+def test_other_servers_get_the_prefill_as_an_instruction(
+    http_server: Callable[..., FakeServer],
+) -> None:
+    # a server that answers a final assistant message: the model is asked to begin with it
+    server = http_server(lambda r: sse(["def add(a, b):\n", "    return a + b"]))
+    p = provider(server)
+    assert p.prefill == "instruct"
+    c = p.complete(PREFILLED, max_tokens=16)
+    sent = server.requests[-1].json()["messages"]
+    assert [m["role"] for m in sent] == [m.role for m in MESSAGES] + ["user"]
+    assert sent[-1]["content"].endswith("def add(a, b):\n")
+    assert c.text == "    return a + b"  # the same continuation as llama-server's
+    # a server told it continues (vLLM with continue_final_message) gets the message as it is
+    provider(server, prefill="continue").complete(PREFILLED, max_tokens=16)
+    assert server.requests[-1].json()["messages"][-1]["role"] == "assistant"
