@@ -2,7 +2,7 @@
 """The pipeline's Mermaid diagram, generated from ``selfheal.graph.table.GRAPH``.
 
     python scripts/graph_diagram.py            # print the diagram
-    python scripts/graph_diagram.py --write    # put it into docs/architecture.md and README.md
+    python scripts/graph_diagram.py --write    # put it into docs/architecture.md
     python scripts/graph_diagram.py --check    # exit 1 if either file holds another diagram
 
 Every edge comes from a Step's ``next``; the gate's self-edge (the run stops there for a
@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from selfheal.graph.table import AFTER_DECISION, GRAPH, START  # noqa: E402
 
 BEGIN, END = "<!-- graph-diagram:begin -->", "<!-- graph-diagram:end -->"
-FILES = (ROOT / "docs" / "architecture.md", ROOT / "README.md")
+FILES = (ROOT / "docs" / "architecture.md",)
 HUMAN = "human"
 
 

@@ -7,9 +7,7 @@ them in parallel slots. A candidate that repeats a known version is replaced by 
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from selfheal.config import candidates_of
@@ -22,6 +20,7 @@ from selfheal.llm.parsing import prose
 from selfheal.memory.recall import remembered_candidates
 from selfheal.roles._calls import CallLog, ask_for_code, concurrently, info, record_failure
 from selfheal.roles._source import entry_point_of, normalized, with_prelude
+from selfheal.roles.requests import Request, base_variables, first_answer, seed_for
 from selfheal.roles.test_writer import (
     spec_blind_inputs,
     spec_blind_tests,
@@ -29,7 +28,6 @@ from selfheal.roles.test_writer import (
     with_examples,
     with_inputs,
 )
-from selfheal.spec import header_of
 from selfheal.state import Candidate, CandidateOrigin, Diagnosis, HealState, Proposal
 from selfheal.testsuite import failure_lines
 
@@ -37,68 +35,12 @@ LOW_CONFIDENCE = 0.4
 """A diagnosis below this confidence routes to fresh samples instead of a targeted patch."""
 
 
-@dataclass(frozen=True)
-class _Request:
-    """One candidate to ask for."""
-
-    origin: CandidateOrigin
-    prompt: str
-    variables: dict[str, Any]
-    temperature: float
-    parent: str | None = None
-    prefill: str = ""
-    """The start of the reply the model continues (the ``complete`` form of the first answer)."""
-
-
-def _seed(state: HealState, where: str) -> int | None:
-    """The sampling seed of one request: derived from ``HealConfig.seed`` and the request's
-    place in the run (node, round, position, temperature), so a run repeated with the same seed
-    asks the same questions with the same seeds; None (a random seed) without one."""
-    if state.config.seed is None:
-        return None
-    return (state.config.seed * 1_000_003 + zlib.crc32(where.encode())) % 2**31
-
-
-def _shown_lessons(state: HealState) -> list[str]:
-    """The lessons the prompts show: the rolling ones when the lessons role is on, and always
-    those a human gave a fork (``Run.fork(lessons=...)``), which would otherwise be dropped."""
-    given = state.parent is not None and "lessons" in state.parent.changes
-    return [lesson.text for lesson in state.lessons] if state.config.lessons or given else []
-
-
-def _base_variables(state: HealState) -> dict[str, Any]:
-    spec = state.spec
-    return {
-        "spec": spec.text,
-        "signature": spec.signature or "",
-        "entry_point": spec.entry_point or "",
-        "examples": [f"{e.call} == {e.expected}" for e in spec.examples],
-        "lessons": _shown_lessons(state),
-        "remembered": [r.text for r in state.remembered if r.kind == "lesson"],
-        "feedback": state.feedback,
-        "failures": [],
-    }
-
-
-def _first_answer(state: HealState, base: dict[str, Any]) -> _Request:
-    """The greedy first answer: asked as usual (``instruct``), or as a completion of the spec's
-    own header with that header prefilled as the start of the reply (``complete``)."""
-    cfg = state.config
-    header = header_of(state.spec) if cfg.first_answer == "complete" else None
-    if header is None:
-        return _Request("greedy", "generator", base, cfg.temperature)
-    variables = {**base, "header": header, "code_spec": header != f"def {state.spec.entry_point}("}
-    return _Request(
-        "greedy", "complete", variables, cfg.temperature, prefill=f"```python\n{header}"
-    )
-
-
 def _ask_round(
-    state: HealState, ctx: Context, log: CallLog, node: str, requests: list[_Request], *, round: int
+    state: HealState, ctx: Context, log: CallLog, node: str, requests: list[Request], *, round: int
 ) -> list[Candidate]:
     """Ask for every request at once; returns the candidates that came back usable."""
 
-    def job(i: int, r: _Request) -> Callable[[], tuple[str, str]]:
+    def job(i: int, r: Request) -> Callable[[], tuple[str, str]]:
         def ask(prompt: str, prefill: str) -> tuple[str, str]:
             return ask_for_code(
                 ctx,
@@ -110,7 +52,7 @@ def _ask_round(
                 entry_point=state.spec.entry_point,
                 variables=r.variables,
                 temperature=r.temperature,
-                seed=_seed(state, f"{node}:{round}:{len(state.candidates) + i}:{r.temperature}"),
+                seed=seed_for(state, f"{node}:{round}:{len(state.candidates) + i}:{r.temperature}"),
                 prefill=prefill,
             )
 
@@ -184,16 +126,16 @@ def generate(state: HealState, ctx: Context) -> HealState:
         return _given(state, ctx, log)
     # your code (c0) is not a model's answer: the first request still comes after it
     first_round = [c for c in state.candidates if c.round <= 1 and c.origin != "user"]
-    base = _base_variables(state)
+    base = base_variables(state)
     if not first_round and state.pending is None:
         want = min(cfg.first_sample, candidates_of(cfg))
-        requests = [_first_answer(state, base)]
+        requests = [first_answer(state, base)]
     else:
         # the model's own answers count; a remembered solution is one more
         want = candidates_of(cfg) - sum(c.origin in ("greedy", "sample") for c in first_round)
         requests = []
     requests += [
-        _Request("sample", "generator", base, cfg.sample_temperature)
+        Request("sample", "generator", base, cfg.sample_temperature)
         for _ in range(max(0, want - len(requests)))
     ]
     wanted = cfg.spec_blind_tests
@@ -319,15 +261,15 @@ def repair(state: HealState, ctx: Context) -> HealState:
         and diagnosis.confidence >= LOW_CONFIDENCE
     )
     leaders = _failing_leaders(state, 2)
-    base = _base_variables(state)
-    requests: list[_Request] = []
+    base = base_variables(state)
+    requests: list[Request] = []
     # without a diagnosis asked (``diagnosis=False``) a patch is made from the failing tests
     patching = confident or candidates_of(cfg) == 1 or not cfg.diagnosis
     if patching:
         for i, c in enumerate(leaders[: 1 if cfg.repair_width < 3 else 2]):
             d = diagnosis if c.id == current.candidate else None
             requests.append(
-                _Request(
+                Request(
                     "patch",
                     "repair",
                     {
@@ -352,7 +294,7 @@ def repair(state: HealState, ctx: Context) -> HealState:
     origin: CandidateOrigin = "rewrite" if confident or not cfg.diagnosis else "regenerate"
     while len(requests) < cfg.repair_width:
         requests.append(
-            _Request(
+            Request(
                 origin,
                 "generator",
                 {**base, "failures": failures},
@@ -374,7 +316,7 @@ def repair(state: HealState, ctx: Context) -> HealState:
     if repeats:
         # a repeated version brings nothing: replace it by a fresh sample, hotter
         again = [
-            _Request(
+            Request(
                 "regenerate",
                 "generator",
                 {**base, "failures": failures},
