@@ -71,7 +71,7 @@ def outputs_of(rep: ExecutionReport, ids: Collection[str]) -> dict[str, str]:
 def canonical_literal(source: str) -> str | None:
     """The canonical text of a Python literal (the spec oracle's answer), comparable with a
     probe's output; None when it is not a literal."""
-    from selfheal.kernel_sandbox._canon import canonical
+    from selfheal.kernel_sandbox import canonical
 
     try:
         value = ast.literal_eval(source.strip())
