@@ -20,6 +20,7 @@ import ast
 import importlib.util
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -282,30 +283,18 @@ def _as_function(name: str, body: str) -> str:
     return f"def test_{safe}():\n" + "\n".join(f"    {ln}" if ln.strip() else "" for ln in lines)
 
 
+_FROM_CANDIDATE = re.compile(r"^(\s*)from candidate import (.+)$", re.MULTILINE)
+_CANDIDATE_AS = re.compile(r"^(\s*)import candidate as (\w+)$", re.MULTILINE)
+
+
 def _exported_module(text: str, import_from: str | None) -> str:
     """A pytest module you gave, with its imports of the code under test put back: from
     ``import_from``, or from the code at the head of the file."""
-    out = []
-    for ln in text.splitlines():
-        stripped = ln.strip()
-        pad = ln[: len(ln) - len(ln.lstrip())]
-        if stripped.startswith("from candidate import "):
-            names = stripped[len("from candidate import ") :]
-            out.append(
-                f"{pad}from {import_from} import {names}"
-                if import_from
-                else f"{pad}# {names}: defined at the head of this file"
-            )
-        elif stripped.startswith("import candidate as "):
-            alias = stripped[len("import candidate as ") :]
-            out.append(
-                f"{pad}import {import_from} as {alias}"
-                if import_from
-                else f"{pad}{alias} = __import__('sys').modules[__name__]"
-            )
-        else:
-            out.append(ln)
-    return "\n".join(out)
+    if import_from:
+        text = _FROM_CANDIDATE.sub(rf"\1from {import_from} import \2", text)
+        return _CANDIDATE_AS.sub(rf"\1import {import_from} as \2", text)
+    text = _FROM_CANDIDATE.sub(r"\1# \2: defined at the head of this file", text)
+    return _CANDIDATE_AS.sub(r"\1\2 = __import__('sys').modules[__name__]", text)
 
 
 def tests_module(
