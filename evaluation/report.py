@@ -1,8 +1,10 @@
-"""Reports: ``results.json``, ``results.md`` and PNG charts (matplotlib, Agg backend)."""
+"""Reports: ``results.json``, ``results.md`` and PNG charts (matplotlib, Agg backend; skipped
+with a note when the ``eval`` extra is not installed)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -263,7 +265,15 @@ def render_markdown(summary: Summary) -> str:
 
 
 def _charts(summary: Summary, records: Sequence[TaskRecord], out: Path) -> list[Path]:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print(
+            "Charts skipped: matplotlib is not installed. For pass_rate.png and "
+            'iterations.png: pip install "selfheal[eval]"',
+            file=sys.stderr,
+        )
+        return []
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
