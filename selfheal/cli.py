@@ -5,6 +5,7 @@ selfheal heal "SPEC" | --spec-file PATH | -   [--provider P] [--model M] [--max-
 selfheal runs list | show ID [--calls] | fork ID --at K [...] | resume ID [--approve|--reject R|--edit F]
 selfheal memory list | show ID | forget ID... | clear [--yes]
 selfheal doctor [--no-load]
+selfheal install [--dry-run]
 selfheal serve [--port N] [--slots N] [--ctx N] [--threads N] [--model GGUF] [--api-key KEY]
 
 Every command runs inside one error boundary (``main``): a mistake exits 2 with a message that
@@ -471,6 +472,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_install(args: argparse.Namespace) -> int:
+    """The local model for a pip user: the steps ``make install`` runs after the package."""
+    from selfheal.install import run_install
+
+    return run_install(dry_run=args.dry_run, out=sys.stdout if args.dry_run else sys.stderr)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the local model's llama-server in the foreground, for other processes to share."""
     import signal
@@ -716,6 +724,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--json", action="store_true", help="print the report as one JSON object")
     d.set_defaults(func=cmd_doctor)
+
+    ins = sub.add_parser(
+        "install",
+        help="install the local model after `pip install selfheal[local]`: the model, "
+        "llama-server, a smoke test (what `make install` does in a clone)",
+        parents=[common],
+    )
+    ins.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the steps and what is done already; run nothing",
+    )
+    ins.set_defaults(func=cmd_install)
 
     sv = sub.add_parser(
         "serve",
