@@ -657,4 +657,5 @@ def _candidate(c: Any, *, chosen: bool = False) -> dict[str, Any]:
         "outcomes": {r.test_id: r.outcome for r in report.results} if report is not None else {},
         "behaviour": dict(c.behaviour),
         "code": c.code,
+        "cost": c.cost.model_dump(mode="json") if hasattr(c, "cost") else None,
     }

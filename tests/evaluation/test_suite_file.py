@@ -240,6 +240,16 @@ def test_a_benchmark_of_the_example_suite_and_its_report(
         "data",
     }
     assert f"| heal | {n} | {ok}" in capsys.readouterr().out
+    # what a right answer cost, per mode, and what each candidate cost
+    for mode in ("single_shot", "heal"):
+        m = summary["metrics"][mode]
+        per_pass = (m["prompt_tokens"] + m["completion_tokens"]) / m["passed"]
+        assert m["tokens_per_pass"] == per_pass
+    assert "| tok per right answer |" in table
+    for r in records:
+        assert r.candidates or r.mode == "single_shot"
+        assert all(c["cost"]["prompt_tokens"] > 0 for c in r.candidates)
+        assert all(c["cost"]["sandbox_seconds"] > 0 for c in r.candidates if c["loaded"])
 
 
 def test_the_scripted_demo_refuses_another_suite_before_running(tmp_path: Path) -> None:
