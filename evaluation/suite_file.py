@@ -35,6 +35,7 @@ import yaml
 
 from evaluation.errors import SuiteError
 from evaluation.suites import Task
+from selfheal.kernel_sandbox.types import Executor
 
 __all__ = ["FIELDS", "FileSuite", "check_solutions", "load_suite_file", "task_from_mapping"]
 
@@ -254,19 +255,22 @@ class FileSuite:
         return load_suite_file(self._path, suite=self._name)
 
 
-def check_solutions(tasks: Sequence[Task]) -> dict[str, str]:
-    """Run each task's ``solution`` against its hidden tests in the kernel sandbox; return
-    ``{task id: why it failed}`` for those that fail (tasks without one are skipped)."""
+def check_solutions(tasks: Sequence[Task], executor: Executor | None = None) -> dict[str, str]:
+    """Run each task's ``solution`` against its hidden tests in the kernel sandbox (``executor``,
+    default a pool of its own); return ``{task id: why it failed}`` for those that fail (tasks
+    without one are skipped)."""
     from evaluation.scoring import score
     from selfheal.kernel_sandbox import KernelPool
 
+    if executor is None:
+        with KernelPool(size=1) as pool:
+            return check_solutions(tasks, pool)
     failures: dict[str, str] = {}
-    with KernelPool(size=1) as pool:
-        for task in tasks:
-            if task.canonical_solution is not None:
-                verdict = score(task, task.canonical_solution, pool)
-                if not verdict.passed:
-                    failures[task.id] = verdict.message or verdict.outcome
+    for task in tasks:
+        if task.canonical_solution is not None:
+            verdict = score(task, task.canonical_solution, executor)
+            if not verdict.passed:
+                failures[task.id] = verdict.message or verdict.outcome
     return failures
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from eval_fakes import oracle_provider, wrong_solution
+from eval_fakes import oracle_provider
 
 from evaluation.errors import SuiteError
 from evaluation.honesty import check_messages, secret_assertions
@@ -176,23 +176,8 @@ def test_the_example_suite_has_twenty_plus_tasks_unlike_humaneval(
     ]
 
 
-def test_every_example_solution_passes_its_hidden_tests_in_the_sandbox(
-    example_tasks: list[Task], pool: KernelPool
-) -> None:
-    failures = {}
-    for task in example_tasks:
-        assert task.canonical_solution is not None
-        verdict = score(task, task.canonical_solution, pool)
-        if not verdict.passed:
-            failures[task.id] = verdict.message
-    assert failures == {}
-
-
-def test_every_example_task_rejects_a_do_nothing_solution(
-    example_tasks: list[Task], pool: KernelPool
-) -> None:
-    accepted = [t.id for t in example_tasks if score(t, wrong_solution(t), pool).passed]
-    assert accepted == []
+# Every example solution passing its hidden tests in the sandbox, and a do-nothing solution
+# failing every task: tests/evaluation/test_suites.py (with the builtin suite's).
 
 
 def test_the_example_hidden_tests_are_secret_and_a_leak_would_be_caught(
