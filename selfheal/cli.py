@@ -2,7 +2,8 @@
 
 selfheal heal "SPEC" | --spec-file PATH | -   [--provider P] [--model M] [--max-iterations N]
                      [--autonomy A] [--out FILE] [--json] [--entry-point NAME] [--test ASSERT ...]
-selfheal runs list | show ID [--calls] | fork ID --at K [...] | resume ID [--approve|--reject R|--edit F]
+selfheal runs list [--json] [--status S] [--since WHEN] | show ID [--calls] | fork ID --at K [...]
+              | resume ID [--approve|--reject R|--edit F]
 selfheal memory list | show ID | forget ID... | clear [--yes]
 selfheal doctor [--no-load]
 selfheal install [--dry-run]
