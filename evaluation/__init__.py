@@ -3,7 +3,10 @@
 Run it with ``python -m evaluation.run_benchmark --suite humaneval --model local``; see
 ``docs/evaluation.md``. The pieces:
 
-* ``evaluation.suites``: ``Task``, the ``Suite`` protocol, the ``builtin`` and ``humaneval`` suites;
+* ``evaluation.suites``: ``Task``, the ``Suite`` protocol, the ``builtin``, ``humaneval``, ``demo``
+  and ``example`` suites;
+* ``evaluation.suite_file``: your own suite, a JSONL or YAML file of specs and hidden tests
+  (``--suite PATH``);
 * ``evaluation.modes``: the mode -> ``HealConfig`` table;
 * ``evaluation.scoring``: reference verdicts in the kernel sandbox;
 * ``evaluation.recording`` / ``evaluation.honesty``: the recording provider and the leak check;

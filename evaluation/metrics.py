@@ -80,6 +80,9 @@ class ModeMetrics(Record):
     """Total prompt tokens."""
     completion_tokens: int
     """Total completion tokens."""
+    tokens_per_pass: float | None = None
+    """(prompt + completion tokens) / tasks passed: what one right answer cost in tokens
+    (None when nothing passed)."""
     cached_tokens: int = 0
     """Total prompt tokens the server reused from its prompt cache (not processed again); 0 in
     summaries written before it was kept."""
@@ -221,6 +224,9 @@ def summarise(records: Iterable[TaskRecord], mode: str) -> ModeMetrics:
         mean_llm_calls=statistics.fmean([r.llm_calls for r in rs]) if rs else 0.0,
         prompt_tokens=sum(r.prompt_tokens for r in rs),
         completion_tokens=sum(r.completion_tokens for r in rs),
+        tokens_per_pass=sum(r.prompt_tokens + r.completion_tokens for r in rs) / passed
+        if passed
+        else None,
         cached_tokens=sum(r.cached_tokens for r in rs),
         mean_wall_time=statistics.fmean(walls) if walls else 0.0,
         median_wall_time=statistics.median(walls) if walls else 0.0,

@@ -122,7 +122,7 @@ class TaskRecord(Record):
     clusters, probes, disputed tests, one-line summary)."""
     candidates: tuple[dict[str, Any], ...] = ()
     """The population: each candidate's origin, round, parent, cluster, test outcomes, probe
-    outputs and code."""
+    outputs, code and cost (tokens, model seconds, sandbox seconds: ``CandidateCost``)."""
     remembered: tuple[dict[str, Any], ...] = ()
     """What the run recalled from the memory across runs (``heal-memory`` only): lessons and
     a verified solution, each with the run it was learnt in."""

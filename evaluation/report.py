@@ -1,8 +1,10 @@
-"""Reports: ``results.json``, ``results.md`` and PNG charts (matplotlib, Agg backend)."""
+"""Reports: ``results.json``, ``results.md`` and PNG charts (matplotlib, Agg backend; skipped
+with a note when the ``eval`` extra is not installed)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -149,17 +151,20 @@ def render_markdown(summary: Summary) -> str:
     lines += [
         "| mode | tasks | pass@1 | first attempt | healed | broken | self-reported verified | "
         "false success | false failure | mean iterations | mean LLM calls | "
-        "prompt tok (cached) | completion tok | mean s/task | median s/task | harness errors | leaks |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "prompt tok (cached) | completion tok | tok per right answer | mean s/task | "
+        "median s/task | harness errors | leaks |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for m in summary.metrics.values():
         # records from before cached tokens were kept say 0: show the count only when known
         cached = f" ({m.cached_tokens})" if m.cached_tokens else ""
+        per_pass = "-" if m.tokens_per_pass is None else f"{m.tokens_per_pass:.0f}"
         lines.append(
             f"| {m.mode} | {m.tasks} | {m.passed} ({_pct(m.pass_at_1)}) | "
             f"{m.first_attempt_passed} ({_pct(m.first_attempt_rate)}) | {m.healed} | {m.broken} | "
             f"{m.verified} | {m.false_success} | {m.false_failure} | {m.mean_iterations:.2f} | "
             f"{m.mean_llm_calls:.1f} | {m.prompt_tokens}{cached} | {m.completion_tokens} | "
+            f"{per_pass} | "
             f"{m.mean_wall_time:.1f} | {m.median_wall_time:.1f} | {m.harness_errors} | {m.leaks} |"
         )
     for m in summary.metrics.values():
@@ -263,7 +268,15 @@ def render_markdown(summary: Summary) -> str:
 
 
 def _charts(summary: Summary, records: Sequence[TaskRecord], out: Path) -> list[Path]:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print(
+            "Charts skipped: matplotlib is not installed. For pass_rate.png and "
+            'iterations.png: pip install "selfheal[eval]"',
+            file=sys.stderr,
+        )
+        return []
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -37,11 +37,20 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measure how many programs selfheal gets right against the single-shot "
         "baseline, scored by hidden reference tests.",
     )
-    parser.add_argument("--suite", choices=sorted(SUITES), required=True, help="task suite")
+    parser.add_argument(
+        "--suite",
+        required=True,
+        metavar="SUITE",
+        help=f"a suite name ({', '.join(sorted(SUITES))}) or the path of your own suite file "
+        "(.jsonl or .yaml: docs/evaluation.md, 'Your own suite')",
+    )
     parser.add_argument(
         "--model",
+        "--provider",
+        dest="model",
         required=True,
-        help="model string: local, local:/path.gguf, ollama:NAME, anthropic:NAME, mock, ...",
+        help="model string: local, local:/path.gguf, ollama:NAME, anthropic:NAME, openai:NAME, "
+        "hf:NAME, mock (the scripted demo: --suite demo only), mock:<script.yaml>",
     )
     parser.add_argument(
         "--modes",
@@ -118,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _default_out(suite: str, model: str) -> Path:
     slug = re.sub(r"[^A-Za-z0-9.]+", "-", model).strip("-") or "model"
-    return Path("evaluation") / "results" / f"{suite}-{slug}"
+    name = suite if suite in SUITES else Path(suite).stem
+    return Path("evaluation") / "results" / f"{name}-{slug}"
 
 
 def _interrupt_on_sigterm() -> None:
@@ -148,7 +158,7 @@ def main(argv: Sequence[str] | None = None, *, provider: Provider | None = None)
 
 
 def _providers(
-    model: str, provider: Provider | None, *, remote: bool = False
+    model: str, provider: Provider | None, *, suite: str, remote: bool = False
 ) -> tuple[Provider | str | None, Callable[[], Provider] | None]:
     """The shared provider, or a factory of one provider per run: the scripted demo
     (``mock``) replays one heal per script, so each run gets a fresh one; a YAML mock script
@@ -165,6 +175,12 @@ def _providers(
         return provider, None
     spec = parse_model_string(model)
     if spec is not None and spec.provider == "mock" and spec.model == "demo":
+        if suite != "demo":
+            raise ConfigError(
+                f"--model {model} is the scripted median demo: it answers only --suite demo. "
+                "Script the replies for your tasks with --model mock:<script.yaml> (a YAML map "
+                "of role to replies, docs/llm.md), or use a real model."
+            )
         return None, functools.partial(resolve_provider, model)
     return (model if remote else resolve_provider(model)), None
 
@@ -231,7 +247,7 @@ def _main(args: argparse.Namespace, args_list: list[str], provider: Provider | N
     elif args.scheduler:
         raise ConfigError("--scheduler needs --executor dask.")
     info = collect_run_info(args.model, args_list, hash_file=not args.no_hash)
-    shared, factory = _providers(model, provider, remote=engine is not None)
+    shared, factory = _providers(model, provider, suite=args.suite, remote=engine is not None)
     runner = BenchmarkRunner(
         tasks=tasks,
         modes=modes,

@@ -4,6 +4,7 @@ its code afterwards, and each result is appended to ``results.jsonl`` as soon as
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import time
 import zlib
@@ -496,8 +497,16 @@ class BenchmarkRunner:
         if not self._progress:
             yield None
             return
-        from tqdm import tqdm
-
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            print(
+                'No progress bar: tqdm is not installed (pip install "selfheal[eval]"); '
+                "each result is still appended to the results file as it finishes.",
+                file=sys.stderr,
+            )
+            yield None
+            return
         bar = tqdm(total=total, unit="task", desc="benchmark", dynamic_ncols=True)
         try:
             yield bar
@@ -648,4 +657,5 @@ def _candidate(c: Any, *, chosen: bool = False) -> dict[str, Any]:
         "outcomes": {r.test_id: r.outcome for r in report.results} if report is not None else {},
         "behaviour": dict(c.behaviour),
         "code": c.code,
+        "cost": c.cost.model_dump(mode="json") if hasattr(c, "cost") else None,
     }

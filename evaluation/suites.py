@@ -1,5 +1,7 @@
 """Benchmark suites: the ``Task`` record, the ``Suite`` protocol and the suites ``--suite``
-names (``builtin``, ``humaneval``, and ``demo``, the scripted demo's one task).
+names (``builtin``, ``humaneval``, ``demo``, the scripted demo's one task, and ``example``,
+the example suite file ``evaluation/suites/example.jsonl``); ``--suite PATH`` reads your own
+suite file (``evaluation.suite_file``).
 
 A task has two halves that never mix:
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 import ast
 import gzip
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -36,6 +38,8 @@ __all__ = [
 ]
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
+SUITE_FILES_DIR = Path(__file__).resolve().parent / "suites"
+"""The suite files shipped with the harness (``example.jsonl``)."""
 
 
 class Task(Record):
@@ -255,23 +259,37 @@ class DemoSuite:
         ]
 
 
-SUITES: dict[str, type[BuiltinSuite] | type[HumanEvalSuite] | type[DemoSuite]] = {
+def _example_suite() -> Suite:
+    from evaluation.suite_file import FileSuite
+
+    return FileSuite(SUITE_FILES_DIR / "example.jsonl", name="example")
+
+
+SUITES: dict[str, Callable[[], Suite]] = {
     "builtin": BuiltinSuite,
     "humaneval": HumanEvalSuite,
     "demo": DemoSuite,
+    "example": _example_suite,
 }
-"""Suites selectable with ``--suite``."""
+"""Suites selectable by name with ``--suite``."""
 
 
 def get_suite(name: str) -> Suite:
-    """Instantiate a registered suite by name."""
-    try:
-        factory = SUITES[name]
-    except KeyError:
-        raise SuiteError(
-            f"Unknown suite {name!r}. Choose one of: {', '.join(sorted(SUITES))}."
-        ) from None
-    return factory()
+    """A registered suite by name, or the suite file at the path ``name``."""
+    factory = SUITES.get(name)
+    if factory is not None:
+        return factory()
+    from evaluation.suite_file import SUFFIXES, FileSuite
+
+    path = Path(name)
+    if path.suffix in SUFFIXES or path.exists():
+        if not path.is_file():
+            raise SuiteError(f"No suite file {name!r}: {path.resolve()} is not a file.")
+        return FileSuite(path)
+    raise SuiteError(
+        f"Unknown suite {name!r}. Choose one of: {', '.join(sorted(SUITES))}, or give the path "
+        f"of your own suite file ({', '.join(SUFFIXES)}; docs/evaluation.md, 'Your own suite')."
+    )
 
 
 def select_tasks(

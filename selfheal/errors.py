@@ -31,6 +31,7 @@ __all__ = [
     "ApprovalRequired",
     "AuthenticationFailed",
     "BudgetSpent",
+    "LOCAL_MODEL_INSTALL",
     "CandidateTimeout",
     "ConfigError",
     "MalformedReply",
@@ -43,6 +44,14 @@ __all__ = [
     "SandboxError",
     "SelfHealError",
 ]
+
+
+LOCAL_MODEL_INSTALL = (
+    '`selfheal install` (after `pip install "selfheal[local]"`; in a clone of the repository: '
+    "`make install`)"
+)
+"""How to install the local model and its llama-server, for a pip user and in a clone: every
+message that sends the user to install it says this."""
 
 
 class SelfHealError(Exception):

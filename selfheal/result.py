@@ -324,8 +324,8 @@ class HealResult(Record):
         return "\n".join(out) if out else "(no model calls)"
 
     def candidates_text(self) -> str:
-        """One line per candidate: id, origin, round, cluster, trusted tests passed, and what it
-        returned on the first probes."""
+        """One line per candidate: id, origin, round, what it cost (tokens, model and sandbox
+        seconds), cluster, trusted tests passed, and what it returned on the first probes."""
         trusted = [t for t in self.tests if t.trusted]
         chosen = next((a.candidate for a in reversed(self.attempts) if a.candidate), None)
         probes = self.state.probes[:3]
@@ -343,7 +343,11 @@ class HealResult(Record):
                 seen = "; ".join(f"{p.call} -> {c.behaviour.get(p.id, '?')}"[:60] for p in probes)
                 what = f"trusted {ok}/{len(trusted)}  cluster {cluster}  {seen}"
             mark = "▶" if c.id == chosen else " "
-            rows.append(f" {mark} {c.id:<4} {c.origin:<10} round {c.round}  {what}")
+            cost = (
+                f"{c.cost.tokens:>5} tok {c.cost.model_seconds:5.1f}s model "
+                f"{c.cost.sandbox_seconds:5.2f}s sandbox"
+            )
+            rows.append(f" {mark} {c.id:<4} {c.origin:<10} round {c.round}  {cost}  {what}")
         return "\n".join(rows)
 
     def pending_text(self) -> str:

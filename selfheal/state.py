@@ -241,6 +241,26 @@ class ProbeInput(Record):
     """Round at which it was added."""
 
 
+class CandidateCost(Record):
+    """What one candidate cost: the model call(s) that wrote it and its sandbox runs."""
+
+    prompt_tokens: int = 0
+    """Prompt tokens of the call(s) that produced it (a retry after an unusable reply
+    included)."""
+    completion_tokens: int = 0
+    """Completion tokens of those calls."""
+    model_seconds: float = 0.0
+    """Seconds those calls took (request to last token; calls made at the same time overlap)."""
+    sandbox_seconds: float = 0.0
+    """Seconds of its runs in the sandbox, on every test and probe input (a run shared by
+    identical candidates is split between them)."""
+
+    @property
+    def tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+
 class Candidate(Record):
     """One member of the population: a version of the code, how it behaves, where it stands."""
 
@@ -268,6 +288,9 @@ class Candidate(Record):
     memory_id: str | None = None
     """For a ``memory`` candidate: the id of the remembered solution it is (``S3``, one of
     ``HealState.remembered``)."""
+    cost: CandidateCost = Field(default_factory=CandidateCost)
+    """What it cost: tokens and seconds of the call that wrote it, seconds in the sandbox
+    (nothing for a remembered solution or a human's edit)."""
 
 
 class Evidence(Record):

@@ -4,6 +4,7 @@ kernel sandbox, and record how each behaves."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from selfheal.agreement import behaviour_of
 from selfheal.context import Context
@@ -52,9 +53,22 @@ def execute(state: HealState, ctx: Context) -> HealState:
     )
     by_code: dict[str, ExecutionReport] = dict(zip(distinct, ran, strict=True))
     reports = {c.id: by_code[normalized(c.code)] for c in todo}
+    sharing = Counter(normalized(c.code) for c in todo)  # identical candidates share a run
     runs = len(ran)
     candidates = tuple(
-        c.model_copy(update={"report": reports[c.id]}) if c.id in reports else c
+        c.model_copy(
+            update={
+                "report": reports[c.id],
+                "cost": c.cost.model_copy(
+                    update={
+                        "sandbox_seconds": c.cost.sandbox_seconds
+                        + reports[c.id].duration / sharing[normalized(c.code)]
+                    }
+                ),
+            }
+        )
+        if c.id in reports
+        else c
         for c in state.candidates
     )
     candidates = tuple(

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from selfheal.errors import ConfigError, ProviderError
+from selfheal.errors import LOCAL_MODEL_INSTALL, ConfigError, ProviderError
 from selfheal.llm.base import Completion, CompletionRequest, Message, ProviderBase
 from selfheal.llm.mock_demo import DEMO_SCRIPT, DEMO_SPEC, Reply
 from selfheal.llm.tokens import estimate_tokens
@@ -135,7 +135,7 @@ class MockProvider(ProviderBase):
             raise ConfigError(
                 f"The {self.model_id} provider only replays its scripted median demo (run "
                 "`selfheal heal --provider mock` with no spec); it cannot heal this spec. Use "
-                "a real model: --provider local (the default, installed by `make install`), "
+                f"a real model: --provider local (the default, installed by {LOCAL_MODEL_INSTALL}), "
                 "ollama:MODEL, anthropic:MODEL, openai:MODEL or hf:MODEL; or script the "
                 "replies yourself with mock:<script.yaml>."
             )

@@ -30,7 +30,7 @@ from typing import Any, Literal, get_args
 import httpx
 
 from selfheal._record import Record
-from selfheal.errors import ConfigError
+from selfheal.errors import LOCAL_MODEL_INSTALL, ConfigError
 from selfheal.llm.base import Provider
 
 __all__ = [
@@ -223,7 +223,7 @@ def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | No
         f"(ANTHROPIC_API_KEY is not set; {ollama_note}; {local_note}). "
         "Fix it one of three ways: (1) set ANTHROPIC_API_KEY to use Anthropic's API; "
         f"(2) start `ollama serve` and run `ollama pull {DEFAULT_OLLAMA_MODEL}`; "
-        "(3) run `make install` to install the local model. Or pass a model string "
+        f"(3) install the local model: {LOCAL_MODEL_INSTALL}. Or pass a model string "
         f"explicitly ({VALID_FORMS})."
     )
 

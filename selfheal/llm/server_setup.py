@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from selfheal._record import Record
-from selfheal.errors import ConfigError, MissingDependency
+from selfheal.errors import LOCAL_MODEL_INSTALL, ConfigError, MissingDependency
 
 __all__ = [
     "DEFAULT_CTX_PER_SLOT",
@@ -41,7 +41,7 @@ DEFAULT_SLOTS = 4
 DEFAULT_CTX_PER_SLOT = 4096
 """Context tokens per slot: the longest selfheal prompt plus its reply."""
 
-INSTALL = "`make install` (scripts/install_llama_server.sh builds llama-server, about 5-8 min)"
+INSTALL = f"{LOCAL_MODEL_INSTALL}, which builds llama-server (about 5-8 min, once)"
 
 
 def install_hint() -> str:

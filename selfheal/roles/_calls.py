@@ -26,7 +26,7 @@ from selfheal.llm.base import (
 from selfheal.llm.budget import BoundedProvider
 from selfheal.llm.parsing import lenient_block
 from selfheal.llm.prompts import load_prompt
-from selfheal.state import Event, HealState, RoleUsage, Usage
+from selfheal.state import CandidateCost, Event, HealState, RoleUsage, Usage
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -226,8 +226,9 @@ def ask_for_code(
     extra: Sequence[Message] = (),
     seed: int | None = None,
     prefill: str = "",
-) -> tuple[str, str]:
-    """Ask ``role`` (with prompt file ``prompt``) for code. Returns ``(code, full_reply)``.
+) -> tuple[str, str, CandidateCost]:
+    """Ask ``role`` (with prompt file ``prompt``) for code. Returns ``(code, full_reply,
+    cost)``, the cost being the tokens and seconds of the call (and of its retries).
     Raises ``MalformedReply`` when no parseable code came back. ``seed``: the sampling seed,
     where the backend takes one; ``prefill``: the start of the reply, which the model
     continues (``llm.ask.aask_code``)."""
@@ -245,7 +246,12 @@ def ask_for_code(
         **options,
     )
     _record(log, ctx, state, node, role, prompt, reply.completions, reply.degraded)
-    return reply.code, reply.text
+    cost = CandidateCost(
+        prompt_tokens=sum(c.prompt_tokens for c in reply.completions),
+        completion_tokens=sum(c.completion_tokens for c in reply.completions),
+        model_seconds=sum(c.latency for c in reply.completions),
+    )
+    return reply.code, reply.text, cost
 
 
 def ask_for_tests(

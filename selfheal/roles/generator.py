@@ -28,7 +28,14 @@ from selfheal.roles.test_writer import (
     with_examples,
     with_inputs,
 )
-from selfheal.state import Candidate, CandidateOrigin, Diagnosis, HealState, Proposal
+from selfheal.state import (
+    Candidate,
+    CandidateCost,
+    CandidateOrigin,
+    Diagnosis,
+    HealState,
+    Proposal,
+)
 from selfheal.testsuite import failure_lines
 
 LOW_CONFIDENCE = 0.4
@@ -40,8 +47,8 @@ def _ask_round(
 ) -> list[Candidate]:
     """Ask for every request at once; returns the candidates that came back usable."""
 
-    def job(i: int, r: Request) -> Callable[[], tuple[str, str]]:
-        def ask(prompt: str, prefill: str) -> tuple[str, str]:
+    def job(i: int, r: Request) -> Callable[[], tuple[str, str, CandidateCost]]:
+        def ask(prompt: str, prefill: str) -> tuple[str, str, CandidateCost]:
             return ask_for_code(
                 ctx,
                 state,
@@ -56,7 +63,7 @@ def _ask_round(
                 prefill=prefill,
             )
 
-        def asked() -> tuple[str, str]:
+        def asked() -> tuple[str, str, CandidateCost]:
             if not r.prefill:
                 return ask(r.prompt, "")
             try:
@@ -82,7 +89,7 @@ def _ask_round(
                 record_failure(log, ctx, state, node, "generator", res)
                 continue
             raise res
-        code, text = res
+        code, text, cost = res
         n += 1
         out.append(
             Candidate(
@@ -93,6 +100,7 @@ def _ask_round(
                 parent=req.parent,
                 temperature=req.temperature,
                 rationale=prose(text),
+                cost=cost,
             )
         )
     return out

@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from pydantic import Field
+
 from selfheal.records import Record
-from selfheal.state import Candidate, HealState, ProbeInput
+from selfheal.state import Candidate, CandidateCost, HealState, ProbeInput
 from selfheal.widgets.viewmodel import awaits_human
 
 CandidateState = Literal["proposed", "not run", "no load", "fails trusted", "passes trusted"]
@@ -64,6 +66,8 @@ class CandidateRow(Record):
     """What it returned on :attr:`CandidatesView.probes`, in that order (``""``: not run)."""
     code: str = ""
     """Its source."""
+    cost: CandidateCost = Field(default_factory=CandidateCost)
+    """What it cost: tokens and seconds of the call that wrote it, seconds in the sandbox."""
 
 
 class ClusterRow(Record):
@@ -159,6 +163,7 @@ def candidate_row(
         trusted_total=len(trusted),
         tests_total=len(active),
         code=c.code,
+        cost=c.cost,
     )
     if proposed or rep is None:
         return base

@@ -79,13 +79,19 @@ def candidates_html(cv: CandidatesView) -> str:
         outs = "".join(f"<td><code>{html.escape(x)}</code></td>" for x in r.outputs)
         outs += "<td></td>" * (len(cv.probes) - len(r.outputs))
         cls = ' class="selfheal-chosen"' if r.chosen else ""
+        cost = r.cost
+        cost_cell = (
+            f'<td title="{cost.prompt_tokens} prompt + {cost.completion_tokens} completion tokens; '
+            f'{cost.model_seconds:.1f}s of model time; {cost.sandbox_seconds:.2f}s in the sandbox">'
+            f"{cost.tokens} tok · {cost.model_seconds:.1f}s · {cost.sandbox_seconds:.2f}s</td>"
+        )
         body.append(
             f'<tr{cls} data-candidate="{html.escape(r.id)}">'
             f"<td>{'▶' if r.chosen else ''}</td><td>{r.icon}</td><td>{html.escape(r.id)}</td>"
             f"<td>{html.escape(r.origin)}</td><td>{r.round}</td>"
             f"<td>{html.escape(r.parent or '')}</td><td>{trusted}</td>"
             f'<td title="{html.escape(failing)}">{r.tests_passed}/{r.tests_total}</td>'
-            f"<td>{'' if r.cluster is None else r.cluster}</td>{outs}</tr>"
+            f"<td>{'' if r.cluster is None else r.cluster}</td>{cost_cell}{outs}</tr>"
         )
     parts = [
         f"<p><b>{html.escape(cv.verdict)}</b>",
@@ -95,6 +101,7 @@ def candidates_html(cv: CandidatesView) -> str:
         "</p>",
         '<table class="selfheal-table"><tr><th></th><th></th><th>candidate</th><th>origin</th>'
         "<th>round</th><th>from</th><th>trusted</th><th>tests</th><th>cluster</th>"
+        '<th title="tokens · model seconds · sandbox seconds">cost</th>'
         f"{probe_heads}</tr>" + "".join(body) + "</table>",
         f"<p><i>{cv.total_probes} probe input(s) in all; the columns show where the candidates "
         "differ.</i></p>",

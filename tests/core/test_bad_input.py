@@ -328,7 +328,7 @@ def test_an_internal_error_says_it_is_a_bug_without_a_traceback(
 
 
 def test_a_closed_stdout_ends_quietly(monkeypatch: pytest.MonkeyPatch, runs_dir: Path) -> None:
-    def closed() -> int:
+    def closed(args: object) -> int:
         raise BrokenPipeError(32, "Broken pipe")
 
     monkeypatch.setattr("selfheal.cli._runs_list", closed)

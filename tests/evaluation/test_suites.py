@@ -9,6 +9,7 @@ from eval_fakes import wrong_solution
 
 from evaluation.errors import SuiteError
 from evaluation.scoring import score
+from evaluation.suite_file import check_solutions
 from evaluation.suites import BuiltinSuite, HumanEvalSuite, Suite, Task, get_suite, select_tasks
 from selfheal.kernel_sandbox import KernelPool
 
@@ -28,21 +29,16 @@ def test_builtin_suite_has_twenty_plus_distinct_tasks(builtin_tasks: list[Task])
         assert task.reference_tests and task.canonical_solution
 
 
-def test_builtin_reference_solutions_pass_their_reference_tests(
-    builtin_tasks: list[Task], pool: KernelPool
+@pytest.mark.parametrize("suite", ["builtin", "example"])
+def test_reference_solutions_pass_their_reference_tests_and_nothing_else_does(
+    suite: str, pool: KernelPool
 ) -> None:
-    failures = {}
-    for task in builtin_tasks:
-        verdict = score(task, task.canonical_solution, pool)
-        if not verdict.passed:
-            failures[task.id] = verdict.message
-    assert failures == {}
-
-
-def test_builtin_reference_tests_reject_a_do_nothing_solution(
-    builtin_tasks: list[Task], pool: KernelPool
-) -> None:
-    accepted = [t.id for t in builtin_tasks if score(t, wrong_solution(t), pool).passed]
+    """Every task of the builtin and the example suite has a solution that passes its hidden
+    tests in the sandbox, and a do-nothing solution fails every task."""
+    tasks = get_suite(suite).tasks()
+    assert all(task.canonical_solution for task in tasks)
+    assert check_solutions(tasks, pool) == {}
+    accepted = [t.id for t in tasks if score(t, wrong_solution(t), pool).passed]
     assert accepted == []
 
 
