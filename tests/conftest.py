@@ -13,11 +13,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
 from required_components import (  # noqa: F401  (the required-components hooks)
     pytest_collectreport,
     pytest_runtest_makereport,
@@ -25,6 +27,12 @@ from required_components import (  # noqa: F401  (the required-components hooks)
     pytest_sessionstart,
     pytest_terminal_summary,
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hypothesis keeps its files (its home, ``.hypothesis/``) in a temporary folder, not in
+    the checkout: tests write only under temporary folders."""
+    set_hypothesis_home_dir(tempfile.mkdtemp(prefix="selfheal-hypothesis-"))
 
 
 @pytest.fixture(autouse=True)
