@@ -10,7 +10,7 @@ from typing import Any
 from selfheal.config import HealConfig
 from selfheal.diffs import unified_diff
 from selfheal.examples import no_trusted_test
-from selfheal.kernel_sandbox.types import Outcome
+from selfheal.kernel_sandbox.types import Outcome, TestResult
 from selfheal.records import Record
 from selfheal.state import (
     Attempt,
@@ -233,12 +233,19 @@ class HealResult(Record):
         import_from import *``); by default the code itself heads the file."""
         return tests_module(self.state, self.code or "", self.test_outcomes(), import_from)
 
-    def test_outcomes(self) -> dict[str, Outcome]:
-        """Test id -> outcome on the final code's last execution."""
+    def _final_results(self) -> tuple[TestResult, ...] | None:
+        """The results of the final code's last execution (None if it never ran)."""
         for a in reversed(self.attempts):
             if a.code == self.code and a.report is not None:
-                return {r.test_id: r.outcome for r in a.report.results}
-        return self.state.outcomes()
+                return a.report.results
+        return None
+
+    def test_outcomes(self) -> dict[str, Outcome]:
+        """Test id -> outcome on the final code's last execution."""
+        results = self._final_results()
+        if results is None:
+            return self.state.outcomes()
+        return {r.test_id: r.outcome for r in results}
 
     @property
     def function(self) -> Any:
@@ -375,16 +382,13 @@ class HealResult(Record):
 
     def _failures(self) -> dict[str, str]:
         """Test id -> what went wrong, on the final code's last execution."""
-        for a in reversed(self.attempts):
-            if a.code == self.code and a.report is not None:
-                return {
-                    r.test_id: r.message.strip()
-                    if r.outcome == "failed" and r.message.strip()
-                    else f"{r.exc_type or r.outcome}: {r.message.strip()[:200]}"
-                    for r in a.report.results
-                    if r.outcome != "passed"
-                }
-        return {}
+        return {
+            r.test_id: r.message.strip()
+            if r.outcome == "failed" and r.message.strip()
+            else f"{r.exc_type or r.outcome}: {r.message.strip()[:200]}"
+            for r in self._final_results() or ()
+            if r.outcome != "passed"
+        }
 
     def __repr__(self) -> str:
         head = (
