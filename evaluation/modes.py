@@ -31,11 +31,27 @@ def _single_shot_switches() -> dict[str, object]:
     return {k: v for k, v in single.items() if v != default[k]}
 
 
+def _sampling(n: int) -> dict[str, object]:
+    """Plain sampling of ``n`` answers: the greedy one, and only when it fails the spec's
+    examples ``n - 1`` samples, keeping the first that passes them."""
+    return {
+        "candidates": n,
+        "first_sample": 1,
+        "probes": False,
+        "spec_blind_tests": False,
+        "repair": False,
+        "oracle_calls": 0,
+    }
+
+
 MODES: Mapping[str, Mapping[str, object]] = {
     "single_shot": _single_shot_switches(),
     "single_shot-complete": {**_single_shot_switches(), "first_answer": "complete"},
+    "single_shot-instruct": {**_single_shot_switches(), "first_answer": "instruct"},
     "heal": {},
+    "heal-r4": {"candidates": 4, "first_answer": "instruct"},
     "heal-complete": {"first_answer": "complete"},
+    "heal-both": {"first_answer": "both"},
     "heal-k1": {"candidates": 1, "first_sample": 1},
     "heal-all-at-once": {"first_sample": 4},
     "heal-greedy-first": {"first_sample": 1},
@@ -56,19 +72,17 @@ MODES: Mapping[str, Mapping[str, object]] = {
     "heal-no-diagnosis": {"diagnosis": False},
     "heal-debugger": {"debugger_steps": 3},
     "heal-debugger-json": {"debugger_steps": 3, "debugger_tool_calls": "structured"},
-    "sample-5": {
-        "candidates": 5,
-        "first_sample": 1,
-        "probes": False,
-        "spec_blind_tests": False,
-        "repair": False,
-        "oracle_calls": 0,
-    },
+    "sample-5": _sampling(5),
+    "sample-4": _sampling(4),
     "heal-memory": {"memory": True},
 }
 """Mode name -> the ``HealConfig`` fields it sets on top of the shared settings.
-``single_shot-complete`` and ``heal-complete`` ask the first answer as a completion of the
-spec's own header (``HealConfig.first_answer``).
+The prompt forms (``HealConfig.first_answer``): ``single_shot-instruct`` and
+``single_shot-complete`` name the single shot's form explicitly (``single_shot`` follows the
+default); ``heal-complete`` asks every first-round answer completing the spec's header;
+``heal-both`` the greedy answer completing, then instructed, and the samples taking turns. ``heal-r4`` is heal with round 4's
+defaults (a population of 4, every answer instructed). ``sample-4`` is ``sample-5`` at heal's
+population size on this machine (4), so heal is also compared at equal candidates.
 ``heal`` is the loop with selfheal's defaults (a population of 4, the first 2 asked first);
 ``heal-k1`` one candidate per round (the old chain); ``heal-all-at-once`` all 4 candidates in
 the first request; ``heal-greedy-first`` the greedy answer alone first (samples only when it

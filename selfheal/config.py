@@ -37,6 +37,17 @@ ROLES: tuple[RoleName, ...] = get_args(RoleName)
 
 HeadlessPolicy = Literal["error", "approve", "reject"]
 
+Form = Literal["instruct", "complete"]
+"""A prompt form of the generator: ``instruct`` (write this function) or ``complete`` (continue
+the spec's own header, prefilled as the start of the reply)."""
+
+FORMS: Mapping[str, tuple[Form, ...]] = {
+    "instruct": ("instruct",),
+    "complete": ("complete",),
+    "both": ("complete", "instruct"),
+}
+"""``HealConfig.first_answer`` -> the forms its first round takes turns across, the lead's first."""
+
 
 class HealConfig(Record):
     """How a heal run behaves. Every result records the config it ran with."""
@@ -67,13 +78,17 @@ class HealConfig(Record):
     servers, Ollama): the same seed, spec and model ask the same questions with the same seeds,
     so two configurations can be compared on the same samples. None: random seeds. The
     benchmark derives one from each task's id."""
-    first_answer: Literal["instruct", "complete"] = "instruct"
-    """How the greedy first answer is asked: ``instruct`` (the spec, then "write this
-    function"), or ``complete``: the model completes the spec's own header (the ``def`` line
-    and docstring when the spec is code, ``def name(`` when it is prose), prefilled as the
-    start of its reply, and a reply that does not complete it is asked again as ``instruct``.
-    Measured with the local 1.5B on HumanEval-164 (greedy, outside selfheal): 117 passed
-    completing against 106 instructed, with half the tokens (docs/loop.md)."""
+    first_answer: Literal["instruct", "complete", "both"] = "instruct"
+    """How the first round asks the model (the prompt form; docs/loop.md): ``instruct`` (the
+    spec, then "write this function"); ``complete``: the model completes the spec's own header
+    (the ``def`` line and docstring when the spec is code, ``def name(`` when it is prose),
+    prefilled as the start of its reply, and a reply that does not complete it is asked again as
+    ``instruct``; ``both``: the greedy answer in each form (completing first: it is the lead and
+    the single shot), and the samples take turns across the two. Measured with the local 1.5B
+    on HumanEval-164, greedy, outside selfheal: 117 passed completing against 106 instructed,
+    with half the tokens, and the two answers together 124: the forms fail differently, so the
+    second greedy answer is a cheap, deterministic second opinion. The default stays
+    ``instruct`` until the benchmark of issue 32 (``heal-both`` against ``heal-r4``) decides."""
     repair_width: int = Field(default=3, ge=1, le=16)
     """Candidates each repair round asks for at once: a targeted patch of the best failing
     candidate, then (when wider) a patch of the next distinct one and fresh rewrites."""

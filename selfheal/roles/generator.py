@@ -20,7 +20,13 @@ from selfheal.llm.parsing import prose
 from selfheal.memory.recall import remembered_candidates
 from selfheal.roles._calls import CallLog, ask_for_code, concurrently, info, record_failure
 from selfheal.roles._source import entry_point_of, normalized, with_prelude
-from selfheal.roles.requests import Request, base_variables, first_answer, seed_for
+from selfheal.roles.requests import (
+    Request,
+    base_variables,
+    first_answers,
+    samples_in_turn,
+    seed_for,
+)
 from selfheal.roles.test_writer import (
     spec_blind_inputs,
     spec_blind_tests,
@@ -135,17 +141,15 @@ def generate(state: HealState, ctx: Context) -> HealState:
     # your code (c0) is not a model's answer: the first request still comes after it
     first_round = [c for c in state.candidates if c.round <= 1 and c.origin != "user"]
     base = base_variables(state)
+    # the model's own answers count; a remembered solution is one more
+    asked = sum(c.origin in ("greedy", "sample") for c in first_round)
     if not first_round and state.pending is None:
         want = min(cfg.first_sample, candidates_of(cfg))
-        requests = [first_answer(state, base)]
+        requests = first_answers(state, base)[:want]
     else:
-        # the model's own answers count; a remembered solution is one more
-        want = candidates_of(cfg) - sum(c.origin in ("greedy", "sample") for c in first_round)
+        want = candidates_of(cfg) - asked
         requests = []
-    requests += [
-        Request("sample", "generator", base, cfg.sample_temperature)
-        for _ in range(max(0, want - len(requests)))
-    ]
+    requests += samples_in_turn(state, base, asked + len(requests), max(0, want - len(requests)))
     wanted = cfg.spec_blind_tests
     if wanted == "auto":
         wanted = not any(t.trusted for t in state.tests) or len(state.probes) < 4

@@ -5,13 +5,14 @@ variables every generator prompt shares."""
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from selfheal.config import FORMS, Form
 from selfheal.spec import header_of
 from selfheal.state import CandidateOrigin, HealState
 
-__all__ = ["Request", "base_variables", "first_answer", "seed_for"]
+__all__ = ["Request", "base_variables", "first_answers", "samples_in_turn", "seed_for"]
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class Request:
     temperature: float
     parent: str | None = None
     prefill: str = ""
-    """The start of the reply the model continues (the ``complete`` form of the first answer)."""
+    """The start of the reply the model continues (the ``complete`` form)."""
 
 
 def seed_for(state: HealState, where: str) -> int | None:
@@ -57,12 +58,27 @@ def base_variables(state: HealState) -> dict[str, Any]:
     }
 
 
-def first_answer(state: HealState, base: dict[str, Any]) -> Request:
-    """The greedy first answer: asked as usual (``instruct``), or as a completion of the spec's
-    own header with that header prefilled as the start of the reply (``complete``)."""
-    cfg = state.config
-    header = header_of(state.spec) if cfg.first_answer == "complete" else None
+def _in_form(state: HealState, base: dict[str, Any], form: Form, req: Request) -> Request:
+    """``req`` asked in ``form``: as it is (``instruct``), or as a completion of the spec's own
+    header with that header prefilled as the start of the reply (``complete``; a spec with no
+    header to complete stays ``instruct``)."""
+    header = header_of(state.spec) if form == "complete" else None
     if header is None:
-        return Request("greedy", "generator", base, cfg.temperature)
+        return req
     variables = {**base, "header": header, "code_spec": header != f"def {state.spec.entry_point}("}
-    return Request("greedy", "complete", variables, cfg.temperature, prefill=f"```python\n{header}")
+    return replace(req, prompt="complete", variables=variables, prefill=f"```python\n{header}")
+
+
+def first_answers(state: HealState, base: dict[str, Any]) -> list[Request]:
+    """The greedy answer in each form of ``HealConfig.first_answer``, the lead first (``both``:
+    completing the header, then instructed)."""
+    greedy = Request("greedy", "generator", base, state.config.temperature)
+    return [_in_form(state, base, f, greedy) for f in FORMS[state.config.first_answer]]
+
+
+def samples_in_turn(state: HealState, base: dict[str, Any], asked: int, n: int) -> list[Request]:
+    """``n`` sampled answers of the first round after ``asked`` model answers, taking turns
+    across the forms of ``HealConfig.first_answer``."""
+    forms = FORMS[state.config.first_answer]
+    sample = Request("sample", "generator", base, state.config.sample_temperature)
+    return [_in_form(state, base, forms[(asked + i) % len(forms)], sample) for i in range(n)]

@@ -71,12 +71,56 @@ def test_a_reply_that_does_not_complete_the_header_is_asked_again_as_usual() -> 
     )
 
 
-def test_the_instruct_form_is_the_default() -> None:
+def test_both_forms_the_lead_completes_the_header() -> None:
+    """``both`` asks the greedy answer completing the header (the lead, and the single shot),
+    then instructed; the samples take turns across the two forms."""
+    both = {"first_answer": "both"}
+    mock = MockProvider({"generator": [CONTINUATION] * 4})
+    heal(HUMANEVAL_LIKE, provider=mock, config=HealConfig.single_shot().model_copy(update=both))
+    (lead,) = mock.calls_for("generator")
+    assert lead.messages[-1].role == "assistant" and lead.temperature == 0.0
+
+    whole = f"```python\n{HUMANEVAL_LIKE}{CONTINUATION}```"
+    mock = MockProvider({"generator": [whole] * 4})
+    four = HealConfig(candidates=4, first_sample=4, repair=False, probes=False, **both)
+    heal(HUMANEVAL_LIKE, provider=mock, config=four, tests=["assert below_zero([-1])"])
+    calls = mock.calls_for("generator")
+    forms = sorted(
+        (c.temperature, "complete" if c.messages[-1].role == "assistant" else "instruct")
+        for c in calls
+    )
+    assert forms == [(0.0, "complete"), (0.0, "instruct"), (0.8, "complete"), (0.8, "instruct")]
+
+
+def test_the_instruct_form_is_the_default_and_asks_every_answer_as_before() -> None:
     assert HealConfig().first_answer == "instruct"
-    mock = MockProvider({"generator": ["```python\ndef add(a, b):\n    return a + b\n```"]})
+    mock = MockProvider({"generator": ["```python\ndef add(a, b):\n    return a + b\n```"] * 2})
     heal(
         "Write a function add(a, b) returning a + b.",
         provider=mock,
-        config=HealConfig.single_shot(),
+        config=HealConfig(candidates=2, first_sample=2, repair=False),
     )
-    assert mock.calls_for("generator")[0].messages[-1].role == "user"
+    calls = mock.calls_for("generator")
+    assert len(calls) == 2 and all(c.messages[-1].role == "user" for c in calls)
+
+
+def test_the_complete_form_shows_lessons_failures_and_feedback_as_the_generator_does() -> None:
+    from selfheal.llm.prompts import render
+
+    shown = {"lessons": ["Average the middles."], "failures": ["f(1) == 2 failed"]}
+    base = {"spec": "s", "signature": "", "entry_point": "f", "examples": [], "remembered": []}
+    for code_spec in (True, False):
+        (_, user) = render(
+            "complete", **base, **shown, feedback="too slow", header="def f(", code_spec=code_spec
+        )
+        assert all(s in user.content for s in ("Average the middles.", "f(1) == 2", "too slow"))
+    (_, bare) = render(
+        "complete",
+        **base,
+        lessons=[],
+        failures=[],
+        feedback="",
+        header="def f(x):\n",
+        code_spec=True,
+    )
+    assert bare.content == "Complete the following Python function:\n```python\ndef f(x):\n```"
