@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from selfheal.spec import header_of
-from selfheal.state import CandidateOrigin, HealState
+from selfheal.state import HealState
+from selfheal.state.candidates import CandidateOrigin
 
 __all__ = ["Request", "base_variables", "first_answer", "seed_for"]
 
