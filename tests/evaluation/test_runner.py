@@ -15,6 +15,7 @@ import selfheal
 from evaluation.benchmark import BenchmarkRunner
 from evaluation.metrics import summarise
 from evaluation.pair import task_seed
+from evaluation.records import TaskRecord
 from evaluation.results_file import ResultsFile
 from evaluation.run_benchmark import main
 from evaluation.suites import Task
@@ -364,6 +365,23 @@ def test_cached_prompt_tokens_reach_the_timeline_the_record_and_the_metrics(
     assert llm and all(e["cached_tokens"] == 5 for e in llm)
     m = summarise([record], "heal")
     assert m.cached_tokens == record.usage.cached_tokens
+
+
+def test_records_written_with_flat_counts_still_load() -> None:
+    """Before ``usage`` held a record's counts they were flat fields (``llm_calls``,
+    ``prompt_tokens`` ...): every stored results file still reads, with the same counts."""
+    stored = sorted((ROOT / "evaluation" / "results").glob("*/results.jsonl"))
+    assert stored and all(ResultsFile(path).read() for path in stored)
+    line = json.loads(stored[0].read_text().splitlines()[-1])
+    assert "usage" not in line  # written in the old form
+    record = TaskRecord.model_validate(line)
+    assert record.usage.model_dump(exclude={"latency"}) == {
+        "calls": line["llm_calls"],
+        "prompt_tokens": line["prompt_tokens"],
+        "completion_tokens": line["completion_tokens"],
+        "cached_tokens": line["cached_tokens"],
+    }
+    assert TaskRecord.model_validate_json(record.model_dump_json()) == record
 
 
 class _ForgettingServer(WrapperProvider):
