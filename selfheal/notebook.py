@@ -31,7 +31,6 @@ import sys
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Literal
 
-from selfheal.api import _keywords_of
 from selfheal.approval import Approve, Edit, Reject
 from selfheal.context import EventSink
 from selfheal.errors import ApprovalRequired, ConfigError
@@ -298,11 +297,12 @@ def heal_in_notebook(mode: NotebookMode, request: HealRequest, *, show: bool = T
     return _finish_headless(result, _BUSY_WHY if mode == "live" else _HEADLESS_WHY)
 
 
-@_keywords_of(HealRequest)
-def start(request: HealRequest) -> LiveHeal:
-    """Start a heal in a live notebook and return its ``LiveHeal`` handle at once (the same
-    keywords as ``selfheal.heal``): the run goes on as a task on the kernel's event loop, the
-    view shows it, and its buttons (or ``handle.approve()`` ...) answer its approvals."""
+def start(spec: str, **keywords: Any) -> LiveHeal:
+    """Start a heal in a live notebook and return its ``LiveHeal`` handle at once
+    (``keywords``: those of ``selfheal.heal``): the run goes on as a task on the kernel's event
+    loop, the view shows it, and its buttons (or ``handle.approve()`` ...) answer its
+    approvals."""
+    request = HealRequest(spec, **keywords)
     if notebook_mode() != "live":
         raise ConfigError(
             "selfheal.notebook.start needs a live notebook (JupyterLab, Notebook 7, VS Code, "
