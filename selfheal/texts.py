@@ -8,16 +8,6 @@ from collections.abc import Mapping, Sequence
 
 from selfheal.state import Event, HealState, Proposal, TestCase
 
-__all__ = [
-    "candidates_text",
-    "proposal_text",
-    "remembered_lines",
-    "tests_text",
-    "timeline_text",
-    "transcript_text",
-    "trust",
-]
-
 
 def remembered_lines(state: HealState) -> tuple[str, ...]:
     """One line per thing the run recalled from the memory across runs, saying which run it
