@@ -44,6 +44,9 @@ class Event(Record):
     """``llm`` events: the model's raw reply text (empty when transcripts are off)."""
 
 
+_T = TypeVar("_T", bound="Tokens")
+
+
 class Tokens(Record):
     """Model calls and what they cost: one role's with one model, a run's, a benchmark pair's."""
 
@@ -78,7 +81,6 @@ class Tokens(Record):
 
 
 _SUMMED = tuple(Tokens.model_fields)
-_T = TypeVar("_T", bound=Tokens)
 
 
 class Usage(Tokens):
