@@ -10,17 +10,18 @@ Run it with ``python -m evaluation.run_benchmark --suite humaneval --model local
 * ``evaluation.modes``: the mode -> ``HealConfig`` table;
 * ``evaluation.scoring``: reference verdicts in the kernel sandbox;
 * ``evaluation.recording`` / ``evaluation.honesty``: the recording provider and the leak check;
-* ``evaluation.runner``: runs (task, mode) pairs, appends ``TaskRecord``s, resumes;
+* ``evaluation.pair`` / ``evaluation.benchmark``: one (task, mode) pair as a ``TaskRecord``;
+  every pair of a run, appended as they finish, resumed;
 * ``evaluation.metrics`` / ``evaluation.report``: metrics, ``results.json``/``.md`` and charts.
 """
 
 from __future__ import annotations
 
+from evaluation.benchmark import BenchmarkRunner
 from evaluation.honesty import HonestyReport, check_calls, check_messages
 from evaluation.modes import MODES, config_for
 from evaluation.recording import RecordingProvider
 from evaluation.records import TaskRecord
-from evaluation.runner import BenchmarkRunner
 from evaluation.scoring import ReferenceVerdict, score
 from evaluation.suites import BuiltinSuite, HumanEvalSuite, Suite, Task, get_suite
 

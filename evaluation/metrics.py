@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 
 from evaluation.records import TaskRecord
 from selfheal.records import Record
+from selfheal.state.timeline import Tokens
 
 __all__ = [
     "CategoryMetrics",
@@ -195,6 +196,7 @@ def summarise(records: Iterable[TaskRecord], mode: str) -> ModeMetrics:
     verified = sum(r.verified for r in rs)
     false_success = sum(r.false_success for r in rs)
     walls = [r.wall_time for r in rs]
+    usage = sum((r.usage for r in rs), Tokens())
     categories: dict[str, CategoryMetrics] = {}
     for category in sorted({r.category for r in rs}):
         group = [r for r in rs if r.category == category]
@@ -221,13 +223,11 @@ def summarise(records: Iterable[TaskRecord], mode: str) -> ModeMetrics:
         harness_errors=sum(bool(r.error) for r in rs),
         leaks=sum(r.leaked for r in rs),
         mean_iterations=statistics.fmean([r.iterations for r in rs]) if rs else 0.0,
-        mean_llm_calls=statistics.fmean([r.llm_calls for r in rs]) if rs else 0.0,
-        prompt_tokens=sum(r.prompt_tokens for r in rs),
-        completion_tokens=sum(r.completion_tokens for r in rs),
-        tokens_per_pass=sum(r.prompt_tokens + r.completion_tokens for r in rs) / passed
-        if passed
-        else None,
-        cached_tokens=sum(r.cached_tokens for r in rs),
+        mean_llm_calls=statistics.fmean([r.usage.calls for r in rs]) if rs else 0.0,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        tokens_per_pass=usage.total_tokens / passed if passed else None,
+        cached_tokens=usage.cached_tokens,
         mean_wall_time=statistics.fmean(walls) if walls else 0.0,
         median_wall_time=statistics.median(walls) if walls else 0.0,
         total_wall_time=sum(walls),

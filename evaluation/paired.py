@@ -140,10 +140,7 @@ def paired_record(
     )
     return record.model_copy(
         update={
-            "llm_calls": record.llm_calls + usage.calls,
-            "prompt_tokens": record.prompt_tokens + usage.prompt_tokens,
-            "completion_tokens": record.completion_tokens + usage.completion_tokens,
-            "cached_tokens": record.cached_tokens + usage.cached_tokens,
+            "usage": record.usage + usage,
             "wall_time": record.wall_time + shared_seconds,
             # the continuation's check ran over the shared calls too (``shared_calls``); a
             # base run that kept no transcripts is vouched for by its own record's check

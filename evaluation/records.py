@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from evaluation.honesty import HonestyReport
 from evaluation.scoring import ReferenceVerdict
 from selfheal.records import Record
+from selfheal.state.timeline import Tokens
 
 __all__ = ["AttemptRecord", "PairInfo", "TaskRecord", "TestRecord"]
+
+_FLAT = {
+    "llm_calls": "calls",
+    "prompt_tokens": "prompt_tokens",
+    "completion_tokens": "completion_tokens",
+    "cached_tokens": "cached_tokens",
+}
+"""A record's counts as they were written before ``usage`` held them."""
 
 
 class TestRecord(Record):
@@ -62,7 +71,7 @@ class PairInfo(Record):
     shared_seconds: float = 0.0
     """Seconds of the base run before the branch (counted in ``wall_time``)."""
     shared_calls: int = 0
-    """Model calls of the base run before the branch (counted in ``llm_calls``)."""
+    """Model calls of the base run before the branch (counted in ``usage.calls``)."""
 
 
 class TaskRecord(Record):
@@ -89,14 +98,8 @@ class TaskRecord(Record):
     """The agent's final status, or ``harness_error`` when the run raised."""
     iterations: int = 0
     """Code versions the agent produced."""
-    llm_calls: int = 0
-    """Model calls."""
-    prompt_tokens: int = 0
-    """Prompt tokens over all calls."""
-    completion_tokens: int = 0
-    """Completion tokens over all calls."""
-    cached_tokens: int = 0
-    """Prompt tokens the server reused from its prompt cache (so not processed) over all calls."""
+    usage: Tokens = Field(default_factory=Tokens)
+    """The model calls and their tokens, over all calls."""
     wall_time: float = 0.0
     """Seconds the agent ran (scoring excluded)."""
     score_time: float = 0.0
@@ -141,6 +144,15 @@ class TaskRecord(Record):
     benchmark's own process."""
     paired: PairInfo | None = None
     """With ``--paired``: the base run this record continued (None: a run of its own)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_usage(cls, data: Any) -> Any:
+        """A record written before ``usage`` held its counts flat (``llm_calls``, ...)."""
+        if not isinstance(data, dict) or not _FLAT.keys() & data.keys():
+            return data
+        usage = {new: data[old] for old, new in _FLAT.items() if old in data}
+        return {**{k: v for k, v in data.items() if k not in _FLAT}, "usage": usage}
 
     @property
     def key(self) -> tuple[str, str]:

@@ -89,7 +89,7 @@ def _compact(r: TaskRecord) -> dict[str, Any]:
         "verified": r.verified,
         "status": r.status,
         "iterations": r.iterations,
-        "llm_calls": r.llm_calls,
+        "llm_calls": r.usage.calls,
         "wall_time": round(r.wall_time, 2),
         "outcome": r.verdict.outcome,
         "failing_assertion": r.verdict.failing_assertion,

@@ -17,12 +17,12 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from evaluation.benchmark import BenchmarkRunner
 from evaluation.environment import RunInfo, collect_run_info
 from evaluation.errors import ResultsFileError
 from evaluation.modes import DEFAULT_MODES, MODES, parse_modes
 from evaluation.report import Settings, build_summary, load_summary, render_markdown, write_reports
 from evaluation.results_file import ResultsFile
-from evaluation.runner import BenchmarkRunner
 from evaluation.suites import SUITES, get_suite, select_tasks
 from selfheal.config import HealConfig
 from selfheal.errors import ConfigError, SelfHealError

@@ -12,7 +12,7 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, cast
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from selfheal.approval import Approver
 from selfheal.graph.runner import Run
@@ -20,9 +20,6 @@ from selfheal.kernel_sandbox.types import Executor
 from selfheal.request import HealRequest, ProviderArg
 from selfheal.result import HealResult
 from selfheal.state import Decision
-
-if TYPE_CHECKING:
-    from selfheal.notebook import LiveHeal
 
 __all__ = ["Frontend", "aheal", "heal", "resume", "use_frontend"]
 
@@ -37,8 +34,8 @@ class Frontend(Protocol):
         """Whether this frontend applies to the current call (e.g. inside a kernel)."""
         ...
 
-    def heal(self, request: HealRequest) -> HealResult | LiveHeal:
-        """Run ``request`` here (may return a live handle instead of blocking)."""
+    def heal(self, request: HealRequest) -> HealResult:
+        """Run ``request`` here."""
         ...
 
     async def aheal(self, request: HealRequest) -> HealResult:
@@ -89,7 +86,7 @@ def _keywords_of(
 
 
 @_keywords_of(HealRequest)
-def heal(request: HealRequest) -> HealResult | LiveHeal:
+def heal(request: HealRequest) -> HealResult:
     """Turn ``spec`` into tested code, repairing it until it passes or the budget is spent.
 
     Called as ``heal(spec, provider=..., config=..., tests=[...], ...)``: the keywords are the
@@ -101,10 +98,9 @@ def heal(request: HealRequest) -> HealResult | LiveHeal:
     ``selfheal.resume(result, Approve())`` continues it.
 
     In a Jupyter kernel (see ``selfheal.notebook``) the live view is shown. If a human must
-    approve and no ``approver`` is given, a live notebook gets a ``LiveHeal`` handle at once
-    (the run goes on in the kernel's event loop; ``await handle`` gives the result; its
-    ``.code``/``.status``/... reflect the latest state), and a headless one (nbclient,
-    papermill) raises ``ApprovalRequired`` unless ``config.on_headless`` decides.
+    approve and no ``approver`` is given, the running cell cannot wait for a click: it raises
+    ``ApprovalRequired`` unless ``config.on_headless`` decides (in a live notebook,
+    ``selfheal.notebook.start(...)`` returns a handle whose buttons answer).
     """
     frontend = _here()
     if frontend is not None:
@@ -119,7 +115,7 @@ async def aheal(request: HealRequest) -> HealResult:
 
     In a Jupyter kernel it shows the live view; an approval with no ``approver`` follows
     ``config.on_headless`` there (an awaited cell holds the kernel, so buttons cannot answer:
-    use ``handle = selfheal.heal(...)`` for button approvals)."""
+    use ``handle = selfheal.notebook.start(...)`` for button approvals)."""
     frontend = _here()
     if frontend is not None:
         return await frontend.aheal(request)

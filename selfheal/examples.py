@@ -23,7 +23,8 @@ import ast
 import re
 from collections.abc import Sequence
 
-from selfheal.state import Example, Spec
+from selfheal.state import Spec
+from selfheal.state.cases import Example
 
 __all__ = ["example_assert", "find_examples", "no_trusted_test", "unread_examples"]
 

@@ -50,6 +50,7 @@ from selfheal.diffs import unified_diff
 from selfheal.errors import ConfigError
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.llm.base import Provider
+from selfheal.notebook import notebook_mode, start
 from selfheal.result import HealResult
 
 __all__ = [
@@ -295,12 +296,16 @@ class SelfhealMagics(Magics):
     # -- after a run ------------------------------------------------------------------------
 
     def _heal(self, spec: str, *, cell: str | None = None, **options: Any) -> None:
-        outcome = heal(spec, executor=self.defaults.executor, **options)
-        self.defaults.last = outcome
-        if isinstance(outcome, HealResult):
-            self._finish(outcome, cell=cell)
-        else:  # a LiveHeal: finish when the run ends (the code cell follows the next execution)
-            outcome.add_done_callback(partial(self._finish, cell=cell))
+        config = options["config"]
+        if notebook_mode() == "live" and config.autonomy != "full_auto":
+            # the view's buttons answer: the run goes on in the kernel's loop and finishes when
+            # it ends (the code cell follows the next execution)
+            handle = start(spec, executor=self.defaults.executor, **options)
+            self.defaults.last = handle
+            handle.add_done_callback(partial(self._finish, cell=cell))
+        else:
+            self.defaults.last = result = heal(spec, executor=self.defaults.executor, **options)
+            self._finish(result, cell=cell)
 
     def _finish(self, result: HealResult, *, cell: str | None = None) -> None:
         """Define the verified function in the user's namespace and offer the code as a cell."""

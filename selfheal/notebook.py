@@ -14,12 +14,12 @@
 ``SELFHEAL_HEADLESS=1`` forces ``headless`` and ``SELFHEAL_HEADLESS=0`` forces ``live``
 (inside a kernel).
 
-**The live handle**: in ``live`` mode a run that needs a human (autonomy ``review_*`` and no
-``approver``) cannot block the cell, because a button click is a message queued behind the
-running cell. ``heal`` then returns a ``LiveHeal`` at once: the run goes on as an asyncio
-task on the kernel's event loop, the view's buttons resolve its approvals, ``await handle``
-(in a later cell) gives the ``HealResult``, and ``handle.code``/``.status``/... always
-reflect the latest state.
+**The live handle**: a button click is a message queued behind the running cell, so a cell
+that runs ``heal`` cannot wait for one (an approval no ``approver`` answers follows
+``config.on_headless``). ``start`` (the same keywords) returns a ``LiveHeal`` at once instead:
+the run goes on as an asyncio task on the kernel's event loop, the view's buttons resolve its
+approvals, ``await handle`` (in a later cell) gives the ``HealResult``, and
+``handle.code``/``.status``/... always reflect the latest state.
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ import sys
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Literal
 
-from selfheal.approval import Approve, Approver, Edit, Reject
-from selfheal.config import HealConfig
+from selfheal.approval import Approve, Edit, Reject
 from selfheal.context import EventSink
 from selfheal.errors import ApprovalRequired, ConfigError
 from selfheal.graph.runner import Run
@@ -54,6 +53,7 @@ __all__ = [
     "aheal_in_notebook",
     "heal_in_notebook",
     "notebook_mode",
+    "start",
 ]
 
 
@@ -110,16 +110,12 @@ class _Relay:
                 pass
 
 
-def _needs_human(config: HealConfig, approver: Approver | None) -> bool:
-    return approver is None and config.autonomy != "full_auto"
-
-
 _HEADLESS_WHY = (
     "this notebook runs headless (nbclient, nbconvert, nbmake or papermill), so nothing can answer"
 )
-_AWAIT_WHY = (
-    "an awaited cell holds the kernel, so the view's buttons cannot answer (use "
-    "`handle = selfheal.heal(...)` in a live notebook: its buttons resume the run)"
+_BUSY_WHY = (
+    "a running cell holds the kernel, so the view's buttons cannot answer (use "
+    "`handle = selfheal.notebook.start(...)` in a live notebook: its buttons resume the run)"
 )
 
 
@@ -268,51 +264,62 @@ class LiveHeal:
         )
 
 
-def _make_view(run: Run) -> HealView:
+def _make_view(run: Run, relay: _Relay, *, show: bool) -> HealView:
+    """The run's live view, fed by its events (shown at once with ``show``)."""
     from selfheal.widgets.view import HealView
 
-    return HealView(run.state, state_getter=lambda: run.state, live=True)
+    view = HealView(run.state, state_getter=lambda: run.state, live=True)
+    relay.sinks.insert(0, view.on_event)
+    if show:
+        _display(view)
+    return view
 
 
 def _start(request: HealRequest, relay: _Relay) -> Run:
     return Run.start(dataclasses.replace(request, on_event=relay))
 
 
-def heal_in_notebook(
-    mode: NotebookMode, request: HealRequest, *, show: bool = True
-) -> HealResult | LiveHeal:
-    """``heal`` inside a kernel. ``live`` + a human needed: a ``LiveHeal`` at once; ``live``
-    otherwise: blocks while the view updates, returns the result; ``headless``: runs to the
-    end, raising ``ApprovalRequired`` if an approval cannot be answered (``on_headless``)."""
+def heal_in_notebook(mode: NotebookMode, request: HealRequest, *, show: bool = True) -> HealResult:
+    """``heal`` inside a kernel: runs to the end, the view updating live (``live``) or shown
+    once done (``headless``); an approval no ``approver`` answers follows ``on_headless``
+    (``error``: ``ApprovalRequired``), since a running cell holds the kernel (``start``
+    returns a handle whose buttons answer instead)."""
     relay = _Relay(request.on_event)
     run = _start(request, relay)
-    approver = request.approver
-    if mode != "live":
-        try:
-            result = run.run(approver)
-        finally:
-            if show:
-                _display_static(run.state)
-        return _finish_headless(result)
-    view = _make_view(run)
-    relay.sinks.insert(0, view.on_event)
-    if show:
-        _display(view)
-    if not _needs_human(run.state.config, approver):
-        try:
-            return run.run(approver)
-        finally:
+    view = _make_view(run, relay, show=show) if mode == "live" else None
+    try:
+        result = run.run(request.approver)
+    finally:
+        if view is not None:
             view.refresh(run.state, live=False)
-    return start_live(run, view=view)
+        elif show:
+            _display_static(run.state)
+    return _finish_headless(result, _BUSY_WHY if mode == "live" else _HEADLESS_WHY)
 
 
-def start_live(run: Run, *, view: HealView | None = None) -> LiveHeal:
-    """Run ``run`` as a task on the kernel's loop; the view's buttons answer its approvals."""
+def start(spec: str, **keywords: Any) -> LiveHeal:
+    """Start a heal in a live notebook and return its ``LiveHeal`` handle at once
+    (``keywords``: those of ``selfheal.heal``): the run goes on as a task on the kernel's event
+    loop, the view shows it, and its buttons (or ``handle.approve()`` ...) answer its
+    approvals."""
+    request = HealRequest(spec, **keywords)
+    if notebook_mode() != "live":
+        raise ConfigError(
+            "selfheal.notebook.start needs a live notebook (JupyterLab, Notebook 7, VS Code, "
+            "Colab), whose buttons answer the run's approvals; use selfheal.heal(...) here."
+        )
+    if request.approver is not None:
+        raise ConfigError(
+            "start's handle answers approvals through the view's buttons; to answer them with "
+            "an approver=, call selfheal.heal(...)."
+        )
+    relay = _Relay(request.on_event)
+    run = _start(request, relay)
+    view = _make_view(run, relay, show=True)
     loop = asyncio.get_event_loop()
     future_approver = FutureApprover()
-    if view is not None:
-        view.attach_loop(loop)
-        view.bind(future_approver)
+    view.attach_loop(loop)
+    view.bind(future_approver)
     task = loop.create_task(run.arun(future_approver))
     return LiveHeal(run, task, future_approver, view)
 
@@ -320,26 +327,20 @@ def start_live(run: Run, *, view: HealView | None = None) -> LiveHeal:
 async def aheal_in_notebook(
     mode: NotebookMode, request: HealRequest, *, show: bool = True
 ) -> HealResult:
-    """``aheal`` inside a kernel: shows the live view (``live``) and awaits the run.
-
-    An awaited cell holds the kernel, so buttons cannot answer while it runs: a run that
-    needs a human and has no ``approver`` follows ``on_headless`` (``error``: raises
-    ``ApprovalRequired``). Use ``handle = selfheal.heal(...)`` for button approvals."""
+    """``aheal`` inside a kernel: shows the live view (``live``) and awaits the run; an
+    approval no ``approver`` answers follows ``on_headless``, as with ``heal``."""
     relay = _Relay(request.on_event)
     run = await asyncio.to_thread(_start, request, relay)
     view = None
     if mode == "live":
-        view = _make_view(run)
+        view = _make_view(run, relay, show=show)
         view.attach_loop(asyncio.get_running_loop())
-        relay.sinks.insert(0, view.on_event)
-        if show:
-            _display(view)
     try:
         result = await run.arun(request.approver)
     finally:
         if view is not None:
             view.refresh(run.state, live=False)
-    return _finish_headless(result, _AWAIT_WHY if mode == "live" else _HEADLESS_WHY)
+    return _finish_headless(result, _BUSY_WHY if mode == "live" else _HEADLESS_WHY)
 
 
 class NotebookFrontend:
@@ -348,7 +349,7 @@ class NotebookFrontend:
     def active(self) -> bool:
         return notebook_mode() != "none"
 
-    def heal(self, request: HealRequest) -> HealResult | LiveHeal:
+    def heal(self, request: HealRequest) -> HealResult:
         return heal_in_notebook(notebook_mode(), request)
 
     async def aheal(self, request: HealRequest) -> HealResult:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from selfheal import texts
 from selfheal.config import HealConfig
 from selfheal.diffs import unified_diff
 from selfheal.examples import no_trusted_test
@@ -19,33 +20,17 @@ from selfheal.state import (
     Event,
     Evidence,
     HealState,
-    Proposal,
     Remembered,
     Status,
     TestCase,
     Usage,
 )
+from selfheal.texts import proposal_text, remembered_lines, trust
 from selfheal.usertests import tests_module
 
 
 def _dump_all(records: Sequence[Record]) -> list[dict[str, Any]]:
     return [r.model_dump(mode="json") for r in records]
-
-
-def remembered_lines(state: HealState) -> tuple[str, ...]:
-    """One line per thing the run recalled from the memory across runs, saying which run it
-    came from (and, for a verified solution, the candidate it became)."""
-    out: list[str] = []
-    for r in state.remembered:
-        if r.kind == "lesson":
-            out.append(f"{r.text} ({r.id}, remembered from run {r.run_id})")
-            continue
-        joined = next((c.id for c in state.candidates if c.memory_id == r.id), None)
-        out.append(
-            f"verified solution {r.id} of a spec {r.score:.0%} alike, remembered from run "
-            f"{r.run_id}" + (f": candidate {joined}" if joined else "")
-        )
-    return tuple(out)
 
 
 def _pending(s: HealState) -> dict[str, Any] | None:
@@ -63,21 +48,6 @@ def _pending(s: HealState) -> dict[str, Any] | None:
         "rationale": p.rationale,
         "candidates": [c.id for c in p.candidates],
     }
-
-
-def proposal_text(p: Proposal) -> str:
-    """A proposal as a reviewer reads it: what it answers (the diagnosis), how, and the diff."""
-    n = len(p.candidates) or 1
-    lines = [f"── {p.kind} proposal awaiting approval ({n} candidate(s); the first shown) ──"]
-    if p.diagnosis is not None:
-        lines.append(f"diagnosis: {p.diagnosis.root_cause}")
-        if p.diagnosis.repair_strategy:
-            lines.append(f"strategy:  {p.diagnosis.repair_strategy}")
-    lines.append(p.diff.rstrip() if p.diff else p.code.rstrip())
-    return "\n".join(lines)
-
-
-_ICON = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "crashed": "☠"}
 
 
 class HealResult(Record):
@@ -303,59 +273,17 @@ class HealResult(Record):
 
     def timeline_text(self) -> str:
         """One line per node: ``✓ execute  0.03s  0 tok  5/7 passed``."""
-        rows = []
-        for e in self.timeline:
-            if e.kind != "end":
-                continue
-            tok = e.prompt_tokens + e.completion_tokens
-            rows.append(f"  {e.node:<11} {e.duration:6.2f}s {tok:6d} tok  {e.detail}")
-        return "\n".join(rows)
+        return texts.timeline_text(self.timeline)
 
     def transcript_text(self) -> str:
         """Every model call as the model saw it: the messages sent and the raw reply
         (kept unless ``HealConfig(transcripts=False)``)."""
-        out: list[str] = []
-        calls = [e for e in self.timeline if e.kind == "llm"]
-        for n, e in enumerate(calls, 1):
-            out.append(
-                f"=== call {n}/{len(calls)} · {e.node} · iteration {e.iteration} · {e.detail} · "
-                f"{e.model or '?'} · {e.prompt_tokens}+{e.completion_tokens} tok · "
-                f"{e.duration:.1f}s"
-            )
-            if not (e.messages or e.reply):
-                out.append("(transcript not kept)")
-                continue
-            for m in e.messages:
-                out += [f"--- {m.role}", m.shown().rstrip()]
-            out += ["--- reply", e.reply.rstrip()]
-        return "\n".join(out) if out else "(no model calls)"
+        return texts.transcript_text(self.timeline)
 
     def candidates_text(self) -> str:
-        """One line per candidate: id, origin, round, what it cost (tokens, model and sandbox
-        seconds), cluster, trusted tests passed, and what it returned on the first probes."""
-        trusted = [t for t in self.tests if t.trusted]
-        chosen = next((a.candidate for a in reversed(self.attempts) if a.candidate), None)
-        probes = self.state.probes[:3]
-        rows = []
-        for c in self.candidates:
-            rep = c.report
-            if rep is None:
-                what = "not run"
-            elif not rep.load.ok:
-                what = f"does not load ({rep.load.exc_type})"
-            else:
-                out = {r.test_id: r.outcome for r in rep.results}
-                ok = sum(1 for t in trusted if out.get(t.id) == "passed")
-                cluster = "-" if c.cluster is None else str(c.cluster)
-                seen = "; ".join(f"{p.call} -> {c.behaviour.get(p.id, '?')}"[:60] for p in probes)
-                what = f"trusted {ok}/{len(trusted)}  cluster {cluster}  {seen}"
-            mark = "▶" if c.id == chosen else " "
-            cost = (
-                f"{c.cost.tokens:>5} tok {c.cost.model_seconds:5.1f}s model "
-                f"{c.cost.sandbox_seconds:5.2f}s sandbox"
-            )
-            rows.append(f" {mark} {c.id:<4} {c.origin:<10} round {c.round}  {cost}  {what}")
-        return "\n".join(rows)
+        """One line per candidate: id, origin, round, what it cost, cluster, trusted tests
+        passed, and what it returned on the first probes."""
+        return texts.candidates_text(self.state)
 
     def pending_text(self) -> str:
         """The proposal waiting for a decision (diagnosis and diff), or "" if none waits."""
@@ -366,19 +294,7 @@ class HealResult(Record):
     def tests_text(self) -> str:
         """One row per test (outcome, id, origin, trust, first line); a failing trusted test
         shows what went wrong under it."""
-        outcomes = self.test_outcomes()
-        failures = self._failures()
-        rows = []
-        for t in self.tests:
-            o = outcomes.get(t.id, "not run")
-            icon = _ICON.get(o, "·")
-            trust = "trusted" if t.trusted else ("quarantined" if t.quarantined else "untrusted")
-            src = t.source.strip().splitlines()[0][:70]
-            rows.append(f"  {icon} {t.id:<6} {t.origin:<11} {trust:<11} {src}")
-            why = failures.get(t.id)
-            if why and t.trusted:
-                rows.extend(f"      {ln}" for ln in why.splitlines()[:4])
-        return "\n".join(rows)
+        return texts.tests_text(self.tests, self.test_outcomes(), self._failures())
 
     def _failures(self) -> dict[str, str]:
         """Test id -> what went wrong, on the final code's last execution."""
@@ -423,12 +339,9 @@ class HealResult(Record):
             outcomes = self.test_outcomes()
             lines += ["", "| test | origin | trust | outcome |", "|---|---|---|---|"]
             for t in self.tests:
-                trust = (
-                    "trusted" if t.trusted else ("quarantined" if t.quarantined else "untrusted")
-                )
                 src = t.source.strip().splitlines()[0][:60].replace("|", "\\|")
                 lines.append(
-                    f"| `{src}` | {t.origin} | {trust} | {outcomes.get(t.id, 'not run')} |"
+                    f"| `{src}` | {t.origin} | {trust(t)} | {outcomes.get(t.id, 'not run')} |"
                 )
         if self.lessons:
             lines += ["", "Lessons:"] + [f"- {x}" for x in self.lessons]

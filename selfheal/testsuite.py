@@ -8,7 +8,8 @@ import re
 from collections.abc import Iterable, Sequence
 
 from selfheal.kernel_sandbox.types import ExecutionReport, Limits, TestResult
-from selfheal.state import HealState, Origin, TestCase
+from selfheal.state import HealState, TestCase
+from selfheal.state.cases import Origin
 
 _WHY_RE = re.compile(r"^\s*#\s*(?:why\s*:)?\s*(.*)$", re.IGNORECASE)
 

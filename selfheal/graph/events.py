@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from selfheal.context import Context
-from selfheal.state import Event, EventKind, HealState
+from selfheal.state import Event, HealState
+from selfheal.state.timeline import EventKind
 
 __all__ = ["event", "record"]
 

@@ -25,7 +25,7 @@ from selfheal.kernel_sandbox.types import (
     TestResult,
 )
 
-__all__ = ["KILL_GRACE", "KernelSource", "Run"]
+__all__ = ["KILL_GRACE", "KernelRun", "KernelSource"]
 
 KILL_GRACE = 0.5
 """Seconds past a limit after which the host kills the process of a run whose harness did
@@ -112,7 +112,7 @@ def _load_from(m: tuple[Any, ...]) -> LoadResult:
     )
 
 
-class Run:
+class KernelRun:
     """State of one run across one or more candidate processes."""
 
     def __init__(

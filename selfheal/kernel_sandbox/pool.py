@@ -22,15 +22,15 @@ from selfheal.kernel_sandbox.boundary import (
     mode_from_env,
 )
 from selfheal.kernel_sandbox.containment import netns_available
-from selfheal.kernel_sandbox.kernel import SandboxKernel
-from selfheal.kernel_sandbox.leftovers import sweep_once
-from selfheal.kernel_sandbox.runner import (
+from selfheal.kernel_sandbox.execution import (
     InputFiles,
     execute,
     execute_snippet,
     execute_trace,
     input_files,
 )
+from selfheal.kernel_sandbox.kernel import SandboxKernel
+from selfheal.kernel_sandbox.leftovers import sweep_once
 from selfheal.kernel_sandbox.types import (
     AssertTest,
     ExecutionReport,

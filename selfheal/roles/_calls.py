@@ -26,7 +26,9 @@ from selfheal.llm.base import (
 from selfheal.llm.budget import BoundedProvider
 from selfheal.llm.parsing import lenient_block
 from selfheal.llm.prompts import load_prompt
-from selfheal.state import CandidateCost, Event, HealState, RoleUsage, Usage
+from selfheal.state import Event, HealState, Usage
+from selfheal.state.candidates import CandidateCost
+from selfheal.state.timeline import Tokens
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -77,25 +79,9 @@ class CallLog:
 
 def _add_usage(usage: Usage, role: str, c: Completion) -> Usage:
     key = f"{role}@{c.model}" if c.model else role
-    prev = usage.by_role.get(key, RoleUsage())
-    by_role = dict(usage.by_role)
-    by_role[key] = RoleUsage(
-        calls=prev.calls + 1,
-        prompt_tokens=prev.prompt_tokens + c.prompt_tokens,
-        completion_tokens=prev.completion_tokens + c.completion_tokens,
-        cached_tokens=prev.cached_tokens + c.cached_tokens,
-        latency=prev.latency + c.latency,
-    )
-    return usage.model_copy(
-        update={
-            "calls": usage.calls + 1,
-            "prompt_tokens": usage.prompt_tokens + c.prompt_tokens,
-            "completion_tokens": usage.completion_tokens + c.completion_tokens,
-            "cached_tokens": usage.cached_tokens + c.cached_tokens,
-            "latency": usage.latency + c.latency,
-            "by_role": by_role,
-        }
-    )
+    spent = Tokens.of([c])
+    by_role = {**usage.by_role, key: usage.by_role.get(key, Tokens()) + spent}
+    return (usage + spent).model_copy(update={"by_role": by_role})
 
 
 def _call(

@@ -13,7 +13,8 @@ from selfheal.context import Context
 from selfheal.errors import MalformedReply
 from selfheal.probes import calls_in_test, merge_probes
 from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
-from selfheal.state import CriticReview, Diagnosis, HealState, Verdict
+from selfheal.state import CriticReview, Diagnosis, HealState
+from selfheal.state.repair import Verdict
 from selfheal.testsuite import add_tests, parse_test_block, sources
 
 NODE = "critic"

@@ -15,7 +15,8 @@ from selfheal.llm.parsing import fold_choice
 from selfheal.roles import oracle
 from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
 from selfheal.roles.investigate import investigate
-from selfheal.state import Blame, Diagnosis, DiagnosisCategory, HealState
+from selfheal.state import Diagnosis, HealState
+from selfheal.state.repair import Blame, DiagnosisCategory
 from selfheal.testsuite import all_active_pass, failure_lines
 
 NODE = "diagnose"

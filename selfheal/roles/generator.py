@@ -34,14 +34,8 @@ from selfheal.roles.test_writer import (
     with_examples,
     with_inputs,
 )
-from selfheal.state import (
-    Candidate,
-    CandidateCost,
-    CandidateOrigin,
-    Diagnosis,
-    HealState,
-    Proposal,
-)
+from selfheal.state import Candidate, Diagnosis, HealState, Proposal
+from selfheal.state.candidates import CandidateCost, CandidateOrigin
 from selfheal.testsuite import failure_lines
 
 LOW_CONFIDENCE = 0.4

@@ -34,7 +34,8 @@ from selfheal.roles.debugtools import (
     candidate_lines,
     run_tool,
 )
-from selfheal.state import DebugTool, Event, HealState, Probe
+from selfheal.state import Event, HealState
+from selfheal.state.repair import DebugTool, Probe
 from selfheal.testsuite import failure_lines
 
 __all__ = ["StepReply", "investigate", "salvage"]

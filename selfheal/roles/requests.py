@@ -10,7 +10,8 @@ from typing import Any
 
 from selfheal.config import FORMS, Form
 from selfheal.spec import header_of
-from selfheal.state import CandidateOrigin, HealState
+from selfheal.state import HealState
+from selfheal.state.candidates import CandidateOrigin
 
 __all__ = ["Request", "base_variables", "first_answers", "samples_in_turn", "seed_for"]
 

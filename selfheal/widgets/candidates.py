@@ -9,7 +9,8 @@ from typing import Literal
 from pydantic import Field
 
 from selfheal.records import Record
-from selfheal.state import Candidate, CandidateCost, HealState, ProbeInput
+from selfheal.state import Candidate, HealState, ProbeInput
+from selfheal.state.candidates import CandidateCost
 from selfheal.widgets.viewmodel import awaits_human
 
 CandidateState = Literal["proposed", "not run", "no load", "fails trusted", "passes trusted"]

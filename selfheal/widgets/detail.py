@@ -11,8 +11,8 @@ from selfheal.agreement import canonical_literal
 from selfheal.diffs import unified_diff
 from selfheal.llm.base import Message
 from selfheal.records import Record
-from selfheal.result import remembered_lines
 from selfheal.state import Candidate, HealState
+from selfheal.texts import remembered_lines
 from selfheal.widgets.candidates import (
     CandidateRow,
     candidate_row,

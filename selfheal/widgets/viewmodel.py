@@ -13,8 +13,8 @@ from typing import Literal
 
 from selfheal.diffs import unified_diff
 from selfheal.records import Record
-from selfheal.result import remembered_lines
 from selfheal.state import Attempt, Event, HealState, TestCase
+from selfheal.texts import remembered_lines
 
 RowState = Literal["running", "done", "error", "waiting"]
 """``running``: the node is executing now; ``waiting``: the run waits for a human decision."""

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +21,7 @@ from selfheal.graph import table
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 400
+MAX_LONG_MODULES = 3
 
 
 def _script(name: str) -> ModuleType:
@@ -43,37 +45,87 @@ def test_import_contracts_are_kept() -> None:
     assert "broken" in proc.stdout and " 0 broken" in proc.stdout
 
 
-def test_nothing_outside_the_package_imports_a_private_module() -> None:
-    """evaluation/, benchmarks/ and scripts/ use selfheal's public modules only (the tests may
-    test private ones)."""
+# The graph engineer's branch (issue 31: the engine imports roles only through their public
+# modules) removes these; the check then holds with this set empty.
+STILL_PRIVATE = {
+    "selfheal/graph/execute.py selfheal.roles._calls",
+    "selfheal/graph/execute.py selfheal.roles._source",
+}
+
+
+def _imported_modules(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, module) for each module ``path`` imports, relative imports resolved and
+    ``from package import module`` read as the module."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    package = parts[:-1]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            yield node.lineno, module
+            for a in node.names:
+                below = ROOT / Path(*module.split("."), a.name)
+                if below.is_dir() or below.with_suffix(".py").is_file():
+                    yield node.lineno, f"{module}.{a.name}"
+
+
+def _private_imports() -> list[str]:
+    """Imports of a private module (``_calls``) from outside the package that holds it."""
     offenders = []
-    for folder in ("evaluation", "benchmarks", "scripts"):
+    for folder in ("selfheal", "evaluation", "benchmarks", "scripts"):
         for path in sorted((ROOT / folder).rglob("*.py")):
-            tree = ast.parse(path.read_text(), str(path))
-            for node in ast.walk(tree):
-                names = []
-                if isinstance(node, ast.ImportFrom) and node.module:
-                    names = [node.module]
-                elif isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                for name in names:
-                    parts = name.split(".")
-                    if parts[0] == "selfheal" and any(p.startswith("_") for p in parts[1:]):
-                        offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+            rel = path.relative_to(ROOT)
+            importer = ".".join(rel.with_suffix("").parts)
+            for line, name in _imported_modules(path):
+                parts = name.split(".")
+                private = [i for i, p in enumerate(parts) if p.startswith("_") and i]
+                if parts[0] != "selfheal" or not private or parts[private[0]] == "__init__":
+                    continue
+                owner = ".".join(parts[: private[0]])
+                if not importer.startswith(owner + "."):
+                    offenders.append(f"{rel} {name}:{line}")
+    return offenders
+
+
+def test_nothing_outside_a_package_imports_its_private_modules() -> None:
+    """A private module (``kernel_sandbox._canon``, ``roles._calls``) belongs to its package:
+    evaluation/, benchmarks/, scripts/ and selfheal's other packages reach it through the
+    package's public modules (the tests may test private ones)."""
+    offenders = [o for o in _private_imports() if o.rsplit(":", 1)[0] not in STILL_PRIVATE]
     assert not offenders, offenders
+    found = {o.rsplit(":", 1)[0] for o in _private_imports()}
+    assert found >= STILL_PRIVATE, f"fixed: drop {STILL_PRIVATE - found} from STILL_PRIVATE"
+
+
+def _long_modules() -> dict[str, int]:
+    return {
+        str(p.relative_to(ROOT)): n
+        for folder in ("selfheal", "evaluation")
+        for p in (ROOT / folder).rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
 
 
 def test_long_modules_are_explained() -> None:
-    """No module over 400 lines unless docs/architecture.md names it and says why."""
+    """No module of selfheal/ or evaluation/ over 400 lines unless docs/architecture.md names
+    it and says why."""
     doc = (ROOT / "docs" / "architecture.md").read_text()
-    explained = set(re.findall(r"`(selfheal/[\w/]+\.py)`", doc.split("## Long modules", 1)[-1]))
-    long = {
-        str(p.relative_to(ROOT)): n
-        for p in (ROOT / "selfheal").rglob("*.py")
-        if (n := len(p.read_text().splitlines())) > MAX_LINES
-    }
-    unexplained = {p: n for p, n in long.items() if p not in explained}
+    section = doc.split("## Long modules", 1)[-1]
+    explained = set(re.findall(r"`((?:selfheal|evaluation)/[\w/]+\.py)`", section))
+    unexplained = {p: n for p, n in _long_modules().items() if p not in explained}
     assert not unexplained, f"over {MAX_LINES} lines, not in docs/architecture.md: {unexplained}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 31: the llama.cpp engine's move out of llm/ and the CLI derived from the "
+    "config groups shrink the rest; strict: drop this mark once it passes",
+)
+def test_at_most_three_long_modules() -> None:
+    long = _long_modules()
+    assert len(long) <= MAX_LONG_MODULES, sorted(long)
 
 
 def test_graph_diagrams_match_the_table() -> None:

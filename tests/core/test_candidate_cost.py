@@ -8,7 +8,7 @@ from pathlib import Path
 import selfheal
 from selfheal.config import HealConfig
 from selfheal.llm.mock import MockProvider
-from selfheal.state import CandidateCost
+from selfheal.state.candidates import CandidateCost
 from selfheal.widgets.candidates import candidates_view
 from selfheal.widgets.fragments import candidates_html
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from evaluation.compare import compare_runs
+from evaluation.pair import error_record
 from evaluation.results_file import ResultsFile
-from evaluation.runner import error_record
 from evaluation.suites import BuiltinSuite
 from selfheal.config import HealConfig
 

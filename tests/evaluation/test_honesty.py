@@ -13,12 +13,13 @@ import pytest
 from eval_fakes import oracle_provider
 
 import selfheal
+from evaluation.benchmark import BenchmarkRunner
 from evaluation.honesty import check_calls, check_messages, secret_assertions
 from evaluation.metrics import summarise
 from evaluation.modes import MODES, config_for
+from evaluation.pair import heal_quietly
 from evaluation.recording import RecordedCall, RecordingProvider
 from evaluation.results_file import ResultsFile
-from evaluation.runner import BenchmarkRunner, heal_quietly
 from evaluation.suites import HumanEvalSuite, Task
 from selfheal.config import HealConfig
 from selfheal.kernel_sandbox import KernelPool

@@ -12,9 +12,9 @@ from pathlib import Path
 from eval_fakes import oracle_provider
 
 from evaluation.judge import Judged, ask_again, asked_before, judge_one, judge_report
+from evaluation.pair import error_record
 from evaluation.records import TaskRecord
 from evaluation.results_file import ResultsFile
-from evaluation.runner import error_record
 from evaluation.suites import HumanEvalSuite, Task
 from selfheal.config import HealConfig
 from selfheal.kernel_sandbox import KernelPool

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 import selfheal
+from evaluation.benchmark import BenchmarkRunner
 from evaluation.errors import ResultsFileError, SuiteError
 from evaluation.modes import MODES, config_for, parse_modes
 from evaluation.records import TaskRecord
 from evaluation.report import Settings, build_summary, render_markdown
 from evaluation.results_file import ResultsFile
-from evaluation.runner import BenchmarkRunner
 from evaluation.suites import Task
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.base import Message

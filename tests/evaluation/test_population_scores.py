@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from evaluation.pair import error_record
 from evaluation.population import (
     PopulationReport,
     population_report,
@@ -17,7 +18,6 @@ from evaluation.population import (
 )
 from evaluation.records import TaskRecord
 from evaluation.results_file import ResultsFile
-from evaluation.runner import error_record
 from evaluation.suites import HumanEvalSuite, Task
 from selfheal.config import HealConfig
 from selfheal.kernel_sandbox import KernelPool

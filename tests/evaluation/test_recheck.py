@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from evaluation.honesty import HonestyReport
+from evaluation.pair import error_record
 from evaluation.recheck import main
 from evaluation.records import TaskRecord
 from evaluation.results_file import ResultsFile
-from evaluation.runner import error_record
 from evaluation.suites import HumanEvalSuite, Task
 from selfheal.config import HealConfig
 

@@ -12,10 +12,12 @@ import yaml
 from eval_fakes import oracle_provider
 
 import selfheal
+from evaluation.benchmark import BenchmarkRunner
 from evaluation.metrics import summarise
+from evaluation.pair import task_seed
+from evaluation.records import TaskRecord
 from evaluation.results_file import ResultsFile
 from evaluation.run_benchmark import main
-from evaluation.runner import BenchmarkRunner, task_seed
 from evaluation.suites import Task
 from selfheal.config import HealConfig
 from selfheal.kernel_sandbox import KernelPool
@@ -90,7 +92,7 @@ def test_records_and_metrics_match_what_happened(
     assert good.status == "unverified"
     assert good.verdict.outcome == "passed"
     assert {t.origin for t in good.tests} >= {"spec_blind"}
-    assert good.llm_calls >= 2 and good.prompt_tokens > 0 and good.timeline
+    assert good.usage.calls >= 2 and good.usage.prompt_tokens > 0 and good.timeline
     # the population and what the status rested on are in the record
     assert good.evidence is not None and "no trusted test" in good.evidence["summary"]
     assert [c["origin"] for c in good.candidates] == ["greedy", "sample", "sample", "sample"]
@@ -108,7 +110,7 @@ def test_records_and_metrics_match_what_happened(
     assert not fooled.verified and not fooled.passed and not fooled.false_success
 
     single = records[(tasks[2].id, "single_shot")]
-    assert single.passed and single.status == "unverified" and single.llm_calls == 1
+    assert single.passed and single.status == "unverified" and single.usage.calls == 1
     # every mode of a task samples with the task's seed, and the record says which
     assert good.config["seed"] == single.config["seed"] == task_seed(tasks[2].id)
     assert len({records[(t.id, "heal")].config["seed"] for t in tasks}) == 3
@@ -257,7 +259,7 @@ def test_a_provider_built_already_is_used_and_named_by_model(
             "--limit", "1", "--out", str(out), "--no-progress"]  # fmt: skip
     assert main(args, provider=provider) == 0
     (record,) = ResultsFile(out / "results.jsonl").read()
-    assert record.passed and record.llm_calls == 1
+    assert record.passed and record.usage.calls == 1
     assert json.loads((out / "results.json").read_text())["settings"]["model"] == "hf:my/model"
 
 
@@ -358,11 +360,28 @@ def test_cached_prompt_tokens_reach_the_timeline_the_record_and_the_metrics(
         builtin_tasks[:1], ["heal"], tmp_path / "r.jsonl", pool, CountingHeal(), _CachingServer
     )
     (record,) = runner.run()
-    assert record.llm_calls >= 2 and record.cached_tokens == 5 * record.llm_calls
+    assert record.usage.calls >= 2 and record.usage.cached_tokens == 5 * record.usage.calls
     llm = [e for e in record.timeline if e["kind"] == "llm"]
     assert llm and all(e["cached_tokens"] == 5 for e in llm)
     m = summarise([record], "heal")
-    assert m.cached_tokens == record.cached_tokens
+    assert m.cached_tokens == record.usage.cached_tokens
+
+
+def test_records_written_with_flat_counts_still_load() -> None:
+    """Before ``usage`` held a record's counts they were flat fields (``llm_calls``,
+    ``prompt_tokens`` ...): every stored results file still reads, with the same counts."""
+    stored = sorted((ROOT / "evaluation" / "results").glob("*/results.jsonl"))
+    assert stored and all(ResultsFile(path).read() for path in stored)
+    line = json.loads(stored[0].read_text().splitlines()[-1])
+    assert "usage" not in line  # written in the old form
+    record = TaskRecord.model_validate(line)
+    assert record.usage.model_dump(exclude={"latency"}) == {
+        "calls": line["llm_calls"],
+        "prompt_tokens": line["prompt_tokens"],
+        "completion_tokens": line["completion_tokens"],
+        "cached_tokens": line["cached_tokens"],
+    }
+    assert TaskRecord.model_validate_json(record.model_dump_json()) == record
 
 
 class _ForgettingServer(WrapperProvider):
@@ -399,7 +418,7 @@ def test_each_run_starts_from_a_cold_prompt_cache(
     # the cache is erased before each run's first call, never in the middle of a run
     runs = "".join("F" if e == "forget" else "c" for e in log).split("F")
     assert runs[0] == "" and len(runs) == 5 and all(runs[1:])
-    assert [len(r) for r in runs[1:]] == [r.llm_calls for r in records]
+    assert [len(r) for r in runs[1:]] == [r.usage.calls for r in records]
 
 
 def test_paired_modes_continue_heal_from_where_their_switch_matters(
@@ -419,7 +438,7 @@ def test_paired_modes_continue_heal_from_where_their_switch_matters(
     assert (critic.paired.base, critic.paired.base_run_id) == ("heal", heal.run_id)
     assert critic.paired.at_node == "critic" and critic.run_id != heal.run_id
     # the critic is asked once, after the very population heal chose from
-    assert critic.llm_calls == heal.llm_calls + 1 == critic.paired.shared_calls + 1
+    assert critic.usage.calls == heal.usage.calls + 1 == critic.paired.shared_calls + 1
     assert [c["code"] for c in critic.candidates] == [c["code"] for c in heal.candidates]
     assert critic.wall_time >= critic.paired.shared_seconds > 0
     assert critic.config["critic"] and not heal.config["critic"]
@@ -471,8 +490,8 @@ def test_a_paired_mode_whose_switch_never_matters_repeats_the_base_result(
         r = records[mode]
         assert r.paired is not None and not r.paired.diverged
         assert r.paired.base_run_id == base.run_id == r.run_id
-        assert (r.passed, r.code, r.wall_time, r.llm_calls) == (
-            base.passed, base.code, base.wall_time, base.llm_calls,
+        assert (r.passed, r.code, r.wall_time, r.usage.calls) == (
+            base.passed, base.code, base.wall_time, base.usage.calls,
         )  # fmt: skip
         assert r.config["debugger_steps"] == (3 if mode == "heal-debugger" else 0)
 

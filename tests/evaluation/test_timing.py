@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from evaluation.pair import error_record
 from evaluation.records import TaskRecord, TestRecord
 from evaluation.results_file import ResultsFile
-from evaluation.runner import error_record
 from evaluation.suites import Task
 from evaluation.timing import main, path_of, timing_table
 from selfheal.config import HealConfig

@@ -19,7 +19,7 @@ from selfheal.roles.debugger import DiagnosisReply
 from selfheal.roles.debugtools import TOOL_NAMES
 from selfheal.roles.investigate import StepReply
 from selfheal.roles.oracle import OracleReply
-from selfheal.state import Blame, DiagnosisCategory, Verdict
+from selfheal.state.repair import Blame, DiagnosisCategory, Verdict
 
 SHIPPED = sorted((Path(__file__).resolve().parents[2] / "prompts").glob("*.yaml"))
 

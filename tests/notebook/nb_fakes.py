@@ -36,8 +36,8 @@ from selfheal.kernel_sandbox._harness.compare import (
 from selfheal.kernel_sandbox._harness.pytest_item import pt_install, pt_run
 from selfheal.kernel_sandbox._run import _check_call
 from selfheal.kernel_sandbox._wire import encode_value
+from selfheal.kernel_sandbox.execution import normalize_tests
 from selfheal.kernel_sandbox.rewrite import rewrite_test
-from selfheal.kernel_sandbox.runner import normalize_tests
 from selfheal.kernel_sandbox.types import (
     AssertTest,
     CallTest,

@@ -1,5 +1,6 @@
-"""heal() inside real Jupyter kernels: headless (nbclient) never hangs, live returns a handle
-whose approvals resolve in the kernel's event loop, full autonomy streams widget updates."""
+"""heal() inside real Jupyter kernels: headless (nbclient) never hangs, a live start() returns
+a handle whose approvals resolve in the kernel's event loop, full autonomy streams widget
+updates."""
 
 from __future__ import annotations
 
@@ -128,13 +129,13 @@ def kernel(kernel_env: None, tmp_path: Path) -> Iterator[Kernel]:
         k.close()
 
 
-def test_live_review_returns_a_handle_and_approval_resumes(kernel: Kernel) -> None:
+def test_live_start_returns_a_handle_and_approval_resumes(kernel: Kernel) -> None:
     assert kernel.text(PRELUDE).strip() == "MODE live"
     msgs = kernel.execute(
-        "h = selfheal.heal(DEMO_SPEC, config=HealConfig(autonomy='review_repairs'))\n"
+        "h = selfheal.notebook.start(DEMO_SPEC, config=HealConfig(autonomy='review_repairs'))\n"
         "print(type(h).__name__, h.done())"
     )
-    # heal() returned a handle to a run still going (not the finished result)
+    # start() returned a handle to a run still going (not the finished result)
     assert "LiveHeal False" in "".join(
         m["content"].get("text", "") for m in msgs if m["msg_type"] == "stream"
     )
@@ -170,18 +171,21 @@ def test_live_full_auto_blocks_and_streams_widget_updates(kernel: Kernel) -> Non
     assert len(updates) > 12  # the view changed while the cell was running, node after node
 
 
-def test_await_aheal_in_a_live_kernel_cannot_wait_for_buttons(kernel: Kernel) -> None:
+@pytest.mark.parametrize("call", ["await selfheal.aheal", "selfheal.heal"])
+def test_heal_in_a_live_kernel_cannot_wait_for_buttons(kernel: Kernel, call: str) -> None:
+    """A running (or awaiting) cell holds the kernel: heal() returns a HealResult, never a
+    handle, and an approval no approver answers follows on_headless, pointing at start()."""
     kernel.execute(PRELUDE)
     out = kernel.text(
         "try:\n"
-        "    await selfheal.aheal(DEMO_SPEC, config=HealConfig(autonomy='review_repairs'))\n"
+        f"    {call}(DEMO_SPEC, config=HealConfig(autonomy='review_repairs'))\n"
         "except selfheal.ApprovalRequired as e:\n"
-        "    print('APPROVAL-REQUIRED')\n"
-        "r = await selfheal.aheal(DEMO_SPEC, config=HealConfig(autonomy='review_repairs'), "
+        "    print('APPROVAL-REQUIRED', 'selfheal.notebook.start' in str(e))\n"
+        f"r = {call}(DEMO_SPEC, config=HealConfig(autonomy='review_repairs'), "
         "approver=lambda p, s: selfheal.Approve())\n"
-        "print(r.status)"
+        "print(type(r).__name__, r.status)"
     )
-    assert out.split() == ["APPROVAL-REQUIRED", "verified"]
+    assert out.split() == ["APPROVAL-REQUIRED", "True", "HealResult", "verified"]
 
 
 def test_cell_magic_in_a_live_kernel_with_review(kernel: Kernel) -> None:

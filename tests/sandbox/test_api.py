@@ -20,8 +20,8 @@ from selfheal.kernel_sandbox import (
     Limits,
     get_default_pool,
 )
+from selfheal.kernel_sandbox.execution import execute
 from selfheal.kernel_sandbox.kernel import SandboxKernel
-from selfheal.kernel_sandbox.runner import execute
 from selfheal.kernel_sandbox.zygote import Zygote
 
 from .conftest import FAST, HOST_SECRETS

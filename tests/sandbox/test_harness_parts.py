@@ -21,7 +21,7 @@ from selfheal.kernel_sandbox._harness.channel import Harness, read_request, sign
 from selfheal.kernel_sandbox._harness.compare import assert_cmp, cmp, pure, srepr, truth
 from selfheal.kernel_sandbox._harness.guard import Guard, Timeout, audit, forbidden_read, guarded
 from selfheal.kernel_sandbox._harness.session import Checks, compile_tests, run_candidate
-from selfheal.kernel_sandbox.runner import _wire, normalize_tests
+from selfheal.kernel_sandbox.execution import _wire, normalize_tests
 
 
 class Yes:

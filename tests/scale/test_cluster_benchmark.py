@@ -19,10 +19,10 @@ import pytest
 import yaml
 from scale_fakes import HangOnce, OracleServer, builtin_oracle, calls, set_env
 
+from evaluation.benchmark import BenchmarkRunner
 from evaluation.records import TaskRecord
 from evaluation.results_file import ResultsFile
 from evaluation.run_benchmark import main
-from evaluation.runner import BenchmarkRunner
 from evaluation.suites import BuiltinSuite
 from selfheal.scale import DaskEngine
 
@@ -38,7 +38,7 @@ def _same(record: TaskRecord) -> tuple[Any, ...]:
         record.verified,
         record.status,
         record.iterations,
-        record.llm_calls,
+        record.usage.calls,
         record.code,
         record.verdict.outcome,
         len(record.candidates),

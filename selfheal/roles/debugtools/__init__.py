@@ -30,7 +30,8 @@ from selfheal.roles.debugtools._common import cut, observation, snippet
 from selfheal.roles.debugtools.diff_candidates import candidate_lines, diff_candidates
 from selfheal.roles.debugtools.inspect_function import inspect_function
 from selfheal.roles.debugtools.trace_failure import trace_failure
-from selfheal.state import DebugTool, HealState
+from selfheal.state import HealState
+from selfheal.state.repair import DebugTool
 
 __all__ = [
     "CONTEXT_CHARS",

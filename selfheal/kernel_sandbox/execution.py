@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from selfheal.errors import ConfigError
-from selfheal.kernel_sandbox._run import KILL_GRACE, KernelSource, Run
+from selfheal.kernel_sandbox._run import KILL_GRACE, KernelRun, KernelSource
 from selfheal.kernel_sandbox._wire import encode_value
 from selfheal.kernel_sandbox.rewrite import rewrite_test, split_snippet
 from selfheal.kernel_sandbox.traces import read_steps
@@ -107,7 +107,7 @@ def execute(
     """Load ``code`` and run ``tests`` on kernels from ``source``, with ``files`` (from
     ``input_files``) in the run's folder."""
     norm = normalize_tests(tests)
-    run = Run(source, code, norm, [_wire(t) for t in norm], limits, files)
+    run = KernelRun(source, code, norm, [_wire(t) for t in norm], limits, files)
     run.go()
     if run.load is None:  # no tests and nothing ran
         run.load = LoadResult(ok=True)
@@ -125,7 +125,7 @@ def execute_snippet(source: KernelSource, code: str, setup: str, limits: Limits)
             message=f"{e.msg} (line {e.lineno})",
         )
     test = AssertTest(id="snippet", code=code)
-    run = Run(source, setup, [test], [("snippet", "snippet", body, last)], limits)
+    run = KernelRun(source, setup, [test], [("snippet", "snippet", body, last)], limits)
     run.go()
     assert run.load is not None
     if not run.load.ok:
@@ -174,7 +174,9 @@ def execute_trace(
         )
     settings = (trace.head, trace.tail, trace.value_chars, trace.max_values, trace.max_total)
     stand_in = AssertTest(id=test.id, code=body)
-    run = Run(source, code, [stand_in], [("trace", test.id, wired, wrapped, settings)], limits)
+    run = KernelRun(
+        source, code, [stand_in], [("trace", test.id, wired, wrapped, settings)], limits
+    )
     run.go()
     assert run.load is not None
     if not run.load.ok:
