@@ -81,6 +81,11 @@ class HealConfig(Record):
     approval: Approval = Approval()
     """Human approval."""
 
+    def __init__(self, **settings: Any) -> None:
+        """``HealConfig(candidates=4)``, ``HealConfig(generation={"candidates": 4})``, or
+        both: every setting by its flat name or in its group."""
+        super().__init__(**settings)
+
     @model_validator(mode="wrap")
     @classmethod
     def _clear_errors(
