@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import (
     ValidationError,
@@ -81,10 +81,11 @@ class HealConfig(Record):
     approval: Approval = Approval()
     """Human approval."""
 
-    def __init__(self, **settings: Any) -> None:
-        """``HealConfig(candidates=4)``, ``HealConfig(generation={"candidates": 4})``, or
-        both: every setting by its flat name or in its group."""
-        super().__init__(**settings)
+    if TYPE_CHECKING:  # at run time pydantic's own __init__ (a custom one would drop context)
+
+        def __init__(self, **settings: Any) -> None:
+            """``HealConfig(candidates=4)``, ``HealConfig(generation={"candidates": 4})``, or
+            both: every setting by its flat name or in its group."""
 
     @model_validator(mode="wrap")
     @classmethod

@@ -73,24 +73,24 @@ class Generation(Group):
     passes every trusted test and they all agree on every probe, the round stops there,
     otherwise it tops up to ``candidates``. Set it to ``candidates`` to always ask for all."""
     top_up: Annotated[Literal["to_agree", "when_failing"], Reads()] = "to_agree"
-    """When the first round asks for the rest of its ``candidates`` after the first
-    ``first_sample``: ``to_agree`` also when the greedy answer passes every trusted test but the
-    first answers disagree (or there is no trusted test), to find a majority that can verify it;
-    ``when_failing`` only when no candidate passes every trusted test, as plain sampling does
-    (faster; a passing greedy answer the first sample does not confirm is then unverified)."""
+    """When the first round asks for the rest of its ``candidates``: ``to_agree`` or
+    ``when_failing``. After the first ``first_sample``, ``to_agree`` asks also when the greedy
+    answer passes every trusted test but the first answers disagree (or there is no trusted
+    test), to find a majority that can verify it; ``when_failing`` only when no candidate
+    passes every trusted test, as plain sampling does (faster; a passing greedy answer the first
+    sample does not confirm is then unverified)."""
     sample_temperature: Annotated[float, Reads("generate", "repair")] = Field(
         default=0.8, ge=0.0, le=2.0
     )
     """Temperature of the sampled candidates and of fresh samples in repair rounds."""
     seed: Annotated[int | None, Reads("generate", "repair")] = Field(default=None, ge=0)
-    """Base of the sampled candidates' seeds (each request's seed is derived from it and the
-    request's place in the run), where the backend takes one (llama-server, OpenAI-compatible
-    servers, Ollama): the same seed, spec and model ask the same questions with the same seeds,
-    so two configurations can be compared on the same samples. None: random seeds. The
-    benchmark derives one from each task's id."""
+    """Base of the sampled candidates' seeds, where the backend takes one (none: random). Each
+    request's seed is derived from it and the request's place in the run (llama-server,
+    OpenAI-compatible servers and Ollama take one): the same seed, spec and model ask the same questions with the same seeds,
+    so two configurations can be compared on the same samples. The benchmark derives one from each task's id."""
     first_answer: Literal["instruct", "complete"] = "instruct"
-    """How the greedy first answer is asked: ``instruct`` (the spec, then "write this
-    function"), or ``complete``: the model completes the spec's own header (the ``def`` line
+    """How the greedy first answer is asked: ``instruct`` or ``complete``. ``instruct``: the
+    spec, then "write this function"; ``complete``: the model completes the spec's own header (the ``def`` line
     and docstring when the spec is code, ``def name(`` when it is prose), prefilled as the
     start of its reply, and a reply that does not complete it is asked again as ``instruct``.
     Measured with the local 1.5B on HumanEval-164 (greedy, outside selfheal): 117 passed
@@ -125,9 +125,9 @@ class Tests(Group):
     4): with examples, mutations of them are the probes, and the test writer's longer reply
     would be the slowest request of the first round."""
     spec_blind_form: Literal["tests", "inputs"] = "tests"
-    """What the spec-blind test writer writes: ``tests``, asserts with expected values
-    (untrusted claims; their calls become probe inputs too), or ``inputs``, calls alone, each a
-    probe input: no guessed value to dispute and a shorter reply (it is asked at the same time
+    """What the spec-blind test writer writes: ``tests`` (asserts) or ``inputs`` (calls alone).
+    A test's expected value is an untrusted claim (its call becomes a probe input too); an
+    input is a probe input alone: no guessed value to dispute and a shorter reply (it is asked at the same time
     as the first candidates, and the round waits for it). A spec whose function has no name
     yet always gets ``tests`` (the test writer names it)."""
     max_spec_tests: int = Field(default=4, ge=0, le=30)
@@ -156,7 +156,7 @@ class Selection(Group):
     """Most spec-oracle questions per run, asked for inputs where passing clusters disagree
     (and for failing model-written equality tests of a lone candidate)."""
     critic: bool = False
-    """Review the chosen code and ask for a counterexample: the critic must name an input,
+    """Review the chosen code and ask for a counterexample. The critic must name an input,
     which counts only if it separates the candidates and the spec oracle sides against the
     chosen one (an opinion alone is kept as advice)."""
     critic_rounds: int = Field(default=1, ge=0, le=5)
@@ -188,13 +188,13 @@ class Repairs(Group):
     model, 3 steps gained one problem in 18 diagnosed at four times the diagnosis time
     (docs/loop.md)."""
     debugger_tool_calls: Annotated[Literal["native", "structured"], Reads("diagnose")] = "native"
-    """How the debugger calls its tools: ``native`` through the provider's own tool calling
-    where it has one (OpenAI-compatible servers, the local llama-server, Anthropic) and a
+    """How the debugger calls its tools: ``native`` or ``structured``. ``native`` through the
+    provider's own tool calling where it has one (OpenAI-compatible servers, the local llama-server, Anthropic) and a
     structured JSON reply otherwise; ``structured`` always the JSON reply."""
     lessons: bool = False
-    """Keep lessons from failures and show them to the repairer (a rolling list of at most
-    five; one more model call before every repair round; off by default: HumanEval runs showed
-    no repair it made possible, and it costs a sequential call per round). Generate and repair
+    """Keep lessons from failures and show them to the repairer. A rolling list of at most
+    five, one more model call before every repair round; off by default: HumanEval runs showed
+    no repair it made possible, and it costs a sequential call per round. Generate and repair
     show what the lessons node wrote, which a route reaches first."""
 
 
@@ -223,10 +223,9 @@ class SandboxLimits(Limits, Group):
     reads = (EVERY,)
 
     sandbox: BoundaryMode | None = None
-    """The boundary the operating system enforces around candidates (docs/sandbox.md):
-    ``strict`` (Landlock, or no run), ``auto`` (Landlock, else a weaker fallback that the
-    evidence names), ``fallback``, ``off`` (the audit hook alone). None:
-    ``$SELFHEAL_SANDBOX``, else ``auto``. Applies to the shared pool, not to an
+    """The boundary the operating system enforces around candidates (docs/sandbox.md); none:
+    ``$SELFHEAL_SANDBOX``, else ``auto``. ``strict``: Landlock, or no run; ``auto``: Landlock,
+    else a weaker fallback that the evidence names; ``fallback``; ``off``: the audit hook alone. Applies to the shared pool, not to an
     ``executor`` passed in."""
 
 
@@ -251,7 +250,7 @@ class Storage(Group):
     """Where run logs go; default ``$SELFHEAL_RUNS_DIR`` or ``~/.local/state/selfheal/runs``."""
     memory: bool = True
     """Recall lessons and verified solutions from earlier runs, and remember this one
-    (``selfheal.memory``): at the start, a few lessons learnt on similar specs go into the
+    (``selfheal.memory``). At the start, a few lessons learnt on similar specs go into the
     generator's prompts and a verified solution of a very similar spec joins the first round
     as one more candidate (it must pass this spec's trusted tests like any other); at the end,
     the run's lessons and, when verified, its solution are written down."""
