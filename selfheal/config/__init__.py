@@ -16,42 +16,22 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from selfheal._record import Record
+from selfheal.config.groups import ROLES as ROLES
 from selfheal.config.groups import (
-    EVERY,
-    ROLES,
     Approval,
-    Autonomy,
     Budgets,
     Calls,
-    Flag,
     Generation,
     Group,
-    HeadlessPolicy,
     Reads,
     Repairs,
-    RoleName,
     SandboxLimits,
     Selection,
     Storage,
     Tests,
 )
+from selfheal.config.groups import RoleName as RoleName
 from selfheal.errors import ConfigError
-
-__all__ = [
-    "EVERY",
-    "FIELD_GROUP",
-    "GROUPS",
-    "ROLES",
-    "Autonomy",
-    "Flag",
-    "HealConfig",
-    "HeadlessPolicy",
-    "Reads",
-    "RoleName",
-    "field_info",
-    "flat_settings",
-    "reads_of",
-]
 
 
 class HealConfig(Record):

@@ -10,7 +10,8 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Union, get_args, get_origin
 
-from selfheal.config import FIELD_GROUP, GROUPS, Flag, field_info
+from selfheal.config import FIELD_GROUP, GROUPS, field_info
+from selfheal.config.groups import Flag
 from selfheal.errors import ConfigError
 
 __all__ = ["FLAGS", "add_config_options", "config_values", "default_text", "setting"]

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from itertools import pairwise
 
-from selfheal.config import EVERY, FIELD_GROUP, HealConfig, reads_of
+from selfheal.config import FIELD_GROUP, HealConfig, reads_of
+from selfheal.config.groups import EVERY
 from selfheal.graph.runner import over_budget
 from selfheal.graph.table import GRAPH, after_decision
 from selfheal.state import ForkInfo, HealState, NodeName, new_run_id
