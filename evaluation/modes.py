@@ -26,8 +26,8 @@ __all__ = [
 def _single_shot_switches() -> dict[str, object]:
     """What ``HealConfig.single_shot()`` changes from the defaults (selfheal's own
     definition of the baseline, so the two cannot drift apart)."""
-    default = HealConfig().model_dump()
-    single = HealConfig.single_shot().model_dump()
+    default = HealConfig().flat()
+    single = HealConfig.single_shot().flat()
     return {k: v for k, v in single.items() if v != default[k]}
 
 

@@ -42,7 +42,7 @@ from evaluation.results_file import folder_command, reporting_errors, results_in
 from evaluation.scoring import score
 from evaluation.suites import Task, get_suite
 from selfheal.agreement import outputs_of
-from selfheal.config import HealConfig
+from selfheal.config import HealConfig, flat_settings
 from selfheal.kernel_sandbox.types import Executor, ProbeCall
 from selfheal.probes import planned_probes
 from selfheal.spec import parse_spec
@@ -97,7 +97,7 @@ def probe_calls(record: TaskRecord, task: Task) -> list[str]:
     tests = [
         TestCase(id=t.id, origin="spec_blind", code=t.code) for t in record.tests if not t.trusted
     ]
-    limit = int(record.config.get("max_probes") or HealConfig().max_probes)
+    limit = int(flat_settings(record.config).get("max_probes") or HealConfig().max_probes)
     return list(dict.fromkeys(call for call, _ in planned_probes(spec, tests, limit)))
 
 

@@ -24,6 +24,7 @@ from typing import Literal
 
 from evaluation.records import TaskRecord
 from evaluation.results_file import folder_command, reporting_errors, results_in
+from selfheal.config import flat_settings
 
 __all__ = ["PATHS", "path_of", "timing_table"]
 
@@ -49,7 +50,7 @@ def path_of(record: TaskRecord) -> Path_ | None:
     outcomes = (greedy or {}).get("outcomes") or {}
     if not trusted or not all(outcomes.get(t) == "passed" for t in trusted):
         return "greedy_failed"
-    first = int(record.config.get("first_sample") or 1)
+    first = int(flat_settings(record.config).get("first_sample") or 1)
     asked = sum(1 for c in record.candidates if c.get("origin") in ("greedy", "sample"))
     return "topped_up" if asked > first else "settled"
 

@@ -33,6 +33,7 @@ from typing import Any, NoReturn, TextIO, get_args
 
 from selfheal.approval import Approve, Edit, Reject
 from selfheal.config import HealConfig
+from selfheal.config.options import FLAGS, add_config_options, config_values
 from selfheal.errors import ConfigError, SelfHealError
 from selfheal.graph.checkpoint import find_run, list_runs, read_states
 from selfheal.graph.runner import Run
@@ -91,64 +92,11 @@ def _model_string(provider: str | None, model: str | None) -> str | None:
     return model or provider
 
 
-HEAL_OPTIONS: dict[str, str] = {
-    "max_iterations": "--max-iterations",
-    "candidates": "--candidates",
-    "first_sample": "--first-sample",
-    "agreement": "--agreement",
-    "autonomy": "--autonomy",
-    "critic": "--critic",
-    "adversarial_tests": "--adversarial",
-    "lessons": "--lessons",
-    "spec_blind_tests": "--spec-tests",
-    "example_tests": "--examples",
-    "probes": "--probes",
-    "repair": "--repair",
-    "diagnosis": "--diagnosis",
-    "memory": "--memory",
-    "debugger_tool_calls": "--debugger-tool-calls",
-    "debugger_steps": "--debugger-steps",
-    "token_budget": "--token-budget",
-    "time_budget": "--time-budget",
-    "test_timeout": "--test-timeout",
-    "max_spec_chars": "--max-spec-chars",
-}
-"""``HealConfig`` field -> the ``heal`` flag that sets it (a flag left out keeps the field's
-default, defined once in ``HealConfig``); errors name the flag."""
-
-
-def default_text(field: str) -> str:
-    """``(default X)`` for a ``HealConfig`` field, read from ``HealConfig`` itself so a help
-    text cannot drift from the real default: on/off for a switch, none for no limit."""
-    value = HealConfig.model_fields[field].default
-    if isinstance(value, bool) or value is None:
-        shown = {True: "on", False: "off", None: "none"}[value]
-    else:
-        shown = str(value)
-    return f"(default {shown})"
-
-
 def _config(args: argparse.Namespace) -> HealConfig:
-    cfg: dict[str, object] = {}
-    for field, flag in HEAL_OPTIONS.items():
-        value = getattr(args, flag[2:].replace("-", "_"))
-        if value is not None:
-            cfg[field] = value
+    cfg = config_values(args)
     if isinstance(args.candidates, int) and args.candidates >= 1 and args.first_sample is None:
         cfg["first_sample"] = min(args.candidates, HealConfig().first_sample)
-    return HealConfig.model_validate(cfg, context={"names": HEAL_OPTIONS})
-
-
-def _count_or_auto(value: str) -> int | str:
-    """``--candidates``: a number, or ``auto``."""
-    if value.strip().lower() == "auto":
-        return "auto"
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"invalid int value: {value!r} (a number or auto)"
-        ) from None
+    return HealConfig.model_validate(cfg, context={"names": FLAGS})
 
 
 def terminal_approver(proposal: Proposal, state: HealState) -> Decision:
@@ -616,38 +564,6 @@ def build_parser() -> argparse.ArgumentParser:
         "or auto (default: $SELFHEAL_MODEL, else the first that works)",
     )
     h.add_argument("--model", help="model name (combined with --provider) or a full model string")
-    h.add_argument(
-        "--max-iterations",
-        type=int,
-        help="most rounds, the first population included " + default_text("max_iterations"),
-    )
-    h.add_argument(
-        "--candidates",
-        type=_count_or_auto,
-        help="independent candidates in the first round: the greedy one plus samples; auto: "
-        "what the backend decodes at once, at least 4 " + default_text("candidates"),
-    )
-    h.add_argument(
-        "--first-sample",
-        type=int,
-        help="candidates asked for first, the greedy one and confirming samples; 1 asks for "
-        "the greedy one alone and stops when it passes the examples: faster, but a lone answer "
-        "is not verified " + default_text("first_sample"),
-    )
-    h.add_argument(
-        "--agreement",
-        type=int,
-        help="candidates that must pass the examples and behave alike for `verified`; "
-        "1 accepts a lone candidate " + default_text("agreement"),
-    )
-    h.add_argument(
-        "--autonomy",
-        choices=["full_auto", "review_repairs", "review_all"],
-        help="who approves code before it runs: nobody (full_auto), you for each repair "
-        "(review_repairs), you for every version (review_all); on a terminal you are asked, "
-        "otherwise the run waits for `selfheal runs resume ID --approve` "
-        + default_text("autonomy"),
-    )
     h.add_argument("--entry-point", help="name of the function, if the spec does not say")
     h.add_argument(
         "--test",
@@ -678,59 +594,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     h.add_argument("--json", action="store_true", help="print the result as one JSON object")
     h.add_argument("--quiet", action="store_true", help="no progress lines")
-    switches = {
-        "critic": "review the chosen code and ask for a counterexample",
-        "adversarial_tests": "ask for edge-case tests against the first candidate",
-        "lessons": "keep lessons from failures and show them to the repairer (one more call "
-        "per repair round)",
-        "spec_blind_tests": "ask the test writer for tests from the spec alone; auto: only when "
-        "the spec gives no example or too few probe inputs",
-        "example_tests": "turn the spec's examples into trusted tests",
-        "probes": "run every candidate on probe inputs and compare their outputs",
-        "repair": "repair failing candidates in further rounds",
-        "diagnosis": "ask the debugger for a diagnosis before a repair round",
-        "memory": "recall lessons and verified solutions from earlier runs, and remember this "
-        "one (see `selfheal memory`)",
-    }
-    for field, what in switches.items():
-        h.add_argument(
-            HEAL_OPTIONS[field],
-            action=argparse.BooleanOptionalAction,
-            help=f"{what} {default_text(field)}",
-        )
-    h.add_argument(
-        "--debugger-steps",
-        type=int,
-        help="let the debugger make up to N tool calls before diagnosing (run a snippet, "
-        "inspect a function, diff two candidates, trace a failing test) "
-        + default_text("debugger_steps"),
-    )
-    h.add_argument(
-        "--debugger-tool-calls",
-        choices=["native", "structured"],
-        help="native: the provider's own tool calling where it has one; structured: JSON "
-        "replies " + default_text("debugger_tool_calls"),
-    )
-    h.add_argument(
-        "--token-budget",
-        type=int,
-        help="stop once this many tokens are spent " + default_text("token_budget"),
-    )
-    h.add_argument(
-        "--time-budget",
-        type=float,
-        help="stop after this many seconds " + default_text("time_budget"),
-    )
-    h.add_argument(
-        "--test-timeout",
-        type=float,
-        help="seconds one test may run " + default_text("test_timeout"),
-    )
-    h.add_argument(
-        "--max-spec-chars",
-        type=int,
-        help="longest spec accepted, in characters " + default_text("max_spec_chars"),
-    )
+    add_config_options(h)
     h.set_defaults(func=cmd_heal)
 
     r = sub.add_parser("runs", help="list, show, fork or resume runs", parents=[common])

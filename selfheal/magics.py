@@ -6,8 +6,8 @@ approvals) lives in ``selfheal.notebook`` and ``selfheal.widgets``. ``%selfheal`
 last error from a custom exception handler (``set_custom_exc``) and finds the cell defining the
 failing function through ``linecache``, where IPython keeps every cell's source.
 
-- ``%%selfheal [--name FN] [--max-iterations N] [--model M] [--autonomy A] [--tests]``: the
-  cell body is the spec. With ``--tests``, every line after the spec that starts with
+- ``%%selfheal [--name FN] [--model M] [--tests] [--max-iterations N] [--autonomy A] ...``:
+  the cell body is the spec; every ``HealConfig`` setting is an option, as in the CLI. With ``--tests``, every line after the spec that starts with
   ``assert`` (at column 0) begins one trusted test; indented lines below it continue it.
   The healed, verified function is defined in the notebook's namespace and its code is
   offered as the next cell.
@@ -35,7 +35,12 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import (
+    ArgDecorator,
+    argument,
+    magic_arguments,
+    parse_argstring,
+)
 
 from selfheal.api import heal
 from selfheal.cells import (
@@ -46,6 +51,7 @@ from selfheal.cells import (
     split_spec_and_tests,
 )
 from selfheal.config import HealConfig
+from selfheal.config.options import add_config_options, config_values, setting
 from selfheal.diffs import unified_diff
 from selfheal.errors import ConfigError
 from selfheal.kernel_sandbox.types import Executor
@@ -111,33 +117,11 @@ def defaults(shell: Any) -> MagicDefaults:
     return found
 
 
-def _count(value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"--max-iterations needs a number, got {value!r}.") from None
+class config_arguments(ArgDecorator):
+    """Every ``HealConfig`` setting as an option of a magic, derived as the CLI's are."""
 
-
-def _setting(word: str) -> tuple[str, Any]:
-    """``key=value`` of ``%selfheal_config``: a ``HealConfig`` field and its value (``none``
-    unsets it; ``true``/``false`` and ``on``/``off`` are booleans, as in ``memory=off``; the
-    rest pydantic validates)."""
-    key, sep, raw = word.partition("=")
-    key = key.strip().replace("-", "_")
-    if not sep:
-        raise ConfigError(
-            f"Expected key=value, got {word!r}. Example: %selfheal_config autonomy=review_repairs "
-            "max_iterations=3 model=mock"
-        )
-    if key not in HealConfig.model_fields:
-        known = ", ".join(sorted(HealConfig.model_fields))
-        raise ConfigError(f"Unknown setting {key!r}. Known settings: {known}.")
-    low = raw.lower()
-    if low in ("none", "null", ""):
-        return key, None
-    if low in ("true", "false", "on", "off") and HealConfig.model_fields[key].annotation is bool:
-        return key, low in ("true", "on")
-    return key, raw
+    def add_to_parser(self, parser: argparse.ArgumentParser, group: Any) -> None:
+        add_config_options(parser)
 
 
 def _parse(magic: Any, line: str) -> argparse.Namespace:
@@ -194,9 +178,7 @@ class SelfhealMagics(Magics):
 
     @magic_arguments()
     @argument("--name", help="the function's name (default: read from the spec)")
-    @argument("--max-iterations", type=_count, help="rounds: the population, then repairs")
     @argument("--model", help="the model for every role, e.g. local, mock, ollama:MODEL")
-    @argument("--autonomy", help="full_auto, review_repairs or review_all")
     @argument(
         "--tests",
         nargs="?",
@@ -205,6 +187,7 @@ class SelfhealMagics(Magics):
         help="alone: the cell's `assert` lines or pytest functions (after the spec) are tests; "
         "with FILE: that pytest file's tests",
     )
+    @config_arguments()
     @cell_magic("selfheal")  # type: ignore[arg-type]
     def selfheal_cell(self, line: str, cell: str) -> None:
         """The cell is a spec: heal it; a verified function is defined in the notebook."""
@@ -216,9 +199,7 @@ class SelfhealMagics(Magics):
             tests = list(texts)
         else:
             spec, tests = cell.strip(), ([Path(args.tests)] if args.tests else [])
-        config = d.heal_config(
-            max_iterations=args.max_iterations, autonomy=args.autonomy, model=args.model
-        )
+        config = d.heal_config(**config_values(args), model=args.model)
         self._heal(
             spec,
             provider=d.provider_for(args.model),
@@ -266,7 +247,7 @@ class SelfhealMagics(Magics):
 
     @magic_arguments()
     @argument("--reset", action="store_true", help="forget every setting")
-    @argument("settings", nargs="*", type=_setting, help="key=value: any HealConfig field")
+    @argument("settings", nargs="*", type=setting, help="key=value: any HealConfig setting")
     @line_magic("selfheal_config")  # type: ignore[arg-type]
     def selfheal_config(self, line: str) -> None:
         """Show or set the defaults the magics use in this notebook."""

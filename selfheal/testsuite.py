@@ -137,10 +137,7 @@ def add_tests(
 
 def limits_for(state: HealState) -> Limits:
     """The sandbox limits a run's config asks for."""
-    cfg = state.config
-    return Limits(
-        test_timeout=cfg.test_timeout, run_timeout=cfg.run_timeout, memory_mb=cfg.memory_mb
-    )
+    return Limits(**state.config.limits.model_dump(exclude={"sandbox"}))
 
 
 def failure_lines(

@@ -17,78 +17,27 @@ A switch matters at the first state where
 
 Routes only read the state, so re-asking them is exact; a node's own reading of the config is
 not visible from outside, hence ``READ_BY``, which names for every setting the nodes whose
-work it can change (a test keeps it complete).
+work it can change (derived from the config's groups, so it names every setting).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from itertools import pairwise
-from typing import Literal
 
-from selfheal.config import HealConfig
+from selfheal.config import FIELD_GROUP, HealConfig, reads_of
+from selfheal.config.groups import EVERY
 from selfheal.graph.runner import over_budget
 from selfheal.graph.table import GRAPH, after_decision
 from selfheal.state import ForkInfo, HealState, NodeName, new_run_id
 
 __all__ = ["READ_BY", "branch_point", "config_changes", "reading_nodes"]
 
-EVERY: Literal["*"] = "*"
-"""In ``READ_BY``: every node (the model, its limits, the sandbox's limits, the selection)."""
-
-READ_BY: Mapping[str, tuple[NodeName | Literal["*"], ...]] = {
-    # routes alone read these (re-asked by branch_point), or nothing during a run does
-    "max_iterations": (),
-    "top_up": (),
-    "adversarial_tests": (),
-    "critic": (),
-    "critic_rounds": (),
-    "repair": (),
-    "token_budget": (),  # the budgets are checked by branch_point itself
-    "time_budget": (),
-    "runs_dir": (),  # where checkpoints go
-    "max_spec_chars": (),  # checked before the run
-    # generate and repair show the lessons the lessons node wrote, which a route reaches first
-    "lessons": (),
-    # nodes read these while they run
-    "candidates": ("generate", "repair"),
-    "first_sample": ("generate",),
-    "first_answer": ("generate",),
-    "sample_temperature": ("generate", "repair"),
-    "seed": ("generate", "repair"),
-    "repair_width": ("repair",),
-    "probes": ("plan_tests", "execute"),
-    "max_probes": ("plan_tests", "execute"),
-    "oracle_calls": ("consult", "diagnose"),
-    "autonomy": ("gate",),
-    "example_tests": ("plan_tests", "generate"),
-    "spec_blind_tests": ("generate",),
-    "spec_blind_form": ("generate",),
-    "run_tests": ("plan_tests",),
-    "max_spec_tests": ("generate",),
-    "max_adversarial_tests": ("adversarial",),
-    "max_critic_tests": ("critic",),
-    "diagnosis": ("diagnose", "repair"),
-    "debugger_steps": ("diagnose",),
-    "debugger_tool_calls": ("diagnose",),
-    "memory": ("recall", "finish"),
-    "memory_path": ("recall", "finish"),
-    # every node: the selection rule, the model and its limits, the sandbox's limits
-    "agreement": (EVERY,),
-    "on_headless": (EVERY,),
-    "temperature": (EVERY,),
-    "max_tokens": (EVERY,),
-    "model": (EVERY,),
-    "models": (EVERY,),
-    "test_timeout": (EVERY,),
-    "run_timeout": (EVERY,),
-    "memory_mb": (EVERY,),
-    "sandbox": (EVERY,),
-    "transcripts": (EVERY,),
-}
+READ_BY: Mapping[str, tuple[str, ...]] = {name: reads_of(name) for name in FIELD_GROUP}
 """For each ``HealConfig`` setting, the nodes whose work it can change while they run (beyond
 the routes, which ``branch_point`` asks again): a run with the setting changed parts from a
-recorded one no later than the first of these nodes."""
+recorded one no later than the first of these nodes. Derived from the config's groups: each
+field's ``Reads``, else its group's ``reads`` (``EVERY``: every node)."""
 
 
 def reading_nodes(changes: Collection[str]) -> frozenset[str] | None:
@@ -105,7 +54,7 @@ def reading_nodes(changes: Collection[str]) -> frozenset[str] | None:
 
 def config_changes(old: HealConfig, new: HealConfig) -> tuple[str, ...]:
     """The names of the settings ``new`` changes, as ``config.NAME``."""
-    a, b = old.model_dump(), new.model_dump()
+    a, b = old.flat(), new.flat()
     return tuple(f"config.{k}" for k in a if a[k] != b.get(k))
 
 

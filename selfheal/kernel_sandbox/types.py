@@ -60,13 +60,13 @@ SandboxTest = AssertTest | CallTest | ProbeCall
 class Limits(Record):
     """Resource limits for one run. Defaults suit small utility functions."""
 
-    test_timeout: float = 5.0
+    test_timeout: float = Field(default=5.0, gt=0, le=600, allow_inf_nan=False)
     """Seconds one test may take before it is interrupted and reported as ``timeout``."""
-    run_timeout: float = 60.0
+    run_timeout: float = Field(default=60.0, gt=0, le=3600, allow_inf_nan=False)
     """Seconds the whole run (candidate load plus all tests) may take."""
     load_timeout: float = 10.0
     """Seconds loading the candidate (its top-level code) may take."""
-    memory_mb: int = 2048
+    memory_mb: int = Field(default=2048, ge=64)
     """Address-space / cgroup memory limit of the kernel, in MiB."""
     cpu_seconds: int = 120
     """CPU-time limit of the kernel process (RLIMIT_CPU)."""

@@ -8,7 +8,7 @@ import zlib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from selfheal.config import FORMS, Form
+from selfheal.config.groups import FORMS, Form
 from selfheal.spec import header_of
 from selfheal.state import HealState
 from selfheal.state.candidates import CandidateOrigin

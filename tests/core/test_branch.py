@@ -7,7 +7,7 @@ from pathlib import Path
 
 import scripts as s
 from selfheal import Run, heal
-from selfheal.config import HealConfig
+from selfheal.config import FIELD_GROUP, HealConfig
 from selfheal.graph.branch import READ_BY, branch_point, config_changes, reading_nodes
 from selfheal.graph.build import make_context
 from selfheal.graph.checkpoint import read_states
@@ -91,7 +91,7 @@ def test_a_switch_every_node_reads_branches_at_the_start(pool: KernelPool) -> No
 
 
 def test_read_by_names_every_setting_and_only_real_nodes() -> None:
-    assert set(READ_BY) == set(HealConfig.model_fields)
+    assert set(READ_BY) == set(FIELD_GROUP) == set(HealConfig().flat())
     graph_nodes = set(GRAPH)
     for setting, nodes in READ_BY.items():
         assert set(nodes) <= graph_nodes | {"*"}, setting

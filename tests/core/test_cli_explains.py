@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from cli_harness import run_cli
 
-from selfheal.cli import HEAL_OPTIONS, _config, build_parser, since_time
+from selfheal.cli import _config, build_parser, since_time
 from selfheal.config import HealConfig
+from selfheal.config.options import FLAGS
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -71,7 +72,7 @@ def test_heal_help_states_heal_configs_real_defaults() -> None:
     (so ``--max-iterations`` says 2, not the 3 it once said)."""
     defaults = HealConfig()
     by_flag = {flag: action for action in _heal()._actions for flag in action.option_strings}
-    for field, flag in HEAL_OPTIONS.items():
+    for field, flag in FLAGS.items():
         help_text = " ".join((by_flag[flag].help or "").split())
         assert help_text.endswith(f"(default {_shown(getattr(defaults, field))})"), flag
     text = " ".join(_heal().format_help().split())

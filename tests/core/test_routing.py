@@ -448,7 +448,7 @@ def test_every_result_records_its_config(pool: KernelPool) -> None:
         critic_rounds=1,
     )
     assert result.config.max_iterations == 2
-    assert result.to_dict()["config"]["max_iterations"] == 2
+    assert result.to_dict()["config"]["repairs"]["max_iterations"] == 2
 
 
 def test_unknown_provider_is_a_config_error() -> None:

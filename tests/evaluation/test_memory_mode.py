@@ -136,7 +136,7 @@ def test_heal_memory_runs_the_suite_twice_and_reports_the_gain(
     # the plain mode never touches a memory: nothing recalled, no remembered candidate
     for task in TASKS:
         plain = records[(task.id, "heal")]
-        assert plain.config["memory"] is False and plain.remembered == ()
+        assert plain.config["storage"]["memory"] is False and plain.remembered == ()
         assert all(c["origin"] != "memory" for c in plain.candidates)
         assert plain.timeline[1]["node"] == "recall" and plain.timeline[1]["detail"] == "memory off"
     assert not records[(HALVE.id, "heal")].passed

@@ -112,8 +112,12 @@ def test_records_and_metrics_match_what_happened(
     single = records[(tasks[2].id, "single_shot")]
     assert single.passed and single.status == "unverified" and single.usage.calls == 1
     # every mode of a task samples with the task's seed, and the record says which
-    assert good.config["seed"] == single.config["seed"] == task_seed(tasks[2].id)
-    assert len({records[(t.id, "heal")].config["seed"] for t in tasks}) == 3
+    assert (
+        good.config["generation"]["seed"]
+        == single.config["generation"]["seed"]
+        == task_seed(tasks[2].id)
+    )
+    assert len({records[(t.id, "heal")].config["generation"]["seed"] for t in tasks}) == 3
     assert not single.false_failure
 
     heal = summarise(records.values(), "heal")
@@ -441,8 +445,8 @@ def test_paired_modes_continue_heal_from_where_their_switch_matters(
     assert critic.usage.calls == heal.usage.calls + 1 == critic.paired.shared_calls + 1
     assert [c["code"] for c in critic.candidates] == [c["code"] for c in heal.candidates]
     assert critic.wall_time >= critic.paired.shared_seconds > 0
-    assert critic.config["critic"] and not heal.config["critic"]
-    assert critic.config["seed"] == heal.config["seed"]
+    assert critic.config["selection"]["critic"] and not heal.config["selection"]["critic"]
+    assert critic.config["generation"]["seed"] == heal.config["generation"]["seed"]
     # the debugger's steps change the diagnosis itself: the branch starts at diagnose, after
     # the first round heal ran (the same candidates up to there)
     assert debugger.paired is not None and debugger.paired.at_node == "diagnose"
@@ -493,7 +497,7 @@ def test_a_paired_mode_whose_switch_never_matters_repeats_the_base_result(
         assert (r.passed, r.code, r.wall_time, r.usage.calls) == (
             base.passed, base.code, base.wall_time, base.usage.calls,
         )  # fmt: skip
-        assert r.config["debugger_steps"] == (3 if mode == "heal-debugger" else 0)
+        assert r.config["repairs"]["debugger_steps"] == (3 if mode == "heal-debugger" else 0)
 
 
 def test_a_paired_mode_without_its_base_run_log_runs_on_its_own(

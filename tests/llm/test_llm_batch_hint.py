@@ -82,15 +82,15 @@ def test_explicit_numbers_keep_working() -> None:
 
 def test_auto_from_the_cli_and_the_magic() -> None:
     from selfheal.cli import _config, build_parser
-    from selfheal.magics import _setting
+    from selfheal.config.options import setting
 
     assert (
         _config(build_parser().parse_args(["heal", "S", "--candidates", "auto"])).candidates
         == "auto"
     )
-    key, value = _setting("candidates=auto")
+    key, value = setting("candidates=auto")
     assert HealConfig(**{key: value}).candidates == "auto"
-    assert HealConfig(**dict([_setting("candidates=6")])).candidates == 6
+    assert HealConfig(**dict([setting("candidates=6")])).candidates == 6
     with pytest.raises(ConfigError, match="candidates=17: must be at most 16"):
         HealConfig(candidates=17)
 

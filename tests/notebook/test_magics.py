@@ -52,6 +52,18 @@ def test_cell_magic_defines_the_function_and_offers_the_code(
     assert shell.rl_next_input == last.code.rstrip() + "\n"
 
 
+def test_every_setting_is_an_option_of_the_cell_magic_and_a_config_word(
+    shell: InteractiveShell,
+) -> None:
+    """Derived from the config as the CLI's options are: no hand-written list to extend."""
+    defaults(shell).provider = MockProvider.demo()
+    _run(shell, "%selfheal_config candidates=4 seed=7")
+    _run(shell, f"%%selfheal --name median --oracle-calls 1 --max-tokens 900\n{DEMO_SPEC}\n")
+    config = defaults(shell).last.config
+    assert (config.selection.oracle_calls, config.calls.max_tokens) == (1, 900)
+    assert (config.generation.candidates, config.generation.seed) == (4, 7)
+
+
 def test_cell_magic_tests_flag_adds_trusted_user_tests(shell: InteractiveShell) -> None:
     defaults(shell).provider = MockProvider.demo()
     body = f"{DEMO_SPEC}\nassert median([10, 20]) == 15\nassert median([1, 2, 3,\n    4]) == 2.5\n"

@@ -1,0 +1,291 @@
+"""The groups of ``HealConfig``, one per part of the run that reads them, each setting
+documented once in its group."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal, get_args
+
+from pydantic import Field, TypeAdapter, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
+
+from selfheal._record import Record
+from selfheal.kernel_sandbox.boundary import BoundaryMode
+from selfheal.kernel_sandbox.types import Limits
+
+Autonomy = Literal["full_auto", "review_repairs", "review_all"]
+"""``full_auto`` never stops; ``review_repairs`` stops before running a repair;
+``review_all`` also stops before running the first generated code."""
+
+RoleName = Literal[
+    "generator", "test_writer", "adversary", "debugger", "oracle", "lessons", "critic"
+]
+"""The roles that call a model. Per-role models use these names
+(env: ``SELFHEAL_MODEL_GENERATOR``, ``SELFHEAL_MODEL_TEST_WRITER``, ...)."""
+
+ROLES: tuple[RoleName, ...] = get_args(RoleName)
+"""Every role name, in the order above."""
+
+HeadlessPolicy = Literal["error", "approve", "reject"]
+
+Form = Literal["instruct", "complete"]
+"""A prompt form of the generator: ``instruct`` (write this function) or ``complete`` (continue
+the spec's own header, prefilled as the start of the reply)."""
+
+FORMS: dict[str, tuple[Form, ...]] = {
+    "instruct": ("instruct",),
+    "complete": ("complete",),
+    "both": ("complete", "instruct"),
+}
+"""``first_answer`` -> the forms its first round takes turns across, the lead's first."""
+
+
+class Reads:
+    """Field metadata: the nodes whose work the field can change while they run
+    (``graph.branch.READ_BY``). ``Reads()``: routes alone read it (``branch_point`` asks them
+    again), or nothing during a run does; ``Reads(EVERY)``: every node. A field without it
+    reads as its group's ``reads``."""
+
+    def __init__(self, *nodes: str) -> None:
+        self.nodes = nodes
+
+
+class Flag:
+    """Field metadata: the command-line flag of a field that is not ``--field-name``;
+    ``Flag(None)``: none (the CLI sets it another way)."""
+
+    def __init__(self, name: str | None) -> None:
+        self.name = name
+
+
+EVERY = "*"
+"""In ``Reads``: every node (the model, its limits, the sandbox's limits, the selection)."""
+
+
+class Group(Record):
+    """A part of ``HealConfig``: the settings one part of the run reads."""
+
+    reads: ClassVar[tuple[str, ...]] = ()
+    """The nodes that read a field of this group that has no ``Reads`` of its own."""
+
+
+class Generation(Group):
+    """The first round: how many candidates, how they are asked and sampled."""
+
+    reads = ("generate",)
+
+    candidates: Annotated[int | Literal["auto"], Reads("generate", "repair")] = "auto"
+    """Independent candidates in the first round (1 to 16): the greedy answer plus
+    ``candidates - 1`` sampled at ``sample_temperature``, requested concurrently. ``auto``: as
+    many as the generator's backend decodes at once (its ``batch_hint``: llama-server's slots,
+    a GPU batch), at least 4 and at most 16 (:func:`population_size`); the run records the
+    number chosen in its config."""
+    first_sample: int = Field(default=2, ge=1, le=16)
+    """Candidates asked for first, the greedy one and confirming samples. When the greedy one
+    passes every trusted test and they all agree on every probe, the round stops there,
+    otherwise it tops up to ``candidates``. Set it to ``candidates`` to always ask for all."""
+    top_up: Annotated[Literal["to_agree", "when_failing"], Reads()] = "to_agree"
+    """When the first round asks for the rest of its ``candidates``: ``to_agree`` or
+    ``when_failing``. After the first ``first_sample``, ``to_agree`` asks also when the greedy
+    answer passes every trusted test but the first answers disagree (or there is no trusted
+    test), to find a majority that can verify it; ``when_failing`` only when no candidate
+    passes every trusted test, as plain sampling does (faster; a passing greedy answer the first
+    sample does not confirm is then unverified)."""
+    sample_temperature: Annotated[float, Reads("generate", "repair")] = Field(
+        default=0.8, ge=0.0, le=2.0
+    )
+    """Temperature of the sampled candidates and of fresh samples in repair rounds."""
+    seed: Annotated[int | None, Reads("generate", "repair")] = Field(default=None, ge=0)
+    """Base of the sampled candidates' seeds, where the backend takes one (none: random). Each
+    request's seed is derived from it and the request's place in the run (llama-server,
+    OpenAI-compatible servers and Ollama take one): the same seed, spec and model ask the same questions with the same seeds,
+    so two configurations can be compared on the same samples. The benchmark derives one from each task's id."""
+    first_answer: Literal["instruct", "complete", "both"] = "instruct"
+    """How the first round asks the model (the prompt form; docs/loop.md): ``instruct`` (the
+    spec, then "write this function"); ``complete``: the model completes the spec's own header
+    (the ``def`` line and docstring when the spec is code, ``def name(`` when it is prose),
+    prefilled as the start of its reply, and a reply that does not complete it is asked again as
+    ``instruct``; ``both``: the greedy answer in each form (completing first: it is the lead and
+    the single shot), and the samples take turns across the two. Measured with the local 1.5B
+    on HumanEval-164, greedy, outside selfheal: 117 passed completing against 106 instructed,
+    with half the tokens, and the two answers together 124: the forms fail differently, so the
+    second greedy answer is a cheap, deterministic second opinion. The default stays
+    ``instruct`` until the benchmark of issue 32 (``heal-both`` against ``heal-r4``) decides."""
+
+    @field_validator("candidates", mode="before")
+    @classmethod
+    def _count_or_auto(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        try:
+            return _CANDIDATES.validate_python(value)
+        except ValidationError as exc:  # the count's own error, not one per union member
+            err = exc.errors()[0]
+            raise PydanticCustomError(err["type"], err["msg"], err.get("ctx")) from None
+
+
+class Tests(Group):
+    """The tests and probe inputs the candidates are judged by."""
+
+    __test__ = False  # not a pytest class
+    reads = ("generate",)
+
+    example_tests: Annotated[bool, Flag("--examples"), Reads("plan_tests", "generate")] = True
+    """Turn the examples written in the spec into trusted tests."""
+    run_tests: Annotated[bool, Reads("plan_tests")] = True
+    """Execute the candidate against the tests. Off (with no tests) is the single-shot baseline."""
+    spec_blind_tests: Annotated[bool | Literal["auto"], Flag("--spec-tests")] = "auto"
+    """Ask the test writer for tests from the spec alone, at the same time as the first
+    candidates: their calls become probe inputs, their expected values untrusted claims.
+    ``auto`` asks only when the spec gives no trusted test or too few probe inputs (fewer than
+    4): with examples, mutations of them are the probes, and the test writer's longer reply
+    would be the slowest request of the first round."""
+    spec_blind_form: Literal["tests", "inputs"] = "tests"
+    """What the spec-blind test writer writes: ``tests`` (asserts) or ``inputs`` (calls alone).
+    A test's expected value is an untrusted claim (its call becomes a probe input too); an
+    input is a probe input alone: no guessed value to dispute and a shorter reply (it is asked at the same time
+    as the first candidates, and the round waits for it). A spec whose function has no name
+    yet always gets ``tests`` (the test writer names it)."""
+    max_spec_tests: int = Field(default=4, ge=0, le=30)
+    """Most spec-blind tests to keep."""
+    probes: Annotated[bool, Reads("plan_tests", "execute")] = True
+    """Run every candidate on probe inputs (mutations of the examples, values from the
+    signature, the calls in model-written tests) and compare their outputs."""
+    max_probes: Annotated[int, Reads("plan_tests", "execute")] = Field(default=12, ge=0, le=100)
+    """Most probe inputs."""
+    adversarial_tests: Annotated[bool, Flag("--adversarial"), Reads()] = False
+    """Ask the adversarial QA role for edge-case tests against the first candidate."""
+    max_adversarial_tests: Annotated[int, Reads("adversarial")] = Field(default=3, ge=0, le=30)
+    """Most adversarial tests to keep."""
+
+
+class Selection(Group):
+    """How the answer is chosen among the candidates, and who may question it."""
+
+    agreement: Annotated[int, Reads(EVERY)] = Field(default=2, ge=1, le=16)
+    """Candidates that must pass every trusted test and behave alike on every probe for the
+    status ``verified``; 1 accepts a lone candidate. A lone candidate that passes the spec's
+    examples is the best there is, not evidence: on HumanEval with the local model, 3 of the 17
+    lone winners the first 164-task run called verified failed the reference tests. A
+    remembered solution (``memory``; it was verified in an earlier run) counts twice."""
+    oracle_calls: Annotated[int, Reads("consult", "diagnose")] = Field(default=3, ge=0, le=20)
+    """Most spec-oracle questions per run, asked for inputs where passing clusters disagree
+    (and for failing model-written equality tests of a lone candidate)."""
+    critic: bool = False
+    """Review the chosen code and ask for a counterexample. The critic must name an input,
+    which counts only if it separates the candidates and the spec oracle sides against the
+    chosen one (an opinion alone is kept as advice)."""
+    critic_rounds: int = Field(default=1, ge=0, le=5)
+    """How many times the critic may send a passing candidate back."""
+    max_critic_tests: Annotated[int, Reads("critic")] = Field(default=3, ge=0, le=30)
+    """Most tests the critic may add."""
+
+
+class Repairs(Group):
+    """The repair rounds after the first: how many, how wide, how the failures are diagnosed."""
+
+    max_iterations: int = Field(default=2, ge=1, le=50)
+    """Most rounds, the first population included. Each repair round counts as one more."""
+    repair: bool = True
+    """Repair failing candidates in further rounds. Off means one generation only."""
+    repair_width: Annotated[int, Reads("repair")] = Field(default=3, ge=1, le=16)
+    """Candidates each repair round asks for at once: a targeted patch of the best failing
+    candidate, then (when wider) a patch of the next distinct one and fresh rewrites."""
+    diagnosis: Annotated[bool, Reads("diagnose", "repair")] = True
+    """Ask the debugger for a diagnosis (root cause, category, strategy) before a repair round.
+    Off: the round patches the failing candidates from their failing tests alone
+    (self-debugging), with fresh rewrites beside them; failing model-written tests are still
+    judged against the spec oracle first."""
+    debugger_steps: Annotated[int, Reads("diagnose")] = Field(default=0, ge=0, le=10)
+    """Tool calls the debugger may make before it diagnoses (run a snippet, inspect a function,
+    diff two candidates, trace a failing test). Each is ``run_snippet``, ``inspect_function``,
+    ``diff_candidates`` or ``trace_failure``, all run through the kernel sandbox. 0 (the
+    default) means one structured diagnosis from the failing tests alone: with the local 1.5B
+    model, 3 steps gained one problem in 18 diagnosed at four times the diagnosis time
+    (docs/loop.md)."""
+    debugger_tool_calls: Annotated[Literal["native", "structured"], Reads("diagnose")] = "native"
+    """How the debugger calls its tools: ``native`` or ``structured``. ``native`` through the
+    provider's own tool calling where it has one (OpenAI-compatible servers, the local llama-server, Anthropic) and a
+    structured JSON reply otherwise; ``structured`` always the JSON reply."""
+    lessons: bool = False
+    """Keep lessons from failures and show them to the repairer. A rolling list of at most
+    five, one more model call before every repair round; off by default: HumanEval runs showed
+    no repair it made possible, and it costs a sequential call per round. Generate and repair
+    show what the lessons node wrote, which a route reaches first."""
+
+
+class Calls(Group):
+    """Every model call: which model, its sampling and length, what is kept of it."""
+
+    reads = (EVERY,)
+
+    model: Annotated[str | None, Flag(None)] = None
+    """Default model string (``local``, ``mock``, ``ollama:NAME``, ``anthropic:NAME``,
+    ``hf:NAME``, ``auto``). None means the ``provider`` argument or ``auto``."""
+    models: Annotated[dict[str, str], Flag(None)] = Field(default_factory=dict)
+    """Per-role model strings, e.g. ``{"debugger": "anthropic:claude-sonnet-4-5"}``."""
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    """Sampling temperature of the greedy candidate and of every other role."""
+    max_tokens: int = Field(default=1024, ge=16)
+    """Most tokens one model reply may have."""
+    transcripts: bool = True
+    """Keep every model call's messages and raw reply on its timeline event (run log,
+    result, notebook row detail, benchmark records). Off keeps only tokens and timings."""
+
+
+class SandboxLimits(Limits, Group):
+    """The kernel sandbox's limits (``kernel_sandbox.Limits``) and its boundary."""
+
+    reads = (EVERY,)
+
+    sandbox: BoundaryMode | None = None
+    """The boundary the operating system enforces around candidates (docs/sandbox.md); none:
+    ``$SELFHEAL_SANDBOX``, else ``auto``. ``strict``: Landlock, or no run; ``auto``: Landlock,
+    else a weaker fallback that the evidence names; ``fallback``; ``off``: the audit hook alone. Applies to the shared pool, not to an
+    ``executor`` passed in."""
+
+
+class Budgets(Group):
+    """Limits on the whole run, checked by the runner (and before it starts)."""
+
+    token_budget: int | None = Field(default=None, ge=1)
+    """Stop once this many tokens (prompt + completion) are spent: status ``exhausted``."""
+    time_budget: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Stop after this many seconds: status ``exhausted``."""
+    max_spec_chars: int = Field(default=20_000, ge=100)
+    """Longest spec accepted, in characters (about 5,700 tokens): the spec goes into every
+    model call and every checkpoint, so a longer one is refused before the run starts."""
+
+
+class Storage(Group):
+    """Where the run is written down, and what it remembers across runs."""
+
+    reads = ("recall", "finish")
+
+    runs_dir: Annotated[str | None, Reads()] = None
+    """Where run logs go; default ``$SELFHEAL_RUNS_DIR`` or ``~/.local/state/selfheal/runs``."""
+    memory: bool = True
+    """Recall lessons and verified solutions from earlier runs, and remember this one
+    (``selfheal.memory``). At the start, a few lessons learnt on similar specs go into the
+    generator's prompts and a verified solution of a very similar spec joins the first round
+    as one more candidate (it must pass this spec's trusted tests like any other); at the end,
+    the run's lessons and, when verified, its solution are written down."""
+    memory_path: str | None = None
+    """The memory's SQLite file; default ``$SELFHEAL_MEMORY``, else ``memory.sqlite3`` beside the
+    run logs in the runs directory (so a runs directory and its memory go together)."""
+
+
+class Approval(Group):
+    """Whether a human approves code before it runs."""
+
+    reads = (EVERY,)
+
+    autonomy: Annotated[Autonomy, Reads("gate")] = "full_auto"
+    """Who approves code before it runs: nobody (``full_auto``), you for each repair
+    (``review_repairs``), you for every version (``review_all``); on a terminal you are asked,
+    otherwise the run waits for ``selfheal runs resume ID --approve``."""
+    on_headless: HeadlessPolicy = "error"
+    """What an approval does when nothing can answer it (nbclient, papermill, CI):
+    ``error`` raises ``ApprovalRequired``; ``approve``/``reject`` decide automatically."""
+
+
+_CANDIDATES: TypeAdapter[int] = TypeAdapter(Annotated[int, Field(ge=1, le=16)])
