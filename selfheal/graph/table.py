@@ -10,14 +10,14 @@
 writer at the same time); ``execute`` runs every candidate on every test and probe input;
 ``select`` ranks them (trusted tests, then agreement) and keeps the winner as the round's
 attempt. ``recall`` (first) brings in what the memory across runs holds for the spec;
-``finish`` (last) writes down what the run taught. A node is ``(state, ctx) -> state``; a
-route is ``state -> next node name``. Routing reads only the state, so every path can be
-tested by scripting the provider.
+``finish`` (last) writes down what the run taught. A node is a coroutine ``(state, ctx) ->
+state``; a route is ``state -> next node name``. Routing reads only the state, so every path
+can be tested by scripting the provider.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from selfheal.config import candidates_of
@@ -36,7 +36,7 @@ from selfheal.roles.test_writer import plan_tests
 from selfheal.state import HealState, NodeName
 from selfheal.testsuite import all_active_pass
 
-Node = Callable[[HealState, Context], HealState]
+Node = Callable[[HealState, Context], Awaitable[HealState]]
 Route = Callable[[HealState], NodeName]
 
 
@@ -151,7 +151,7 @@ def after_decision(s: HealState) -> NodeName:
     return after_gate(s)
 
 
-def finish_and_remember(s: HealState, ctx: Context) -> HealState:
+async def finish_and_remember(s: HealState, ctx: Context) -> HealState:
     """``finish``, then the run's lessons and verified solution go into the memory."""
     return remember(finish(s, ctx), ctx)
 
