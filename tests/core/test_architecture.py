@@ -1,6 +1,7 @@
 """The architecture holds: layers point down (import-linter's contracts in pyproject.toml),
 nothing outside the package imports a private module, long modules are explained, the graph
-diagrams match the table, routes stay on their edges, and plain Python never imports the UI."""
+diagrams match the table, routes stay on their edges, plain Python never imports the UI, and
+the pipeline has one concurrency model."""
 
 from __future__ import annotations
 
@@ -74,6 +75,20 @@ def test_long_modules_are_explained() -> None:
     }
     unexplained = {p: n for p, n in long.items() if p not in explained}
     assert not unexplained, f"over {MAX_LINES} lines, not in docs/architecture.md: {unexplained}"
+
+
+def test_the_pipeline_has_one_concurrency_model() -> None:
+    """graph/ and roles/ are coroutines: no thread pool, no hand-rolled fan-out, no blocking
+    twin of a model call (``docs/architecture.md``, "One concurrency model")."""
+    banned = re.compile(r"ThreadPoolExecutor|\bconcurrently\(|\bblocking\(")
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for folder in ("graph", "roles")
+        for path in sorted((ROOT / "selfheal" / folder).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if banned.search(line)
+    ]
+    assert not found, found
 
 
 def test_graph_diagrams_match_the_table() -> None:
