@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 from selfheal._sync import sync_twin
-
 from selfheal.approval import Approver
 from selfheal.context import Context, EventSink, TokenSink
 from selfheal.errors import ApprovalRequired, BudgetSpent, ConfigError, SelfHealError
