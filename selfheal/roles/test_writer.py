@@ -57,6 +57,12 @@ def with_probes(state: HealState, ctx: Context, log: CallLog, *, node: str = NOD
     return state.model_copy(update={"probes": probes})
 
 
+def probes_added(state: HealState, ctx: Context, *, node: str) -> HealState:
+    """``with_probes`` for a node outside the roles (``execute``): its event is added too."""
+    log = CallLog()
+    return log.apply(with_probes(state, ctx, log, node=node))
+
+
 async def plan_tests(state: HealState, ctx: Context) -> HealState:
     """Before any code: the spec's examples as trusted tests and the mechanical probe inputs.
     (The spec-blind test writer is asked in ``generate``, at the same time as the candidates.)"""

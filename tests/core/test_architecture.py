@@ -17,7 +17,11 @@ from types import ModuleType
 
 import pytest
 
+import scripts as s
+from selfheal import heal
 from selfheal.graph import table
+from selfheal.kernel_sandbox import KernelPool
+from selfheal.llm.mock import MockProvider
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 400
@@ -98,6 +102,19 @@ def test_graph_diagrams_match_the_table() -> None:
         for nxt in step.next:
             if nxt != step.name:
                 assert f"    {step.name} --> {nxt}\n" in diagram.mermaid()
+
+
+def test_every_model_call_is_in_the_table(pool: KernelPool) -> None:
+    """Each model call of a run where every role speaks was made by a node whose row names
+    the call's role (``Step.calls``, which the diagram draws)."""
+    mock = MockProvider(s.every_role())
+    result = heal(s.SPEC, provider=mock, config=s.chain(), executor=pool)  # type: ignore[arg-type]
+    assert result.status == "verified"
+    made = {(e.node, e.detail.split()[0]) for e in result.timeline if e.kind == "llm"}
+    declared = {(n, call.split(":")[0]) for n, row in table.GRAPH.items() for call in row.calls}
+    assert made <= declared, made - declared
+    # the calls inside other nodes' work are there: the spec-blind test writer and the oracle
+    assert {("generate", "test_writer"), ("diagnose", "oracle")} <= made
 
 
 def test_a_route_answering_outside_its_edges_is_refused() -> None:
