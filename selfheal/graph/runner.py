@@ -162,10 +162,10 @@ class Run:
         except TimeoutError:
             if not timer.expired():
                 raise
-            self._stop(s, name, t0, BudgetSpent(f"time budget spent ({budget:g}s)"))
+            self._stop(s, name, t0, f"time budget spent ({budget:g}s)")
             return self._state
         except asyncio.CancelledError:
-            self._stop(s, name, t0, BudgetSpent("the run was stopped by its caller"))
+            self._stop(s, name, t0, "the run was stopped by its caller")
             raise
         except SelfHealError as exc:
             detail = f"{type(exc).__name__}: {exc}"[:500]
@@ -204,16 +204,16 @@ class Run:
         )
         return self._commit(new.model_copy(update={"next": row.go(new)}))
 
-    def _stop(self, s: HealState, name: str, t0: float, exc: BudgetSpent) -> None:
-        """The node in flight was cancelled (``exc`` says why): the run ends here, saying so."""
+    def _stop(self, s: HealState, name: str, t0: float, why: str) -> None:
+        """The node in flight was cancelled (``why``): the run ends here, saying so."""
         dur = time.perf_counter() - t0
-        reason = f"{exc.reason} ({s.elapsed + dur:.1f}s): the {name} node in flight was stopped"
+        reason = f"{why} ({s.elapsed + dur:.1f}s): the {name} node in flight was stopped"
         stopped = record(
             self.ctx,
             s,
             name,
             "error",
-            f"{type(exc).__name__}: {exc}: the work in flight was stopped"[:500],
+            f"{BudgetSpent.__name__}: {reason}"[:500],
             duration=dur,
             update={"next": "finish", "stop_reason": reason, "elapsed": s.elapsed + dur},
         )
