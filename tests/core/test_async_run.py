@@ -134,6 +134,34 @@ async def test_cancelling_aheal_leaves_no_request_or_kernel(pool: KernelPool) ->
     assert await asyncio.to_thread(pool.wait_ready, 5.0)  # every kernel idle again
 
 
+SLEEPY = s.block("def clamp(x, lo, hi):\n    import time\n    time.sleep(60)\n    return x")
+
+
+async def test_cancelling_aheal_during_a_sandbox_run_frees_its_kernel(pool: KernelPool) -> None:
+    assert await asyncio.to_thread(pool.wait_ready, 30.0)
+    seen: list[str] = []
+    task = asyncio.create_task(
+        aheal(
+            s.SPEC,
+            provider=Stalling({"generator": [SLEEPY]}),
+            config=config(test_timeout=60),
+            executor=pool,  # type: ignore[arg-type]
+            on_event=lambda e: seen.append(e.node),
+        )
+    )
+    for _ in range(300):
+        if task.done() or "execute" in seen:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)  # the candidate is loaded and its first test sleeps
+    assert not task.done()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # the candidate's process was killed: the kernel is back long before the test's 60 s
+    assert await asyncio.to_thread(pool.wait_ready, 5.0)
+
+
 async def test_the_blocking_heal_works_inside_a_running_event_loop(pool: KernelPool) -> None:
     asked: list[str] = []
 
