@@ -6,7 +6,8 @@
     python scripts/graph_diagram.py --check    # exit 1 if either file holds another diagram
 
 Every edge comes from a Step's ``next``; the gate's self-edge (the run stops there for a
-human) is drawn as the human decision, whose edges are ``AFTER_DECISION``. The diagram sits
+human) is drawn as the human decision, whose edges are ``AFTER_DECISION``; each node lists the
+model calls it makes (``Step.calls``). The diagram sits
 between ``<!-- graph-diagram:begin -->`` and ``<!-- graph-diagram:end -->`` in each file;
 ``tests/core/test_architecture.py`` runs the check, so the pictures cannot drift from the
 table.
@@ -32,8 +33,8 @@ def mermaid() -> str:
     """The table as a Mermaid flowchart (a fenced block)."""
     out = ["```mermaid", "flowchart TD"]
     for step in GRAPH.values():
-        role = f"<br/><small>{step.role}</small>" if step.role else ""
-        out.append(f'    {step.name}["{step.name}{role}"]')
+        calls = "".join(f"<br/><small>{call}</small>" for call in step.calls)
+        out.append(f'    {step.name}["{step.name}{calls}"]')
     out.append(f'    {HUMAN}{{{{"a human decides<br/><small>approve, edit, reject</small>"}}}}')
     out.append('    done(("done"))')
     out.append(f'    start(["heal(spec)"]) --> {START}')

@@ -1,13 +1,12 @@
 """``Context``: the effectful services a node may use (models, sandbox, memory, clock, event
 sink).
 
-Nodes are pure functions ``(state, ctx) -> state``: everything that talks to the world goes
+Nodes are coroutines ``(state, ctx) -> state``: everything that talks to the world goes
 through ``ctx``, so tests swap in a scripted provider and a real (or fake) executor.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -73,14 +72,6 @@ class Context:
     """Live token receiver."""
     memory: MemoryStore | None = None
     """The memory across runs (None: off)."""
-    deadline: float | None = None
-    """``time.monotonic()`` at which the run's time budget runs out (the runner sets it for
-    each node): a model call still in flight then is stopped (``selfheal.llm.budget``)."""
-    cancel: threading.Event | None = None
-    """Set when the run's caller stops it (Ctrl-C, a cancelled ``arun``): model calls in
-    flight stop within a tenth of a second."""
-    budget: float | None = None
-    """The run's ``time_budget``, for the messages of a call it stopped."""
 
     def provider(self, role: str) -> Provider:
         """The provider for ``role`` (the role itself travels with each call, as

@@ -9,10 +9,9 @@ from collections import Counter
 from selfheal.agreement import behaviour_of
 from selfheal.context import Context
 from selfheal.graph.events import record
-from selfheal.kernel_sandbox.types import ExecutionReport, ProbeCall, SandboxTest, run_many
-from selfheal.roles._calls import CallLog
-from selfheal.roles._source import normalized
-from selfheal.roles.test_writer import with_probes
+from selfheal.kernel_sandbox.types import ExecutionReport, ProbeCall, SandboxTest, arun_many
+from selfheal.roles.generator import normalized
+from selfheal.roles.test_writer import probes_added
 from selfheal.state import Candidate, HealState
 from selfheal.testsuite import limits_for
 
@@ -34,10 +33,9 @@ def _needs_run(c: Candidate, ids: set[str]) -> bool:
     return not ids <= {r.test_id for r in c.report.results}
 
 
-def execute(state: HealState, ctx: Context) -> HealState:
+async def execute(state: HealState, ctx: Context) -> HealState:
     """Run the candidates that lack a result for some test or probe (identical code runs once)."""
-    log = CallLog()
-    state = with_probes(state, ctx, log, node=NODE)
+    state = probes_added(state, ctx, node=NODE)
     started = time.perf_counter()
     workload = _workload(state)
     ids = {w.id for w in workload}
@@ -45,7 +43,7 @@ def execute(state: HealState, ctx: Context) -> HealState:
     distinct: dict[str, str] = {}  # normalized code -> code, identical candidates run once
     for c in todo:
         distinct.setdefault(normalized(c.code), c.code)
-    ran = run_many(
+    ran = await arun_many(
         ctx.executor,
         [(code, workload) for code in distinct.values()],
         timeout=state.config.test_timeout,
@@ -84,7 +82,7 @@ def execute(state: HealState, ctx: Context) -> HealState:
     loaded = sum(1 for c in candidates if c.id in reports and c.report and c.report.load.ok)
     return record(
         ctx,
-        log.apply(state),
+        state,
         NODE,
         "info",
         f"ran {len(todo)} candidate(s) ({runs} distinct) on {len(state.tests)} test(s) and "

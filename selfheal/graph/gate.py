@@ -55,7 +55,7 @@ def accept(
     )
 
 
-def gate(state: HealState, ctx: Context) -> HealState:
+async def gate(state: HealState, ctx: Context) -> HealState:
     """Accept the pending proposal, or stop for a human when autonomy asks for review."""
     proposal = state.pending
     assert proposal is not None, "gate needs a pending proposal"

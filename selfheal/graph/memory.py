@@ -33,7 +33,7 @@ def recalled_text(remembered: tuple[Remembered, ...]) -> str:
     return "; ".join(parts)
 
 
-def recall(state: HealState, ctx: Context) -> HealState:
+async def recall(state: HealState, ctx: Context) -> HealState:
     """Recall what the memory holds for this spec: a few lessons (they go into the generator's
     prompts) and at most one verified solution of a very similar spec (a ``memory``
     candidate in the first round, run and ranked like any other)."""

@@ -1,22 +1,22 @@
 """The runner: executes the table one node at a time, checkpointing every state.
 
-``Run`` is a run in progress: ``step()`` executes one node, ``run()``/``arun()`` go until the
-run is done or waits for a human, ``resume(decision)`` applies a human decision and goes on,
-``Run.load(path)`` picks up a run after a crash. Its services come built (``graph.build``);
-``fork`` (time travel) lives in ``graph.fork``.
+``Run`` is a run in progress: ``astep()`` executes one node, ``arun()`` goes until the run is
+done or waits for a human, ``aresume(decision)`` applies a human decision and goes on,
+``Run.load(path)`` picks up a run after a crash; ``step``, ``run`` and ``resume`` are their
+blocking twins (``selfheal._sync``). The time budget is an ``asyncio.timeout`` around each node:
+the work in flight (a model call, a sandbox run) is cancelled when it runs out. Its services
+come built (``graph.build``); ``fork`` (time travel) lives in ``graph.fork``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
 import os
-import threading
 import time
-from collections.abc import Awaitable
 from pathlib import Path
 
+from selfheal._sync import sync_twin
 from selfheal.approval import Approver
 from selfheal.context import Context, EventSink, TokenSink
 from selfheal.errors import ApprovalRequired, BudgetSpent, ConfigError, SelfHealError
@@ -58,8 +58,6 @@ class Run:
         self._state = state
         self.ctx = ctx
         self.log = log if log is not None else (RunLog.for_state(state) if persist else None)
-        self._cancel = threading.Event()
-        """Set when the caller stops the run: model calls in flight stop."""
 
     # -- construction -----------------------------------------------------------------------
 
@@ -135,8 +133,10 @@ class Run:
 
     # -- stepping ---------------------------------------------------------------------------
 
-    def step(self) -> HealState:
-        """Execute the next node and checkpoint the new state. A no-op when done or waiting."""
+    async def astep(self) -> HealState:
+        """Execute the next node and checkpoint the new state. A no-op when done or waiting.
+        The node runs within what is left of the time budget; cancelling the caller stops it
+        (the run ends, saying so, and the cancellation goes on)."""
         s = self._state
         if s.finished or s.status == "awaiting_approval":
             return s
@@ -152,24 +152,21 @@ class Run:
         event(ctx, s, name, "start")
         before = s.usage
         t0 = time.perf_counter()
+        budget = s.config.time_budget
+        timer = asyncio.timeout(None if budget is None or name == "finish" else budget - s.elapsed)
         try:
-            new = row.run(s, self._bounded(s))
+            async with timer:
+                new = await row.run(s, ctx)
         except ApprovalRequired:
             raise
-        except BudgetSpent as exc:
-            # the call in flight was stopped: the run ends here, saying so
-            dur = time.perf_counter() - t0
-            reason = f"{exc.reason} ({s.elapsed + dur:.1f}s): a model call in flight was stopped"
-            stopped = record(
-                ctx,
-                s,
-                name,
-                "error",
-                f"{type(exc).__name__}: {exc}"[:500],
-                duration=dur,
-                update={"next": "finish", "stop_reason": reason, "elapsed": s.elapsed + dur},
-            )
-            return self._commit(stopped)
+        except TimeoutError:
+            if not timer.expired():
+                raise
+            self._stop(s, name, t0, f"time budget spent ({budget:g}s)")
+            return self._state
+        except asyncio.CancelledError:
+            self._stop(s, name, t0, "the run was stopped by its caller")
+            raise
         except SelfHealError as exc:
             detail = f"{type(exc).__name__}: {exc}"[:500]
             failed = record(ctx, s, name, "error", detail, duration=time.perf_counter() - t0)
@@ -207,12 +204,20 @@ class Run:
         )
         return self._commit(new.model_copy(update={"next": row.go(new)}))
 
-    def _bounded(self, s: HealState) -> Context:
-        """The context of one node: its model calls stop when the time budget runs out (what
-        is left of it) or the caller stops the run."""
-        budget = s.config.time_budget
-        deadline = None if budget is None else time.monotonic() + budget - s.elapsed
-        return dataclasses.replace(self.ctx, deadline=deadline, cancel=self._cancel, budget=budget)
+    def _stop(self, s: HealState, name: str, t0: float, why: str) -> None:
+        """The node in flight was cancelled (``why``): the run ends here, saying so."""
+        dur = time.perf_counter() - t0
+        reason = f"{why} ({s.elapsed + dur:.1f}s): the {name} node in flight was stopped"
+        stopped = record(
+            self.ctx,
+            s,
+            name,
+            "error",
+            f"{BudgetSpent.__name__}: {reason}"[:500],
+            duration=dur,
+            update={"next": "finish", "stop_reason": reason, "elapsed": s.elapsed + dur},
+        )
+        self._commit(stopped)
 
     def _headless_decision(self) -> Decision | None:
         policy = self._state.config.on_headless
@@ -222,64 +227,21 @@ class Run:
             return Decision(kind="reject", reason="on_headless=reject")
         return None
 
-    def run(self, approver: Approver | None = None) -> HealResult:
-        """Step until the run is done, or waits for approval with no approver to ask. Ctrl-C
-        stops the model calls in flight (also those of other threads) and is raised."""
-        self._cancel.clear()
-        try:
-            return self._run(approver)
-        except KeyboardInterrupt:
-            self._cancel.set()
-            raise
-
-    def _run(self, approver: Approver | None) -> HealResult:
-        while not self._state.finished:
-            if self._state.status == "awaiting_approval":
-                decision = self._ask_sync(approver)
-                if decision is None:
-                    break
-                self._apply(decision)
-                continue
-            self.step()
-        return self.result
-
     async def arun(self, approver: Approver | None = None) -> HealResult:
-        """Async twin of ``run``: nodes run in a worker thread, so the event loop stays free.
-        Cancelling it stops the model calls in flight."""
-        self._cancel.clear()
-        try:
-            return await self._arun(approver)
-        except asyncio.CancelledError:
-            self._cancel.set()
-            raise
-
-    async def _arun(self, approver: Approver | None) -> HealResult:
+        """Step until the run is done, or waits for approval with no approver to ask (an async
+        approver is awaited, a sync one called). Cancelling it (Ctrl-C on ``run``, an
+        interrupted cell) stops the work in flight."""
         while not self._state.finished:
             if self._state.status == "awaiting_approval":
-                decision = await self._ask_async(approver)
+                decision = await self._ask(approver)
                 if decision is None:
                     break
                 self._apply(decision)
                 continue
-            await asyncio.to_thread(self.step)
+            await self.astep()
         return self.result
 
-    def _ask_sync(self, approver: Approver | None) -> Decision | None:
-        pending = self._state.pending
-        if approver is None or pending is None:
-            return self._headless_decision()
-        answer = approver(pending, self._state)
-        if inspect.isawaitable(answer):
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                return _run_coro(answer)
-            raise ConfigError(
-                "An async approver needs an async run: use `await run.arun(approver)`."
-            )
-        return answer
-
-    async def _ask_async(self, approver: Approver | None) -> Decision | None:
+    async def _ask(self, approver: Approver | None) -> Decision | None:
         pending = self._state.pending
         if approver is None or pending is None:
             return self._headless_decision()
@@ -298,14 +260,14 @@ class Run:
             )
         return self._commit(s.model_copy(update={"next": nxt}))
 
-    def resume(self, decision: Decision, approver: Approver | None = None) -> HealResult:
+    async def aresume(self, decision: Decision, approver: Approver | None = None) -> HealResult:
         """Answer the pending proposal (``Approve()``, ``Edit(code)``, ``Reject(reason)``) and go on."""
         self._apply(decision)
-        return self.run(approver)
-
-    async def aresume(self, decision: Decision, approver: Approver | None = None) -> HealResult:
-        self._apply(decision)
         return await self.arun(approver)
+
+    step = sync_twin(astep)
+    run = sync_twin(arun)
+    resume = sync_twin(aresume)
 
     # -- time travel ------------------------------------------------------------------------
 
@@ -336,10 +298,3 @@ def _end_detail(state: HealState, node: str, first_new_event: int) -> str:
         fresh = sum(1 for c in state.candidates if c.report is None)
         return f"accepted {fresh} candidate(s) for round {state.iteration}"
     return infos[-1] if infos else ""
-
-
-def _run_coro(coro: Awaitable[Decision]) -> Decision:
-    async def wrap() -> Decision:
-        return await coro
-
-    return asyncio.run(wrap())

@@ -84,7 +84,7 @@ def apply_selection(state: HealState, sel: Selection) -> HealState:
     return state.model_copy(update=update)
 
 
-def select(state: HealState, ctx: Context) -> HealState:
+async def select(state: HealState, ctx: Context) -> HealState:
     """Rank the population and keep the winner as this round's attempt."""
     sel = rank(state)
     state = apply_selection(state, sel)

@@ -1,4 +1,5 @@
-"""The pipeline as one table: each node, the pure function it runs, and where it goes next.
+"""The pipeline as one table: each node, the coroutine it runs, its model calls, and where it
+goes next.
 
     recall ─▶ plan_tests ─▶ generate ─▶ gate ─▶ [adversarial] ─▶ execute ─▶ select ─┬─ settled ─▶ [critic] ─▶ finish
                                ▲  ▲       ▲                        ▲                 ├─ top up ──▶ generate
@@ -7,17 +8,18 @@
                                │  └── (review_all / review_repairs: a human answers at the gate)
 
 ``generate`` asks for a population (the greedy answer plus samples, with the spec-blind test
-writer at the same time); ``execute`` runs every candidate on every test and probe input;
-``select`` ranks them (trusted tests, then agreement) and keeps the winner as the round's
-attempt. ``recall`` (first) brings in what the memory across runs holds for the spec;
-``finish`` (last) writes down what the run taught. A node is ``(state, ctx) -> state``; a
-route is ``state -> next node name``. Routing reads only the state, so every path can be
-tested by scripting the provider.
+writer at the same time); ``diagnose`` asks the oracle about failing model-written tests, then
+the debugger (its tool calls, then the diagnosis); ``execute`` runs every candidate on every
+test and probe input; ``select`` ranks them (trusted tests, then agreement) and keeps the
+winner as the round's attempt. ``recall`` (first) brings in what the memory across runs holds
+for the spec; ``finish`` (last) writes down what the run taught. A node is a coroutine
+``(state, ctx) -> state``; a route is ``state -> next node name``. Routing reads only the
+state, so every path can be tested by scripting the provider.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from selfheal.config import candidates_of
@@ -36,7 +38,7 @@ from selfheal.roles.test_writer import plan_tests
 from selfheal.state import HealState, NodeName
 from selfheal.testsuite import all_active_pass
 
-Node = Callable[[HealState, Context], HealState]
+Node = Callable[[HealState, Context], Awaitable[HealState]]
 Route = Callable[[HealState], NodeName]
 
 
@@ -151,7 +153,7 @@ def after_decision(s: HealState) -> NodeName:
     return after_gate(s)
 
 
-def finish_and_remember(s: HealState, ctx: Context) -> HealState:
+async def finish_and_remember(s: HealState, ctx: Context) -> HealState:
     """``finish``, then the run's lessons and verified solution go into the memory."""
     return remember(finish(s, ctx), ctx)
 
@@ -170,7 +172,9 @@ class Step:
     against it, and ``scripts/graph_diagram.py`` draws the graph from it."""
     route: Route | None = None
     """Picks the next node from the new state; None when ``next`` names a single node."""
-    role: str = ""
+    calls: tuple[str, ...] = ()
+    """Every model call the node makes, as ``role`` or ``role: what for`` (the diagram shows
+    them; a test checks a scripted run's calls against them)."""
 
     def go(self, state: HealState) -> NodeName:
         """The next node for ``state``; a route answering outside ``next`` is a bug, said so."""
@@ -188,10 +192,16 @@ GRAPH: dict[str, Step] = {
     for s in (
         #    node          function     next nodes                                 route
         Step("recall", recall, ("plan_tests",)),
-        Step("plan_tests", plan_tests, ("generate",), role="test_writer"),
-        Step("generate", generate, ("gate", "finish"), after_generate, role="generator"),
+        Step("plan_tests", plan_tests, ("generate",)),
+        Step(
+            "generate",
+            generate,
+            ("gate", "finish"),
+            after_generate,
+            calls=("generator: the population", "test_writer: spec-blind tests or inputs"),
+        ),
         Step("gate", gate, ("gate", "adversarial", "execute", "finish"), after_gate),
-        Step("adversarial", adversarial, ("execute",), role="adversary"),
+        Step("adversarial", adversarial, ("execute",), calls=("adversary",)),
         Step("execute", execute, ("select",), after_execute),
         Step(
             "select",
@@ -199,17 +209,21 @@ GRAPH: dict[str, Step] = {
             ("generate", "diagnose", "consult", "critic", "finish"),
             after_select,
         ),
-        Step("consult", consult, ("select",), role="oracle"),
-        Step("critic", critic, ("execute", "finish"), after_critic, role="critic"),
+        Step("consult", consult, ("select",), calls=("oracle",)),
+        Step("critic", critic, ("execute", "finish"), after_critic, calls=("critic",)),
         Step(
             "diagnose",
             diagnose,
             ("select", "lessons", "repair", "finish"),
             after_diagnose,
-            role="debugger",
+            calls=(
+                "oracle: judges failing model-written tests",
+                "debugger: investigation (tool calls)",
+                "debugger: the diagnosis",
+            ),
         ),
-        Step("lessons", summarize, ("repair",), role="lessons"),
-        Step("repair", repair, ("gate", "finish"), after_repair, role="generator"),
+        Step("lessons", summarize, ("repair",), calls=("lessons",)),
+        Step("repair", repair, ("gate", "finish"), after_repair, calls=("generator: repairs",)),
         Step("finish", finish_and_remember, ("done",)),
     )
 }

@@ -9,6 +9,7 @@ re-loaded (on the same kernel when it is still serving), until the run budget is
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Protocol
 
@@ -123,8 +124,10 @@ class KernelRun:
         wire: list[tuple[Any, ...]],
         limits: Limits,
         files: tuple[tuple[str, bytes], ...] = (),
+        stop: threading.Event | None = None,
     ) -> None:
         self.source = source
+        self.stop = stop  # set when the caller was cancelled: the run ends as if out of budget
         self.files = files  # written into the run's folder before the candidate loads
         self.code = code
         self.tests = tests
@@ -154,7 +157,7 @@ class KernelRun:
         while True:
             if start >= len(self.tests) and self.load is not None:
                 return
-            if time.monotonic() >= self.run_deadline:
+            if time.monotonic() >= self.run_deadline or self._stopped():
                 self._budget_spent(None)
                 return
             first = self.load is None and start == 0 and self.restarts == 0
@@ -171,6 +174,9 @@ class KernelRun:
                 return
             self.restarts += 1
             start = nxt
+
+    def _stopped(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
 
     def _budget_spent(self, current: int | None) -> None:
         self.budget_exhausted = True
@@ -307,7 +313,7 @@ class KernelRun:
             if watch_procs and kernel.process_count() > lim.max_processes:
                 why = f"the candidate exceeded {lim.max_processes} processes and was killed"
                 pending = ("crashed", "ProcessLimit", why)
-            elif now >= self.run_deadline:
+            elif now >= self.run_deadline or self._stopped():
                 pending = "budget"
             elif now >= limit_at:
                 if loading:

@@ -4,6 +4,7 @@ and the host-side preparation of tests (normalising, rewriting, encoding)."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -103,18 +104,26 @@ def execute(
     tests: Sequence[str | SandboxTest],
     limits: Limits,
     files: tuple[tuple[str, bytes], ...] = (),
+    stop: threading.Event | None = None,
 ) -> ExecutionReport:
     """Load ``code`` and run ``tests`` on kernels from ``source``, with ``files`` (from
-    ``input_files``) in the run's folder."""
+    ``input_files``) in the run's folder; ``stop`` (set by a cancelled caller) ends the run
+    early, the candidate's process killed."""
     norm = normalize_tests(tests)
-    run = KernelRun(source, code, norm, [_wire(t) for t in norm], limits, files)
+    run = KernelRun(source, code, norm, [_wire(t) for t in norm], limits, files, stop)
     run.go()
     if run.load is None:  # no tests and nothing ran
         run.load = LoadResult(ok=True)
     return run.report()
 
 
-def execute_snippet(source: KernelSource, code: str, setup: str, limits: Limits) -> SnippetResult:
+def execute_snippet(
+    source: KernelSource,
+    code: str,
+    setup: str,
+    limits: Limits,
+    stop: threading.Event | None = None,
+) -> SnippetResult:
     """Run ``setup`` as the candidate, then ``code``; report the last expression's value."""
     try:
         body, last = split_snippet(code)
@@ -125,7 +134,7 @@ def execute_snippet(source: KernelSource, code: str, setup: str, limits: Limits)
             message=f"{e.msg} (line {e.lineno})",
         )
     test = AssertTest(id="snippet", code=code)
-    run = KernelRun(source, setup, [test], [("snippet", "snippet", body, last)], limits)
+    run = KernelRun(source, setup, [test], [("snippet", "snippet", body, last)], limits, stop=stop)
     run.go()
     assert run.load is not None
     if not run.load.ok:
@@ -157,6 +166,7 @@ def execute_trace(
     test: str | AssertTest | ProbeCall,
     limits: Limits,
     trace: TraceLimits,
+    stop: threading.Event | None = None,
 ) -> TraceResult:
     """Load ``code``, then run ``test`` (statements, or a probe's expression) with the
     candidate's lines traced; see ``_harness/trace.py``."""
@@ -175,7 +185,7 @@ def execute_trace(
     settings = (trace.head, trace.tail, trace.value_chars, trace.max_values, trace.max_total)
     stand_in = AssertTest(id=test.id, code=body)
     run = KernelRun(
-        source, code, [stand_in], [("trace", test.id, wired, wrapped, settings)], limits
+        source, code, [stand_in], [("trace", test.id, wired, wrapped, settings)], limits, stop=stop
     )
     run.go()
     assert run.load is not None

@@ -15,12 +15,7 @@ from typing import Any, TypeVar
 
 from selfheal._sync import sync_twin
 from selfheal.errors import ConfigError, SandboxError
-from selfheal.kernel_sandbox.boundary import (
-    BoundaryInfo,
-    BoundaryMode,
-    boundary_for,
-    mode_from_env,
-)
+from selfheal.kernel_sandbox.boundary import BoundaryInfo, BoundaryMode, boundary_for, mode_from_env
 from selfheal.kernel_sandbox.containment import netns_available
 from selfheal.kernel_sandbox.execution import (
     InputFiles,
@@ -306,13 +301,19 @@ class KernelPool:
         return lim
 
     async def _offload(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run the blocking ``fn`` in one of the pool's run threads."""
+        """Run the blocking ``fn`` in one of the pool's run threads; a cancelled caller stops it
+        (the candidate's process killed within 0.25 s, the kernel back in the pool)."""
         loop = asyncio.get_running_loop()
+        stop = threading.Event()
         try:
-            fut = loop.run_in_executor(self._runs, functools.partial(fn, *args))
+            fut = loop.run_in_executor(self._runs, functools.partial(fn, *args, stop=stop))
         except RuntimeError as e:  # the run threads were shut down
             raise SandboxError("this KernelPool is closed; create a new one") from e
-        return await fut
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            stop.set()
+            raise
 
     async def arun(
         self,

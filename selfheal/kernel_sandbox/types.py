@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -321,9 +322,16 @@ async def arun_many(
     batch = getattr(executor, "arun_many", None)
     if callable(batch):
         return list(await batch(items, timeout=timeout, limits=limits))
-    import asyncio
-
     return await asyncio.to_thread(run_many, executor, items, timeout=timeout, limits=limits)
+
+
+async def acall(executor: object, method: str, *args: Any, **kwargs: Any) -> Any:
+    """``executor.<method>(...)`` awaited: its async twin ``a<method>`` when it has one
+    (``KernelPool``), else the blocking method in a worker thread (the event loop stays free)."""
+    twin = getattr(executor, f"a{method}", None)
+    if callable(twin):
+        return await twin(*args, **kwargs)
+    return await asyncio.to_thread(getattr(executor, method), *args, **kwargs)
 
 
 @runtime_checkable

@@ -215,7 +215,7 @@ class ProviderBase:
     order)."""
 
     max_concurrency: int | None = None
-    """Requests worth having in flight at once (the pipeline's ``concurrently`` reads it);
+    """Requests worth having in flight at once (the pipeline's ``fan_out`` reads it);
     None when there is no limit."""
     batch_hint: int | None = None
     """Answers this backend decodes at once: llama-server's slots, a GPU batch, 1 for an API

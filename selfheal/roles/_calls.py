@@ -3,8 +3,8 @@ call), and account for the call in the state."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from selfheal.config import RoleName
 from selfheal.context import Context
 from selfheal.errors import MalformedReply
-from selfheal.llm.ask import ask_code, ask_structured
+from selfheal.llm.ask import aask_code, aask_structured
 from selfheal.llm.base import (
     Completion,
     CompletionRequest,
@@ -21,9 +21,8 @@ from selfheal.llm.base import (
     Provider,
     ToolSpec,
     WrapperProvider,
-    send,
+    asend,
 )
-from selfheal.llm.budget import BoundedProvider
 from selfheal.llm.parsing import lenient_block
 from selfheal.llm.prompts import load_prompt
 from selfheal.state import Event, HealState, Usage
@@ -90,8 +89,6 @@ def _call(
     """The role's provider (transcribing when transcripts are kept) and the options every
     call of the role carries: who asks, and where streamed tokens go."""
     p: Provider = ctx.provider(role)
-    if ctx.deadline is not None or ctx.cancel is not None:
-        p = BoundedProvider(p, deadline=ctx.deadline, cancel=ctx.cancel, budget=ctx.budget)
     if state.config.transcripts:
         p = _Transcribing(p, log.sent)
     options: dict[str, Any] = {"role": role, "node": node}
@@ -198,7 +195,7 @@ def _messages(state: HealState, prompt: str, variables: dict[str, Any]) -> list[
     return load_prompt(prompt).render(**{**shared, **variables})
 
 
-def ask_for_code(
+async def ask_for_code(
     ctx: Context,
     state: HealState,
     log: CallLog,
@@ -222,7 +219,7 @@ def ask_for_code(
     provider, options = _call(ctx, state, log, role, node)
     if seed is not None:
         options = {**options, "seed": seed}
-    reply = ask_code(
+    reply = await aask_code(
         provider,
         messages,
         entry_point=entry_point,
@@ -240,7 +237,7 @@ def ask_for_code(
     return reply.code, reply.text, cost
 
 
-def ask_for_tests(
+async def ask_for_tests(
     ctx: Context,
     state: HealState,
     log: CallLog,
@@ -260,7 +257,7 @@ def ask_for_tests(
         temperature=state.config.temperature,
         **options,
     )
-    completion = send(provider, request)
+    completion = await asend(provider, request)
     code, salvaged = lenient_block(completion.text)
     _record(
         log,
@@ -276,7 +273,7 @@ def ask_for_tests(
     return code
 
 
-def ask_for_json(
+async def ask_for_json(
     ctx: Context,
     state: HealState,
     log: CallLog,
@@ -292,7 +289,7 @@ def ask_for_json(
     completion tokens (a small model sometimes runs on past the JSON; a tight cap per role
     bounds the cost, and a cut-off reply is salvaged). Raises ``MalformedReply``."""
     provider, options = _call(ctx, state, log, role, node)
-    reply = ask_structured(
+    reply = await aask_structured(
         provider,
         _messages(state, prompt, variables),
         model,
@@ -304,7 +301,7 @@ def ask_for_json(
     return reply.value
 
 
-def ask_with_tools(
+async def ask_with_tools(
     ctx: Context,
     state: HealState,
     log: CallLog,
@@ -330,7 +327,7 @@ def ask_with_tools(
         tool_choice="required",
         **options,
     )
-    completion = send(provider, request)
+    completion = await asend(provider, request)
     version = load_prompt(prompt).version
     label = f"{role} via {prompt}.yaml v{version} (native tool call)"
     _llm_events(log, ctx, state, node, role, label, [completion])
@@ -340,28 +337,30 @@ def ask_with_tools(
 R = TypeVar("R")
 
 
-def concurrently(
-    ctx: Context, role: RoleName, jobs: Sequence[Callable[[], R]]
-) -> list[R | BaseException]:
-    """Run ``jobs`` (each makes model calls) at once, as many in flight as the role's provider
-    allows (its ``max_concurrency``, e.g. the local server's slots; 1 for the scripted mock,
-    which keeps scripted runs reproducible). Results (or the exception a job raised) come back
-    in the order of ``jobs``."""
-    if not jobs:
-        return []
+async def fan_out(
+    ctx: Context, role: RoleName, jobs: Sequence[Callable[[], Awaitable[R]]]
+) -> list[R | Exception]:
+    """Run ``jobs`` (each makes model calls) at once in one ``asyncio.TaskGroup``, as many in
+    flight as the role's provider allows (its ``max_concurrency``, e.g. the local server's
+    slots; 1 for the scripted mock, which keeps scripted runs reproducible: one after the
+    other, in order). Results (or the exception a job raised) come back in the order of
+    ``jobs``; cancelling the caller cancels every job."""
     limit = getattr(ctx.llm.for_role(role), "max_concurrency", None)
     width = len(jobs) if not isinstance(limit, int) or limit < 1 else min(limit, len(jobs))
+    gate = asyncio.Semaphore(max(width, 1))
 
-    def guarded(job: Callable[[], R]) -> R | BaseException:
-        try:
-            return job()
-        except Exception as exc:  # reported to the caller, which decides
-            return exc
+    async def guarded(job: Callable[[], Awaitable[R]]) -> R | Exception:
+        async with gate:
+            try:
+                return await job()
+            except Exception as exc:  # reported to the caller, which decides
+                return exc
 
     if width <= 1:
-        return [guarded(j) for j in jobs]
-    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="selfheal-ask") as pool:
-        return list(pool.map(guarded, jobs))
+        return [await guarded(j) for j in jobs]
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(guarded(j)) for j in jobs]
+    return [t.result() for t in tasks]
 
 
 def info(log: CallLog, ctx: Context, state: HealState, node: str, detail: str) -> None:
@@ -376,7 +375,7 @@ __all__ = [
     "ask_for_code",
     "ask_for_json",
     "ask_with_tools",
-    "concurrently",
+    "fan_out",
     "info",
     "record_failure",
 ]

@@ -10,13 +10,13 @@ from selfheal.testsuite import add_tests, parse_test_block, sources
 NODE = "adversarial"
 
 
-def adversarial(state: HealState, ctx: Context) -> HealState:
+async def adversarial(state: HealState, ctx: Context) -> HealState:
     """Ask for edge cases against the current candidate and add them as untrusted tests."""
     cfg = state.config
     log = CallLog()
     current = state.current or (state.candidates[0] if state.candidates else None)
     assert current is not None, "adversarial needs a candidate"
-    code = ask_for_tests(
+    code = await ask_for_tests(
         ctx,
         state,
         log,

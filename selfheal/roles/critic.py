@@ -54,14 +54,14 @@ def _counterexample(text: str, entry_point: str | None) -> str:
     return calls[0] if calls else ""
 
 
-def critic(state: HealState, ctx: Context) -> HealState:
+async def critic(state: HealState, ctx: Context) -> HealState:
     """Review the passing candidate. Accept, or reject with tests (run next) or concerns."""
     cfg = state.config
     log = CallLog()
     current = state.current
     assert current is not None
     try:
-        reply = ask_for_json(
+        reply = await ask_for_json(
             ctx,
             state,
             log,

@@ -11,6 +11,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 
 from selfheal.context import Context
 from selfheal.errors import MalformedReply
+from selfheal.kernel_sandbox.types import SnippetResult, acall
 from selfheal.llm.parsing import fold_choice
 from selfheal.roles import oracle
 from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
@@ -65,7 +66,7 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def adjudicate(
+async def adjudicate(
     state: HealState, ctx: Context, log: CallLog, limit: int = 3
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Judge failing model-written tests against a second reading of the spec.
@@ -93,8 +94,8 @@ def adjudicate(
             continue
         call, expected_src = eq
         checked += 1
-        snippet = ctx.executor.run_snippet(
-            call, setup=current.code, timeout=state.config.test_timeout
+        snippet: SnippetResult = await acall(
+            ctx.executor, "run_snippet", call, setup=current.code, timeout=state.config.test_timeout
         )
         ok_actual, actual = (
             _literal(snippet.value or "") if snippet.outcome == "passed" else (False, None)
@@ -110,7 +111,7 @@ def adjudicate(
                 )
             continue
         if call not in state.oracle and len(state.oracle) < state.config.oracle_calls:
-            answers = oracle.ask(state, ctx, log, [call], node=NODE)
+            answers = await oracle.ask(state, ctx, log, [call], node=NODE)
             state = state.model_copy(update={"oracle": {**state.oracle, **answers}})
             asked.update(answers)
         answer = state.oracle.get(call, "")
@@ -206,14 +207,14 @@ def _quarantine(state: HealState, verdicts: dict[str, str]) -> HealState:
     return state.model_copy(update={"tests": tests})
 
 
-def diagnose(state: HealState, ctx: Context) -> HealState:
+async def diagnose(state: HealState, ctx: Context) -> HealState:
     """Diagnose the latest attempt; quarantine model-written tests shown to be wrong."""
     log = CallLog()
     current = state.current
     assert current is not None and current.report is not None
     rep = current.report
     if rep.load.ok:
-        verdicts, asked = adjudicate(state, ctx, log)
+        verdicts, asked = await adjudicate(state, ctx, log)
         state = state.model_copy(update={"oracle": {**state.oracle, **asked}})
         if verdicts:
             state = _quarantine(state, verdicts)
@@ -238,9 +239,9 @@ def diagnose(state: HealState, ctx: Context) -> HealState:
     load_error = (
         "" if rep.load.ok else f"{rep.load.exc_type} at line {rep.load.line}: {rep.load.message}"
     )
-    probes = investigate(state, ctx, log)
+    probes = await investigate(state, ctx, log)
     try:
-        reply = ask_for_json(
+        reply = await ask_for_json(
             ctx,
             state,
             log,

@@ -1,13 +1,13 @@
 """Generator: the population. The first round's independent candidates (the greedy answer plus
 samples), and each repair round's strategies (targeted patches, rewrites, fresh samples).
 
-Every request of a round goes out at once (``_calls.concurrently``); the local server answers
+Every request of a round goes out at once (``_calls.fan_out``); the local server answers
 them in parallel slots. A candidate that repeats a known version is replaced by a fresh sample.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from selfheal.config import candidates_of
@@ -18,7 +18,7 @@ from selfheal.examples import find_examples
 from selfheal.llm.base import Message
 from selfheal.llm.parsing import prose
 from selfheal.memory.recall import remembered_candidates
-from selfheal.roles._calls import CallLog, ask_for_code, concurrently, info, record_failure
+from selfheal.roles._calls import CallLog, ask_for_code, fan_out, info, record_failure
 from selfheal.roles._source import entry_point_of, normalized, with_prelude
 from selfheal.roles.requests import (
     Request,
@@ -42,14 +42,14 @@ LOW_CONFIDENCE = 0.4
 """A diagnosis below this confidence routes to fresh samples instead of a targeted patch."""
 
 
-def _ask_round(
+async def _ask_round(
     state: HealState, ctx: Context, log: CallLog, node: str, requests: list[Request], *, round: int
 ) -> list[Candidate]:
     """Ask for every request at once; returns the candidates that came back usable."""
 
-    def job(i: int, r: Request) -> Callable[[], tuple[str, str, CandidateCost]]:
-        def ask(prompt: str, prefill: str) -> tuple[str, str, CandidateCost]:
-            return ask_for_code(
+    def job(i: int, r: Request) -> Callable[[], Awaitable[tuple[str, str, CandidateCost]]]:
+        async def ask(prompt: str, prefill: str) -> tuple[str, str, CandidateCost]:
+            return await ask_for_code(
                 ctx,
                 state,
                 log,
@@ -63,17 +63,17 @@ def _ask_round(
                 prefill=prefill,
             )
 
-        def asked() -> tuple[str, str, CandidateCost]:
+        async def asked() -> tuple[str, str, CandidateCost]:
             if not r.prefill:
-                return ask(r.prompt, "")
+                return await ask(r.prompt, "")
             try:
-                return ask(r.prompt, r.prefill)
+                return await ask(r.prompt, r.prefill)
             except MalformedReply:  # no usable completion of the header: ask as usual
-                return ask("generator", "")
+                return await ask("generator", "")
 
         return asked
 
-    results = concurrently(ctx, "generator", [job(i, r) for i, r in enumerate(requests)])
+    results = await fan_out(ctx, "generator", [job(i, r) for i, r in enumerate(requests)])
     # a dead server or a bad key fails the node (the runner checkpoints and says how to go
     # on); an unusable reply only loses its candidate
     down = [
@@ -124,7 +124,7 @@ def _name_the_function(state: HealState, code: str, ctx: Context, log: CallLog) 
     return with_examples(state.model_copy(update={"spec": spec}), ctx, log, node="generate")
 
 
-def generate(state: HealState, ctx: Context) -> HealState:
+async def generate(state: HealState, ctx: Context) -> HealState:
     """The first round: the greedy answer plus samples (``first_sample`` of them first), with
     the spec-blind test writer asked at the same time, and a remembered verified solution of a
     very similar spec when the run recalled one; or the top-up to ``candidates``."""
@@ -155,7 +155,7 @@ def generate(state: HealState, ctx: Context) -> HealState:
         and not any(p.origin == "model_input" for p in state.probes)
         and not first_round
     )
-    jobs: list[Callable[[], Any]] = [
+    jobs: list[Callable[[], Awaitable[Any]]] = [
         lambda: _ask_round(state, ctx, log, "generate", requests, round=1)
     ]
     if write_tests:
@@ -164,7 +164,7 @@ def generate(state: HealState, ctx: Context) -> HealState:
             if inputs
             else (lambda: spec_blind_tests(state, ctx, log))
         )
-    results = concurrently(ctx, "generator", jobs)
+    results = await fan_out(ctx, "generator", jobs)
     if isinstance(results[0], BaseException):
         raise results[0]
     candidates: list[Candidate] = results[0]
@@ -251,7 +251,7 @@ def _trusted_passed(state: HealState, c: Candidate) -> int:
     return sum(1 for t in state.tests if t.trusted and out.get(t.id) == "passed")
 
 
-def repair(state: HealState, ctx: Context) -> HealState:
+async def repair(state: HealState, ctx: Context) -> HealState:
     """A repair round: a targeted patch of the best failing candidate from the diagnosis, a
     patch of the next distinct one, fresh rewrites from the spec with the failures and
     lessons; all at once. A low-confidence diagnosis routes to fresh samples only; with no
@@ -308,7 +308,7 @@ def repair(state: HealState, ctx: Context) -> HealState:
             )
         )
     round_no = state.iteration + 1
-    fresh = _ask_round(state, ctx, log, "repair", requests, round=round_no)
+    fresh = await _ask_round(state, ctx, log, "repair", requests, round=round_no)
     seen = {normalized(c.code) for c in state.candidates}
     kept: list[Candidate] = []
     repeats = 0
@@ -331,7 +331,7 @@ def repair(state: HealState, ctx: Context) -> HealState:
             for _ in range(repeats)
         ]
         state_for_ids = state.model_copy(update={"candidates": state.candidates + tuple(kept)})
-        for c in _ask_round(state_for_ids, ctx, log, "repair", again, round=round_no):
+        for c in await _ask_round(state_for_ids, ctx, log, "repair", again, round=round_no):
             key = normalized(c.code)
             if key not in seen:
                 seen.add(key)

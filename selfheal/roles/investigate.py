@@ -141,8 +141,8 @@ class _Native:
         self.history: list[Message] = []  # the calls so far and their results
         self.call = ToolCall(name="")  # the call being answered
 
-    def next(self, step: int) -> tuple[str, str, dict[str, str] | None, Completion] | None:
-        c = ask_with_tools(
+    async def next(self, step: int) -> tuple[str, str, dict[str, str] | None, Completion] | None:
+        c = await ask_with_tools(
             self.ctx,
             self.state,
             self.log,
@@ -180,11 +180,11 @@ class _Native:
         ]
 
 
-def _structured(
+async def _structured(
     state: HealState, ctx: Context, log: CallLog, probes: list[Probe], left: int
 ) -> tuple[str, str, dict[str, str] | None, Completion] | None:
     try:
-        reply = ask_for_json(
+        reply = await ask_for_json(
             ctx,
             state,
             log,
@@ -202,7 +202,7 @@ def _structured(
     return reply.thought.strip(), reply.tool, reply.arguments(), last
 
 
-def investigate(state: HealState, ctx: Context, log: CallLog) -> tuple[Probe, ...]:
+async def investigate(state: HealState, ctx: Context, log: CallLog) -> tuple[Probe, ...]:
     """Up to ``debugger_steps`` tool calls on the latest attempt (see the module docstring).
     Returns them as probes, oldest first; the diagnosis goes ahead with what was found."""
     current = state.current
@@ -221,13 +221,13 @@ def investigate(state: HealState, ctx: Context, log: CallLog) -> tuple[Probe, ..
         got = None
         if native is not None:
             try:
-                got = native.next(step)
+                got = await native.next(step)
             except ProviderError as exc:  # e.g. a server whose chat template has no tools
                 record_failure(log, ctx, state, NODE, "debugger", exc)
                 info(log, ctx, state, NODE, "native tool calls failed: going on with JSON replies")
                 native = None
         if native is None:
-            got = _structured(state, ctx, log, probes, left)
+            got = await _structured(state, ctx, log, probes, left)
         if got is None:
             break
         thought, tool, args, completion = got
@@ -242,7 +242,7 @@ def investigate(state: HealState, ctx: Context, log: CallLog) -> tuple[Probe, ..
             text, seconds, runs = "the arguments are not a JSON object; call the tool again", 0.0, 0
             args = {}
         else:
-            obs = run_tool(tool, args, state, ctx)
+            obs = await run_tool(tool, args, state, ctx)
             text, seconds, runs = obs.text, obs.seconds, obs.runs
         name: DebugTool = tool if tool in TOOL_NAMES else "unknown"  # type: ignore[assignment]
         probe = Probe(

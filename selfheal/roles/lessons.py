@@ -20,14 +20,14 @@ class LessonsReply(BaseModel):
     lessons: list[str] = Field(default_factory=list)
 
 
-def summarize(state: HealState, ctx: Context) -> HealState:
+async def summarize(state: HealState, ctx: Context) -> HealState:
     """Rewrite the lessons from the latest diagnosis (keeps the old ones on a bad reply)."""
     log = CallLog()
     diag = state.diagnoses[-1] if state.diagnoses else None
     current = state.current
     failures = failure_lines(state, current.report) if current and current.report else []
     try:
-        reply = ask_for_json(
+        reply = await ask_for_json(
             ctx,
             state,
             log,

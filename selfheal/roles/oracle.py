@@ -9,10 +9,11 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
+from selfheal._sync import sync_twin
 from selfheal.agreement import distinguishing_probes, select
 from selfheal.context import Context
 from selfheal.errors import MalformedReply, ProviderError
-from selfheal.roles._calls import CallLog, ask_for_json, concurrently, info, record_failure
+from selfheal.roles._calls import CallLog, ask_for_json, fan_out, info, record_failure
 from selfheal.state import HealState
 
 NODE = "consult"
@@ -33,15 +34,15 @@ class OracleReply(BaseModel):
     """The return value, as a Python literal."""
 
 
-def ask(
+async def ask(
     state: HealState, ctx: Context, log: CallLog, calls: Sequence[str], *, node: str
 ) -> dict[str, str]:
     """Answers for ``calls`` not asked before (at once), as ``{call: value source}``; an
     unusable answer is recorded as ``""`` so the same question is not asked again."""
     todo = [c for c in dict.fromkeys(calls) if c not in state.oracle]
 
-    def job(call: str) -> OracleReply:
-        return ask_for_json(
+    async def job(call: str) -> OracleReply:
+        return await ask_for_json(
             ctx,
             state,
             log,
@@ -55,7 +56,7 @@ def ask(
 
     answers: dict[str, str] = {}
     jobs = [functools.partial(job, c) for c in todo]
-    for call, res in zip(todo, concurrently(ctx, "oracle", jobs), strict=True):
+    for call, res in zip(todo, await fan_out(ctx, "oracle", jobs), strict=True):
         if isinstance(res, BaseException):
             if not isinstance(res, MalformedReply | ProviderError):
                 raise res
@@ -66,10 +67,13 @@ def ask(
     return answers
 
 
-def answers(state: HealState, ctx: Context, calls: Sequence[str]) -> dict[str, str]:
+async def aanswers(state: HealState, ctx: Context, calls: Sequence[str]) -> dict[str, str]:
     """``ask`` outside a run (``evaluation.judge`` replays the oracle on recorded runs): the
     answers for ``calls``, with the calls' usage and failures not kept anywhere."""
-    return ask(state, ctx, CallLog(), calls, node=NODE)
+    return await ask(state, ctx, CallLog(), calls, node=NODE)
+
+
+answers = sync_twin(aanswers)
 
 
 def open_questions(state: HealState) -> list[str]:
@@ -97,11 +101,11 @@ def open_questions(state: HealState) -> list[str]:
     return calls[:budget]
 
 
-def consult(state: HealState, ctx: Context) -> HealState:
+async def consult(state: HealState, ctx: Context) -> HealState:
     """Ask the oracle about the inputs that separate the leading clusters."""
     log = CallLog()
     questions = open_questions(state)[:2]
-    answers = ask(state, ctx, log, questions, node=NODE)
+    answers = await ask(state, ctx, log, questions, node=NODE)
     usable = {c: v for c, v in answers.items() if v}
     info(
         log,

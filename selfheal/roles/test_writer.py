@@ -57,7 +57,13 @@ def with_probes(state: HealState, ctx: Context, log: CallLog, *, node: str = NOD
     return state.model_copy(update={"probes": probes})
 
 
-def plan_tests(state: HealState, ctx: Context) -> HealState:
+def probes_added(state: HealState, ctx: Context, *, node: str) -> HealState:
+    """``with_probes`` for a node outside the roles (``execute``): its event is added too."""
+    log = CallLog()
+    return log.apply(with_probes(state, ctx, log, node=node))
+
+
+async def plan_tests(state: HealState, ctx: Context) -> HealState:
     """Before any code: the spec's examples as trusted tests and the mechanical probe inputs.
     (The spec-blind test writer is asked in ``generate``, at the same time as the candidates.)"""
     log = CallLog()
@@ -66,10 +72,12 @@ def plan_tests(state: HealState, ctx: Context) -> HealState:
     return log.apply(state)
 
 
-def _ask_spec_blind(state: HealState, ctx: Context, log: CallLog, *, inputs_only: bool) -> str:
+async def _ask_spec_blind(
+    state: HealState, ctx: Context, log: CallLog, *, inputs_only: bool
+) -> str:
     """The test writer's reply (a code block), from the spec alone: one lenient call."""
     spec = state.spec
-    return ask_for_tests(
+    return await ask_for_tests(
         ctx,
         state,
         log,
@@ -87,12 +95,12 @@ def _ask_spec_blind(state: HealState, ctx: Context, log: CallLog, *, inputs_only
     )
 
 
-def spec_blind_tests(state: HealState, ctx: Context, log: CallLog) -> tuple[TestCase, ...]:
+async def spec_blind_tests(state: HealState, ctx: Context, log: CallLog) -> tuple[TestCase, ...]:
     """Ask the test writer for tests from the spec alone (one lenient call: a reply without
     usable tests adds none; provider errors propagate). Untrusted; their calls become probes."""
     cfg = state.config
     spec = state.spec
-    code = _ask_spec_blind(state, ctx, log, inputs_only=False)
+    code = await _ask_spec_blind(state, ctx, log, inputs_only=False)
     signature, found = parse_test_block(code, spec.entry_point)
     if spec.entry_point is None:
         name = re.match(r"def\s+(\w+)", signature or "")
@@ -110,11 +118,11 @@ def wants_inputs(state: HealState) -> bool:
     return state.config.spec_blind_form == "inputs" and bool(state.spec.entry_point)
 
 
-def spec_blind_inputs(state: HealState, ctx: Context, log: CallLog) -> list[str]:
+async def spec_blind_inputs(state: HealState, ctx: Context, log: CallLog) -> list[str]:
     """Ask the test writer for calls that exercise the spec, from the spec alone (one lenient
     call: a reply without usable calls adds none; provider errors propagate). Each call becomes
     a probe input: candidates are compared on it, nothing is expected of it."""
-    code = _ask_spec_blind(state, ctx, log, inputs_only=True)
+    code = await _ask_spec_blind(state, ctx, log, inputs_only=True)
     found = calls_in_test(code, state.spec.entry_point)
     calls = list(dict.fromkeys(found))[: state.config.max_spec_tests]
     info(log, ctx, state, "generate", f"{len(calls)} spec-blind input(s) (probes)")

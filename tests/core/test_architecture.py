@@ -1,6 +1,7 @@
 """The architecture holds: layers point down (import-linter's contracts in pyproject.toml),
 nothing outside the package imports a private module, long modules are explained, the graph
-diagrams match the table, routes stay on their edges, and plain Python never imports the UI."""
+diagrams match the table, routes stay on their edges, plain Python never imports the UI, and
+the pipeline has one concurrency model."""
 
 from __future__ import annotations
 
@@ -17,7 +18,11 @@ from types import ModuleType
 
 import pytest
 
+import scripts as s
+from selfheal import heal
 from selfheal.graph import table
+from selfheal.kernel_sandbox import KernelPool
+from selfheal.llm.mock import MockProvider
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 400
@@ -43,14 +48,6 @@ def test_import_contracts_are_kept() -> None:
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "broken" in proc.stdout and " 0 broken" in proc.stdout
-
-
-# The graph engineer's branch (issue 31: the engine imports roles only through their public
-# modules) removes these; the check then holds with this set empty.
-STILL_PRIVATE = {
-    "selfheal/graph/execute.py selfheal.roles._calls",
-    "selfheal/graph/execute.py selfheal.roles._source",
-}
 
 
 def _imported_modules(path: Path) -> Iterator[tuple[int, str]]:
@@ -93,10 +90,8 @@ def test_nothing_outside_a_package_imports_its_private_modules() -> None:
     """A private module (``kernel_sandbox._canon``, ``roles._calls``) belongs to its package:
     evaluation/, benchmarks/, scripts/ and selfheal's other packages reach it through the
     package's public modules (the tests may test private ones)."""
-    offenders = [o for o in _private_imports() if o.rsplit(":", 1)[0] not in STILL_PRIVATE]
+    offenders = list(_private_imports())
     assert not offenders, offenders
-    found = {o.rsplit(":", 1)[0] for o in _private_imports()}
-    assert found >= STILL_PRIVATE, f"fixed: drop {STILL_PRIVATE - found} from STILL_PRIVATE"
 
 
 def _long_modules() -> dict[str, int]:
@@ -128,6 +123,20 @@ def test_at_most_three_long_modules() -> None:
     assert len(long) <= MAX_LONG_MODULES, sorted(long)
 
 
+def test_the_pipeline_has_one_concurrency_model() -> None:
+    """graph/ and roles/ are coroutines: no thread pool, no hand-rolled fan-out, no blocking
+    twin of a model call (``docs/architecture.md``, "One concurrency model")."""
+    banned = re.compile(r"ThreadPoolExecutor|\bconcurrently\(|\bblocking\(")
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for folder in ("graph", "roles")
+        for path in sorted((ROOT / "selfheal" / folder).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if banned.search(line)
+    ]
+    assert not found, found
+
+
 def test_graph_diagrams_match_the_table() -> None:
     diagram = _script("graph_diagram")
     assert diagram.stale() == [], "run: python scripts/graph_diagram.py --write"
@@ -135,6 +144,19 @@ def test_graph_diagrams_match_the_table() -> None:
         for nxt in step.next:
             if nxt != step.name:
                 assert f"    {step.name} --> {nxt}\n" in diagram.mermaid()
+
+
+def test_every_model_call_is_in_the_table(pool: KernelPool) -> None:
+    """Each model call of a run where every role speaks was made by a node whose row names
+    the call's role (``Step.calls``, which the diagram draws)."""
+    mock = MockProvider(s.every_role())
+    result = heal(s.SPEC, provider=mock, config=s.chain(), executor=pool)  # type: ignore[arg-type]
+    assert result.status == "verified"
+    made = {(e.node, e.detail.split()[0]) for e in result.timeline if e.kind == "llm"}
+    declared = {(n, call.split(":")[0]) for n, row in table.GRAPH.items() for call in row.calls}
+    assert made <= declared, made - declared
+    # the calls inside other nodes' work are there: the spec-blind test writer and the oracle
+    assert {("generate", "test_writer"), ("diagnose", "oracle")} <= made
 
 
 def test_a_route_answering_outside_its_edges_is_refused() -> None:

@@ -19,9 +19,9 @@ def test_no_node_mutates_its_input(pool: KernelPool, monkeypatch: pytest.MonkeyP
     checked: list[str] = []
     for name, row in list(table.GRAPH.items()):
 
-        def guarded(state: HealState, ctx, _run=row.run, _name=name) -> HealState:  # type: ignore[no-untyped-def]
+        async def guarded(state: HealState, ctx, _run=row.run, _name=name) -> HealState:  # type: ignore[no-untyped-def]
             before = copy.deepcopy(state.model_dump())
-            out = _run(state, ctx)
+            out = await _run(state, ctx)
             assert state.model_dump() == before, f"node {_name} mutated its input"
             assert out is not state or _name == "none"
             checked.append(_name)

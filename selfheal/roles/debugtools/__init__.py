@@ -148,7 +148,7 @@ def observation_limit(tool: str, steps: int) -> int:
     return min(LIMITS.get(tool, 600), max(600, CONTEXT_CHARS // max(1, steps)))
 
 
-def run_tool(
+async def run_tool(
     tool: str, args: Mapping[str, Any], state: HealState, ctx: Context, *, limit: int = 0
 ) -> Observation:
     """Run one tool call on the attempt under diagnosis; the observation is cut at ``limit``
@@ -157,11 +157,11 @@ def run_tool(
     so and what to call instead."""
     started = time.perf_counter()
     limit = limit or observation_limit(tool, state.config.debugger_steps)
-    text, runs = _dispatch(tool, {k: str(v) for k, v in args.items()}, state, ctx, limit)
+    text, runs = await _dispatch(tool, {k: str(v) for k, v in args.items()}, state, ctx, limit)
     return Observation(cut(text, limit), time.perf_counter() - started, runs)
 
 
-def _dispatch(
+async def _dispatch(
     tool: str, args: dict[str, str], state: HealState, ctx: Context, limit: int
 ) -> tuple[str, int]:
     if tool not in TOOL_NAMES:
@@ -176,9 +176,9 @@ def _dispatch(
     if missing:
         return f"{tool} needs {', '.join(missing)}", 0
     if tool == "run_snippet":
-        return observation(snippet(state, ctx, args["code"].strip())), 1
+        return observation(await snippet(state, ctx, args["code"].strip())), 1
     if tool == "inspect_function":
-        return inspect_function(args["name"].strip(), state, ctx)
+        return await inspect_function(args["name"].strip(), state, ctx)
     if tool == "diff_candidates":
-        return diff_candidates(args["a"].strip(), args["b"].strip(), state, ctx)
-    return trace_failure(args["test_id"].strip().strip("[]`'\""), state, ctx, limit)
+        return await diff_candidates(args["a"].strip(), args["b"].strip(), state, ctx)
+    return await trace_failure(args["test_id"].strip().strip("[]`'\""), state, ctx, limit)

@@ -4,7 +4,7 @@ it in the sandbox, and cutting text to a length."""
 from __future__ import annotations
 
 from selfheal.context import Context
-from selfheal.kernel_sandbox.types import SnippetResult
+from selfheal.kernel_sandbox.types import SnippetResult, acall
 from selfheal.state import HealState
 from selfheal.testsuite import limits_for
 
@@ -40,10 +40,13 @@ def current(state: HealState) -> tuple[str, str]:
     return current.candidate or "current", current.code
 
 
-def snippet(state: HealState, ctx: Context, code: str) -> SnippetResult:
-    return ctx.executor.run_snippet(
+async def snippet(state: HealState, ctx: Context, code: str) -> SnippetResult:
+    result: SnippetResult = await acall(
+        ctx.executor,
+        "run_snippet",
         code[:MAX_SNIPPET],
         setup=current(state)[1],
         timeout=state.config.test_timeout,
         limits=limits_for(state),
     )
+    return result

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from selfheal.context import Context
 from selfheal.diffs import unified_diff
-from selfheal.kernel_sandbox.types import ProbeCall, run_many
+from selfheal.kernel_sandbox.types import ProbeCall, arun_many
 from selfheal.roles.debugtools._common import current, cut
 from selfheal.state import Candidate, HealState
 from selfheal.testsuite import limits_for
@@ -45,7 +45,9 @@ def candidate_lines(state: HealState, limit: int = 8) -> list[str]:
     return out
 
 
-def diff_candidates(a_ref: str, b_ref: str, state: HealState, ctx: Context) -> tuple[str, int]:
+async def diff_candidates(
+    a_ref: str, b_ref: str, state: HealState, ctx: Context
+) -> tuple[str, int]:
     """The observation (see the module docstring) and the sandbox runs it made."""
     a, b = _by_id(state, a_ref), _by_id(state, b_ref)
     known = ", ".join(c.id for c in state.candidates) or "none"
@@ -68,7 +70,7 @@ def diff_candidates(a_ref: str, b_ref: str, state: HealState, ctx: Context) -> t
     ]
     if loaded and lacking:
         probes = [ProbeCall(id=p.id, expr=p.call) for p in lacking]
-        reports = run_many(
+        reports = await arun_many(
             ctx.executor,
             [(a.code, probes), (b.code, probes)],
             timeout=state.config.test_timeout,

@@ -84,7 +84,7 @@ def _depth(node: ast.AST, level: int = 0) -> int:
     return deepest
 
 
-def inspect_function(name: str, state: HealState, ctx: Context) -> tuple[str, int]:
+async def inspect_function(name: str, state: HealState, ctx: Context) -> tuple[str, int]:
     """The observation (see the module docstring) and the sandbox runs it made."""
     _, code = current(state)
     if not _NAME.fullmatch(name):
@@ -137,7 +137,7 @@ def inspect_function(name: str, state: HealState, ctx: Context) -> tuple[str, in
         "(type(_sh_obj).__name__, str(_sh_inspect.signature(_sh_obj)) "
         "if callable(_sh_obj) else '')"
     )
-    res = snippet(state, ctx, probe)
+    res = await snippet(state, ctx, probe)
     if res.outcome == "passed" and res.value:
         try:
             kind, signature = ast.literal_eval(res.value)

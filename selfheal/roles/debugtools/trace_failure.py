@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from selfheal.context import Context
 from selfheal.kernel_sandbox.traces import trace_text
-from selfheal.kernel_sandbox.types import AssertTest, ProbeCall, TracingExecutor
+from selfheal.kernel_sandbox.types import (
+    AssertTest,
+    ProbeCall,
+    TraceResult,
+    TracingExecutor,
+    acall,
+)
 from selfheal.roles.debugtools._common import current, cut
 from selfheal.state import HealState
 from selfheal.testsuite import limits_for
@@ -14,7 +20,7 @@ from selfheal.testsuite import limits_for
 __all__ = ["trace_failure"]
 
 
-def trace_failure(ref: str, state: HealState, ctx: Context, limit: int) -> tuple[str, int]:
+async def trace_failure(ref: str, state: HealState, ctx: Context, limit: int) -> tuple[str, int]:
     """The observation (see the module docstring), at most ``limit`` characters, and the
     sandbox runs it made."""
     executor = ctx.executor
@@ -46,8 +52,13 @@ def trace_failure(ref: str, state: HealState, ctx: Context, limit: int) -> tuple
         test = ProbeCall(id=p.id, expr=p.call)
         shown = p.call
     code = current(state)[1]
-    result = executor.run_trace(
-        code, test, timeout=state.config.test_timeout, limits=limits_for(state)
+    result: TraceResult = await acall(
+        executor,
+        "run_trace",
+        code,
+        test,
+        timeout=state.config.test_timeout,
+        limits=limits_for(state),
     )
     head = f"trace of {test.id}: `{cut(' '.join(shown.split()), 160)}`\n"
     return head + trace_text(result, code, max_chars=limit - len(head)), 1
