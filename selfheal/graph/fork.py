@@ -4,7 +4,7 @@ code, another model). ``Run.fork`` is this module's ``fork``."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, Self, TypeVar
 
 from selfheal.config import HealConfig
 from selfheal.context import Context, EventSink, FixedRouter
@@ -14,8 +14,23 @@ from selfheal.kernel_sandbox.types import Executor
 from selfheal.request import ProviderArg
 from selfheal.state import Candidate, ForkInfo, HealState, Lesson, new_run_id
 
-if TYPE_CHECKING:
-    from selfheal.graph.runner import Run
+
+class Forkable(Protocol):
+    """What ``fork`` needs of a run (``graph.runner.Run``, which takes ``fork`` as its method;
+    a protocol, so this module does not import the runner)."""
+
+    ctx: Context
+
+    @property
+    def log(self) -> object: ...
+
+    def history(self) -> list[HealState]: ...
+
+    @classmethod
+    def new(cls, state: HealState, ctx: Context, *, persist: bool = True) -> Self: ...
+
+
+Run = TypeVar("Run", bound=Forkable)
 
 __all__ = ["fork", "state_at"]
 
