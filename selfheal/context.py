@@ -70,7 +70,7 @@ class Context:
     """Live event receiver."""
     on_token: TokenSink | None = None
     """Live token receiver."""
-    memory: MemoryStore | None = None
+    memory_store: MemoryStore | None = None
     """The memory across runs (None: off)."""
 
     def provider(self, role: str) -> Provider:

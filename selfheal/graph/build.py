@@ -79,7 +79,7 @@ def make_context(
         executor = (
             get_default_pool() if config.sandbox is None else get_default_pool(config.sandbox)
         )
-    return Context(llm=llm, executor=executor, sink=sink, on_token=on_token, memory=memory)
+    return Context(llm=llm, executor=executor, sink=sink, on_token=on_token, memory_store=memory)
 
 
 def context_for(request: HealRequest) -> Context:

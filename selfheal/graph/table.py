@@ -26,7 +26,7 @@ from selfheal.config import candidates_of
 from selfheal.context import Context
 from selfheal.graph.execute import execute
 from selfheal.graph.gate import finish, gate
-from selfheal.graph.memory import recall, remember
+from selfheal.graph.recall import recall, remember
 from selfheal.graph.select import select
 from selfheal.roles.adversary import adversarial
 from selfheal.roles.critic import critic

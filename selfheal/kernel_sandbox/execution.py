@@ -30,9 +30,9 @@ from selfheal.kernel_sandbox.types import (
 __all__ = [
     "KILL_GRACE",
     "KernelSource",
-    "execute",
-    "execute_snippet",
-    "execute_trace",
+    "run_candidate",
+    "run_snippet",
+    "run_trace",
     "normalize_tests",
 ]
 
@@ -98,7 +98,7 @@ def input_files(files: InputFiles | None, limits: Limits) -> tuple[tuple[str, by
     return tuple(out)
 
 
-def execute(
+def run_candidate(
     source: KernelSource,
     code: str,
     tests: Sequence[str | SandboxTest],
@@ -117,7 +117,7 @@ def execute(
     return run.report()
 
 
-def execute_snippet(
+def run_snippet(
     source: KernelSource,
     code: str,
     setup: str,
@@ -160,7 +160,7 @@ def execute_snippet(
     )
 
 
-def execute_trace(
+def run_trace(
     source: KernelSource,
     code: str,
     test: str | AssertTest | ProbeCall,

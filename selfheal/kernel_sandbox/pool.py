@@ -19,10 +19,10 @@ from selfheal.kernel_sandbox.boundary import BoundaryInfo, BoundaryMode, boundar
 from selfheal.kernel_sandbox.containment import netns_available
 from selfheal.kernel_sandbox.execution import (
     InputFiles,
-    execute,
-    execute_snippet,
-    execute_trace,
     input_files,
+    run_candidate,
+    run_snippet,
+    run_trace,
 )
 from selfheal.kernel_sandbox.kernel import SandboxKernel
 from selfheal.kernel_sandbox.leftovers import sweep_once
@@ -328,7 +328,7 @@ class KernelPool:
         ``files`` (name -> host path or bytes) are copied into the run's folder first: the
         only way a candidate reads a file of the host (the boundary refuses the rest)."""
         lim = self._limits(timeout, limits)
-        return await self._offload(execute, self, code, tests, lim, input_files(files, lim))
+        return await self._offload(run_candidate, self, code, tests, lim, input_files(files, lim))
 
     async def arun_snippet(
         self,
@@ -340,7 +340,7 @@ class KernelPool:
     ) -> SnippetResult:
         """Run ``setup`` (usually the candidate), then ``code``; report the last value."""
         lim = self._limits(timeout, limits)
-        return await self._offload(execute_snippet, self, code, setup, lim)
+        return await self._offload(run_snippet, self, code, setup, lim)
 
     async def arun_many(
         self,
@@ -356,7 +356,7 @@ class KernelPool:
 
         async def one(code: str, tests: Sequence[str | SandboxTest]) -> ExecutionReport:
             async with gate:
-                return await self._offload(execute, self, code, tests, lim)
+                return await self._offload(run_candidate, self, code, tests, lim)
 
         return list(await asyncio.gather(*(one(c, t) for c, t in items)))
 
@@ -373,7 +373,7 @@ class KernelPool:
         ``trace_failure``): the lines that ran, in which call, with the locals at each step,
         bounded by ``trace``. No verdict is taken from it."""
         lim = self._limits(timeout, limits)
-        return await self._offload(execute_trace, self, code, test, lim, trace or TraceLimits())
+        return await self._offload(run_trace, self, code, test, lim, trace or TraceLimits())
 
     run = sync_twin(arun)
     run_snippet = sync_twin(arun_snippet)

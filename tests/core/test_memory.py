@@ -448,7 +448,7 @@ def test_a_memory_that_fails_mid_run_is_on_the_timeline_not_the_end_of_it(
         executor=pool,
     )
     run = Run.start(request)
-    run.ctx = type(run.ctx)(llm=run.ctx.llm, executor=pool, memory=Broken())
+    run.ctx = type(run.ctx)(llm=run.ctx.llm, executor=pool, memory_store=Broken())
     result = run.run()
     assert result.verified
     degraded = [e for e in result.timeline if e.kind == "degraded"]

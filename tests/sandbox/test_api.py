@@ -20,7 +20,7 @@ from selfheal.kernel_sandbox import (
     Limits,
     get_default_pool,
 )
-from selfheal.kernel_sandbox.execution import execute
+from selfheal.kernel_sandbox.execution import run_candidate
 from selfheal.kernel_sandbox.kernel import SandboxKernel
 from selfheal.kernel_sandbox.zygote import Zygote
 
@@ -259,7 +259,7 @@ def test_network_namespace_is_a_hard_boundary(pool: KernelPool, forked: bool) ->
     lim = FAST.model_copy(update={"allow_network": True})
     zygote = Zygote() if forked else None
     try:
-        report = execute(
+        report = run_candidate(
             _OneKernel(zygote),
             code,
             ["assert f() != 'connected'", "assert interfaces() == ['lo']"],

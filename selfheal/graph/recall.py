@@ -1,5 +1,5 @@
 """The memory across runs in the pipeline: ``recall`` (the first node) and ``remember`` (the end
-of ``finish``). Both go through ``ctx.memory``; a memory that fails mid-run is a ``degraded``
+of ``finish``). Both go through ``ctx.memory_store``; a memory that fails mid-run is a ``degraded``
 event on the timeline (with what to do), never the end of the run."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ async def recall(state: HealState, ctx: Context) -> HealState:
     """Recall what the memory holds for this spec: a few lessons (they go into the generator's
     prompts) and at most one verified solution of a very similar spec (a ``memory``
     candidate in the first round, run and ranked like any other)."""
-    memory = ctx.memory
+    memory = ctx.memory_store
     if not state.config.memory or memory is None:
         return record(ctx, state, NODE, detail="memory off")
     try:
@@ -55,7 +55,7 @@ async def recall(state: HealState, ctx: Context) -> HealState:
 def remember(state: HealState, ctx: Context) -> HealState:
     """Write down what the finished run teaches (its lessons; its solution when verified;
     which remembered lessons led to a worse result)."""
-    memory = ctx.memory
+    memory = ctx.memory_store
     if not state.config.memory or memory is None:
         return state
     try:
