@@ -318,7 +318,7 @@ def test_an_internal_error_says_it_is_a_bug_without_a_traceback(
     def broken(run: str) -> Path:
         raise KeyError("oops")
 
-    monkeypatch.setattr("selfheal.cli.find_run", broken)
+    monkeypatch.setattr("selfheal.cli.runs.find_run", broken)
     ran = run_cli("runs", "show", "someid", "--json")
     assert ran.code == 2
     assert "internal error (KeyError: 'oops'). This is a bug in selfheal" in ran.err
@@ -331,7 +331,7 @@ def test_a_closed_stdout_ends_quietly(monkeypatch: pytest.MonkeyPatch, runs_dir:
     def closed(args: object) -> int:
         raise BrokenPipeError(32, "Broken pipe")
 
-    monkeypatch.setattr("selfheal.cli._runs_list", closed)
+    monkeypatch.setattr("selfheal.cli.runs._runs_list", closed)
     ran = run_cli("runs", "list")
     assert ran.code == 141 and ran.err == "" and ran.out == ""
 

@@ -104,7 +104,8 @@ def test_missing_model_is_an_actionable_error(runs_dir: Path) -> None:
 
 
 def test_debugger_options_reach_the_config() -> None:
-    from selfheal.cli import _config, build_parser
+    from selfheal.cli import build_parser
+    from selfheal.cli.heal import heal_config as _config
 
     args = build_parser().parse_args(
         ["heal", "SPEC", "--debugger-steps", "3", "--debugger-tool-calls", "structured"]
@@ -116,7 +117,8 @@ def test_debugger_options_reach_the_config() -> None:
 
 
 def test_population_options_reach_the_config() -> None:
-    from selfheal.cli import _config, build_parser
+    from selfheal.cli import build_parser
+    from selfheal.cli.heal import heal_config as _config
 
     def cfg(*argv: str) -> tuple[int | str, int, int]:
         c = _config(build_parser().parse_args(["heal", "SPEC", *argv]))

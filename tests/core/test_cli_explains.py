@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from cli_harness import run_cli
 
-from selfheal.cli import _config, build_parser, since_time
+from selfheal.cli import build_parser
+from selfheal.cli.heal import heal_config as _config
+from selfheal.cli.runs import since_time
 from selfheal.config import HealConfig
 from selfheal.config.options import FLAGS
 

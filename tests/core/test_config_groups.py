@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from selfheal.cli import _config, build_parser
+from selfheal.cli import build_parser
+from selfheal.cli.heal import heal_config as _config
 from selfheal.config import FIELD_GROUP, GROUPS, HealConfig, field_info
 from selfheal.config.groups import Generation
 from selfheal.config.options import FLAGS, setting

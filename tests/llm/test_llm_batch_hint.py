@@ -81,7 +81,8 @@ def test_explicit_numbers_keep_working() -> None:
 
 
 def test_auto_from_the_cli_and_the_magic() -> None:
-    from selfheal.cli import _config, build_parser
+    from selfheal.cli import build_parser
+    from selfheal.cli.heal import heal_config as _config
     from selfheal.config.options import setting
 
     assert (
