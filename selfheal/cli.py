@@ -527,7 +527,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run the local model's llama-server in the foreground, for other processes to share."""
     import signal
 
-    from selfheal.llm.local_server import LocalServer, server_settings
+    from selfheal.local.server import LocalServer
+    from selfheal.local.settings import server_settings
 
     settings = server_settings(
         args.model or None, slots=args.slots, ctx_per_slot=args.ctx, threads=args.threads

@@ -241,7 +241,7 @@ def _auto_choice() -> str:
 
 
 def _model_file() -> ModelCheck:
-    from selfheal.llm.weights import DEFAULT_MODEL, find_model, verify_model
+    from selfheal.local.weights import DEFAULT_MODEL, find_model, verify_model
 
     try:
         path = find_model()
@@ -254,7 +254,7 @@ def _model_file() -> ModelCheck:
     check = ModelCheck(path=str(path), size=size, verified=verified)
     if verified is False:
         return check.model_copy(
-            update={"error": "corrupt: `python -m selfheal.llm.weights install` rebuilds it"}
+            update={"error": "corrupt: `python -m selfheal.local.weights install` rebuilds it"}
         )
     return check
 
@@ -267,7 +267,7 @@ def _build_kind(cuda: bool) -> str:
 
 
 def _server_build() -> ServerCheck:
-    from selfheal.llm.server_setup import build_info, find_server_binary, is_cuda_build
+    from selfheal.local.settings import build_info, find_server_binary, is_cuda_build
 
     shared = os.environ.get("SELFHEAL_LOCAL_URL", "").strip()
     try:
@@ -309,7 +309,9 @@ def _server_build() -> ServerCheck:
 def _probe_server(model: ModelCheck, server: ServerCheck) -> tuple[ModelCheck, ServerCheck]:
     """Start a server (or use ``$SELFHEAL_LOCAL_URL``'s), generate a little, stop it."""
     from selfheal.errors import SelfHealError
-    from selfheal.llm.local_server import LocalServer, probe, server_settings
+    from selfheal.local.probe import probe
+    from selfheal.local.server import LocalServer
+    from selfheal.local.settings import server_settings
 
     if server.shared_url:
         result = probe(server.shared_url, os.environ.get("SELFHEAL_LOCAL_KEY") or "sk-no-key")
@@ -354,7 +356,7 @@ def _probe_server(model: ModelCheck, server: ServerCheck) -> tuple[ModelCheck, S
 def _with_probe(
     model: ModelCheck, server: ServerCheck, result: object, load_seconds: float | None
 ) -> tuple[ModelCheck, ServerCheck]:
-    from selfheal.llm.server_probe import ProbeResult
+    from selfheal.local.probe import ProbeResult
 
     assert isinstance(result, ProbeResult)
     if not result.ok:

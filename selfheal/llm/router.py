@@ -17,6 +17,10 @@ A model string names a backend and a model::
 the installed local model with a llama-server binary (or ``$SELFHEAL_LOCAL_URL``) →
 ``local``. Otherwise it is a :class:`ConfigError` that says the three ways to fix it. The mock
 is never chosen silently.
+
+The ``local`` backend is :mod:`selfheal.local` (the llama.cpp engine), which sits above this
+package: it registers itself here (:func:`use_local_engine`) when ``selfheal`` is imported, so
+this module never imports it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import os
 import re
 import threading
 from collections.abc import Mapping
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 import httpx
 
@@ -45,6 +49,7 @@ __all__ = [
     "probe_ollama",
     "resolve_model_string",
     "resolve_provider",
+    "use_local_engine",
 ]
 
 ProviderName = Literal["mock", "anthropic", "ollama", "hf", "openai", "local"]
@@ -171,20 +176,39 @@ def _pick_ollama_model(names: list[str]) -> str | None:
     return usable[0] if usable else None
 
 
+class LocalEngine(Protocol):
+    """What the ``local`` backend offers this router (:mod:`selfheal.local` registers it)."""
+
+    def installed(self) -> tuple[str | None, str]:
+        """The installed model's path, or None and why there is none to use."""
+
+    def provider(self, model_path: str, env: Mapping[str, str]) -> Provider:
+        """The ``local`` provider for a model file (``""``: the installed model)."""
+
+
+_LOCAL_ENGINE: list[LocalEngine] = []
+
+
+def use_local_engine(engine: LocalEngine) -> None:
+    """Register the ``local`` backend (done by ``import selfheal.local``)."""
+    _LOCAL_ENGINE[:] = [engine]
+
+
+def _local_engine() -> LocalEngine:
+    if not _LOCAL_ENGINE:
+        raise ConfigError(
+            "The local model's engine is not loaded: import selfheal.local (importing "
+            "selfheal does)."
+        )
+    return _LOCAL_ENGINE[0]
+
+
 def _installed_local_model(env: Mapping[str, str]) -> tuple[str | None, str]:
     """The local model ``auto`` may use (its path, or ``""`` for a server at
     ``$SELFHEAL_LOCAL_URL``), and when there is none, why."""
     if env.get("SELFHEAL_LOCAL_URL", "").strip():
         return "", ""
-    from selfheal.llm.server_setup import find_server_binary
-    from selfheal.llm.weights import find_model
-
-    path = find_model()
-    if path is None:
-        return None, "the local model is not installed"
-    if find_server_binary() is None:
-        return None, "the local model is installed but llama-server is not built"
-    return str(path), ""
+    return _local_engine().installed()
 
 
 def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | None = None) -> str:
@@ -277,10 +301,7 @@ def _build(model_string: str, env: Mapping[str, str]) -> Provider:
             base_url=env.get("OPENAI_BASE_URL") or None,
             api_key=env.get("OPENAI_API_KEY") or None,
         )
-    from selfheal.llm.local_server import local_provider
-
-    provider: Provider = local_provider(spec.model, env=env)
-    return provider
+    return _local_engine().provider(spec.model, env)
 
 
 def resolve_provider(

