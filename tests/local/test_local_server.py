@@ -294,8 +294,9 @@ def _child(
     script = textwrap.dedent(
         f"""
         import sys, time
-        from selfheal.llm import local_server as ls
-        settings = setup.ServerSettings.model_validate_json({settings.model_dump_json()!r})
+        from selfheal.local import server as ls
+        from selfheal.local.settings import ServerSettings
+        settings = ServerSettings.model_validate_json({settings.model_dump_json()!r})
         server = ls.shared_server(settings).start()
         print(server.pid, flush=True)
         {code}
