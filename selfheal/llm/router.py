@@ -75,6 +75,17 @@ VALID_FORMS = (
 )
 
 
+_DEFAULTS = {"mock": "demo", "ollama": DEFAULT_OLLAMA_MODEL}
+"""The model of a backend named without one (the others: empty, the backend's default)."""
+
+_NEEDS_MODEL = {
+    "hf": "hf:<org/name> (e.g. hf:Qwen/Qwen2.5-Coder-1.5B-Instruct) or hf:<local directory>",
+    "openai": "openai:<model name as the server knows it> (e.g. openai:qwen2.5-coder-1.5b); "
+    "the server is OPENAI_BASE_URL",
+}
+"""The backends that need a model, and the forms it takes."""
+
+
 class ModelSpec(Record):
     """A parsed model string."""
 
@@ -106,27 +117,9 @@ def parse_model_string(text: str) -> ModelSpec | None:
         raise ConfigError(
             f"Model string {text!r} ends with ':' but names no model. Valid forms: {VALID_FORMS}."
         )
-    if name == "mock":
-        return ModelSpec(provider="mock", model=model or "demo")
-    if name == "anthropic":
-        return ModelSpec(provider="anthropic", model=model)
-    if name == "ollama":
-        return ModelSpec(provider="ollama", model=model or DEFAULT_OLLAMA_MODEL)
-    if name == "hf":
-        if not model:
-            raise ConfigError(
-                "The model string 'hf' needs a model: hf:<org/name> (e.g. "
-                "hf:Qwen/Qwen2.5-Coder-1.5B-Instruct) or hf:<local directory>."
-            )
-        return ModelSpec(provider="hf", model=model)
-    if name == "openai":
-        if not model:
-            raise ConfigError(
-                "The model string 'openai' needs a model: openai:<model name as the server "
-                "knows it> (e.g. openai:qwen2.5-coder-1.5b); the server is OPENAI_BASE_URL."
-            )
-        return ModelSpec(provider="openai", model=model)
-    return ModelSpec(provider="local", model=model)
+    if name in _NEEDS_MODEL and not model:
+        raise ConfigError(f"The model string {name!r} needs a model: {_NEEDS_MODEL[name]}.")
+    return ModelSpec.model_validate({"provider": name, "model": model or _DEFAULTS.get(name, "")})
 
 
 # ------------------------------------------------------------------------- resolution
@@ -179,36 +172,21 @@ def _pick_ollama_model(names: list[str]) -> str | None:
 class LocalEngine(Protocol):
     """What the ``local`` backend offers this router (:mod:`selfheal.local` registers it)."""
 
-    def installed(self) -> tuple[str | None, str]:
-        """The installed model's path, or None and why there is none to use."""
+    def installed(self, env: Mapping[str, str]) -> tuple[str | None, str]:
+        """The local model ``auto`` may use (its path, or ``""`` for a server at
+        ``$SELFHEAL_LOCAL_URL``), and when there is none, why."""
 
     def provider(self, model_path: str, env: Mapping[str, str]) -> Provider:
         """The ``local`` provider for a model file (``""``: the installed model)."""
 
 
-_LOCAL_ENGINE: list[LocalEngine] = []
+_LOCAL: list[LocalEngine] = []
+"""The registered engine (``import selfheal`` imports :mod:`selfheal.local`, which does it)."""
 
 
 def use_local_engine(engine: LocalEngine) -> None:
-    """Register the ``local`` backend (done by ``import selfheal.local``)."""
-    _LOCAL_ENGINE[:] = [engine]
-
-
-def _local_engine() -> LocalEngine:
-    if not _LOCAL_ENGINE:
-        raise ConfigError(
-            "The local model's engine is not loaded: import selfheal.local (importing "
-            "selfheal does)."
-        )
-    return _LOCAL_ENGINE[0]
-
-
-def _installed_local_model(env: Mapping[str, str]) -> tuple[str | None, str]:
-    """The local model ``auto`` may use (its path, or ``""`` for a server at
-    ``$SELFHEAL_LOCAL_URL``), and when there is none, why."""
-    if env.get("SELFHEAL_LOCAL_URL", "").strip():
-        return "", ""
-    return _local_engine().installed()
+    """Register the ``local`` backend."""
+    _LOCAL[:] = [engine]
 
 
 def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | None = None) -> str:
@@ -238,7 +216,7 @@ def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | No
             return f"ollama:{chosen}"
         ollama_note = f"the Ollama server at {base_url} has no models"
 
-    local, local_note = _installed_local_model(env)
+    local, local_note = _LOCAL[0].installed(env)
     if local is not None:
         return f"local:{local}" if local else "local"
 
@@ -301,7 +279,7 @@ def _build(model_string: str, env: Mapping[str, str]) -> Provider:
             base_url=env.get("OPENAI_BASE_URL") or None,
             api_key=env.get("OPENAI_API_KEY") or None,
         )
-    return _local_engine().provider(spec.model, env)
+    return _LOCAL[0].provider(spec.model, env)
 
 
 def resolve_provider(

@@ -28,7 +28,9 @@ from selfheal.local.weights import find_model
 class _Engine:
     """The ``local`` backend as the model router sees it (``selfheal.llm.router.LocalEngine``)."""
 
-    def installed(self) -> tuple[str | None, str]:
+    def installed(self, env: Mapping[str, str]) -> tuple[str | None, str]:
+        if env.get("SELFHEAL_LOCAL_URL", "").strip():
+            return "", ""
         path = find_model()
         if path is None:
             return None, "the local model is not installed"
