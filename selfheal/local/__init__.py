@@ -1,18 +1,10 @@
 """The local model's engine: llama.cpp's ``llama-server``, built, supervised and fed by
-selfheal, behind the OpenAI-compatible provider (docs/local_model.md).
-
-* :mod:`~selfheal.local.weights`: where the GGUF model lives, its assembly and verification
-  (``python -m selfheal.local.weights install|path|verify``);
-* :mod:`~selfheal.local.settings`: the ``llama-server`` binary ``make install`` built and how
-  to run it (:class:`~selfheal.local.settings.ServerSettings`);
-* :mod:`~selfheal.local.server` and :mod:`~selfheal.local.keeper`: one supervised server
-  process (start on first use, health, restart after a crash, logs, stop at exit);
-* :mod:`~selfheal.local.slots`: which slot a request goes to, and prompt copying;
-* :mod:`~selfheal.local.provider`: the ``local`` provider on that server;
-* :mod:`~selfheal.local.probe`: one short generation and its speed (``selfheal doctor``).
+selfheal, behind the OpenAI-compatible provider (its modules: docs/llm.md; how it runs:
+docs/local_model.md).
 
 This package sits above :mod:`selfheal.llm` and registers the ``local`` backend with its
-router on import (``import selfheal`` imports it); the modules above are imported when used.
+router on import (``import selfheal`` imports it); the server and the provider are imported
+when first used.
 """
 
 from __future__ import annotations

@@ -45,11 +45,9 @@ class _Dropped(Exception):
 
 
 class LocalProvider(OpenAICompatible):
-    """An :class:`OpenAICompatible` for llama-server (see the module docs): ``server`` is a
-    supervised :class:`LocalServer` to start on first use instead of a fixed URL (its alias
-    is the model name unless one is given); ``router`` pins requests to the slots of a
-    llama-server started by you (a supervised server brings its own). The other arguments are
-    :class:`OpenAICompatible`'s; requests ask for the prompt cache (``local=True``)."""
+    """:class:`OpenAICompatible` for llama-server (see the module docs); ``server``'s alias is
+    the model name unless one is given. The other arguments are :class:`OpenAICompatible`'s;
+    requests ask for the prompt cache (``local=True``)."""
 
     def __init__(
         self,
@@ -201,8 +199,7 @@ class LocalProvider(OpenAICompatible):
 
 
 class _HTTPSlots:
-    """The :class:`~selfheal.local.slots.SlotAPI` of one request: llama-server's ``/slots``
-    actions, and a one-token prefill of the request's own prompt."""
+    """The :class:`~selfheal.local.slots.SlotAPI` of one request (see the module docs)."""
 
     def __init__(
         self, provider: LocalProvider, body: dict[str, Any], endpoint: Endpoint | None

@@ -32,7 +32,6 @@ __all__ = [
     "default_threads",
     "env_int",
     "find_server_binary",
-    "install_hint",
     "log_dir",
     "server_settings",
 ]
@@ -43,11 +42,6 @@ DEFAULT_CTX_PER_SLOT = 4096
 """Context tokens per slot: the longest selfheal prompt plus its reply."""
 
 INSTALL = f"{LOCAL_MODEL_INSTALL}, which builds llama-server (about 5-8 min, once)"
-
-
-def install_hint() -> str:
-    """How to get the server binary."""
-    return INSTALL
 
 
 # ----------------------------------------------------------------------------- finding
