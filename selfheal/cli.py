@@ -518,7 +518,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_install(args: argparse.Namespace) -> int:
     """The local model for a pip user: the steps ``make install`` runs after the package."""
-    from selfheal.install import run_install
+    from selfheal.local.install import run_install
 
     return run_install(dry_run=args.dry_run, out=sys.stdout if args.dry_run else sys.stderr)
 

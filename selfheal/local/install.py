@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import TextIO
 
 from selfheal.errors import ConfigError
+from selfheal.local.settings import find_server_binary
+from selfheal.local.weights import DEFAULT_MODEL, find_model, verify_model
 
 __all__ = ["Step", "install_steps", "run_install", "script_path"]
 
-_PACKAGE_SCRIPTS = Path(__file__).resolve().parent / "_install"
+_PACKAGE_SCRIPTS = Path(__file__).resolve().parents[1] / "_install"
 """Where the wheel carries the install scripts (pyproject's force-include)."""
-_REPO_SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+_REPO_SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 """Where a clone of the repository has them."""
 
 
@@ -65,8 +67,6 @@ class Step:
 
 
 def _model_step() -> Step:
-    from selfheal.local.weights import DEFAULT_MODEL, find_model, verify_model
-
     found = find_model()
     if found is not None and verify_model(found, progress=False):
         return Step("the model", done=f"a verified model is in the cache: {found}")
@@ -94,8 +94,6 @@ def _server_step() -> Step:
 
 
 def _smoke_step() -> Step:
-    from selfheal.local.settings import find_server_binary
-
     binary = find_server_binary()
     if binary is not None and (binary.parent.parent / "smoke.ok").is_file():
         return Step("the smoke test", done=f"{binary} passed it when it was built")
