@@ -40,6 +40,7 @@ from selfheal.llm.base import Provider
 __all__ = [
     "DEFAULT_ANTHROPIC_MODEL",
     "DEFAULT_OLLAMA_MODEL",
+    "LocalEngine",
     "ModelSpec",
     "ProviderName",
     "Router",
