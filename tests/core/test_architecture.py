@@ -106,10 +106,11 @@ def test_the_model_layer_never_imports_the_local_engine_and_the_errors_nothing()
     assert [name for _, name in _imports(errors) if name.split(".")[0] == "selfheal"] == []
 
 
-def test_no_import_circle_in_the_model_layer_and_the_local_engine() -> None:
-    """Counting every import (lazy ones and those for types too), the modules of selfheal.llm
-    and selfheal.local form no circle."""
-    modules = {**_modules("selfheal.llm"), **_modules("selfheal.local")}
+def test_no_import_circle_counting_every_import() -> None:
+    """Counting every import (lazy ones and those for types too, which import-linter leaves
+    out), selfheal's modules form no circle. graph/ is left out while it is rewritten (issue
+    31: its fork.py <-> runner.py circle goes with that work); drop the filter then."""
+    modules = {m: p for m, p in _modules("selfheal").items() if not m.startswith("selfheal.graph")}
     edges = {
         name: {m for _, m in _imports(path) if m in modules and m != name}
         for name, path in modules.items()
