@@ -173,9 +173,14 @@ def bench_hf(args: argparse.Namespace, rows: dict[str, float]) -> dict[str, Any]
 def bench_llama(args: argparse.Namespace, rows: dict[str, float]) -> str:
     """The CUDA llama-server's rows, or why they were skipped."""
     from selfheal.llm.base import Message
-    from selfheal.llm.local_server import LocalServer, server_settings
-    from selfheal.llm.openai_compat import OpenAICompatible
-    from selfheal.llm.server_setup import build_info, find_server_binary, is_cuda_build
+    from selfheal.local.provider import LocalProvider
+    from selfheal.local.server import LocalServer
+    from selfheal.local.settings import (
+        build_info,
+        find_server_binary,
+        is_cuda_build,
+        server_settings,
+    )
 
     if not args.gguf:
         return "skipped: no --gguf"
@@ -186,7 +191,7 @@ def bench_llama(args: argparse.Namespace, rows: dict[str, float]) -> str:
     for slots, n in ((1, 1), (4, 4)):
         server = LocalServer(server_settings(args.gguf, slots=slots, binary=binary))
         try:
-            provider = OpenAICompatible(server=server)
+            provider = LocalProvider(server=server)
             provider.complete(messages, max_tokens=4)  # start and warm up
             rows[f"llama-server CUDA, {slots} slot(s), {n} at once"], _ = timed(
                 functools.partial(

@@ -38,9 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from selfheal.llm.base import Completion, Message
-from selfheal.llm.local_server import LocalServer, build_info, server_settings
 from selfheal.llm.openai_compat import OpenAICompatible
-from selfheal.llm.weights import ensure_model
+from selfheal.local.provider import LocalProvider
+from selfheal.local.server import LocalServer
+from selfheal.local.settings import build_info, server_settings
+from selfheal.local.weights import ensure_model
 
 WORDS = [
     "value",
@@ -255,10 +257,8 @@ def main() -> int:
     rng = random.Random(1234)
     pairs: dict[int, list[tuple[Level, dict]]] = {n: [] for n in levels}
     server = LocalServer(settings)
-    p = OpenAICompatible(
-        model=settings.alias, server=server, local=True, extra_body={"ignore_eos": True}
-    )
-    q = OpenAICompatible(model=settings.alias, server=server, local=True)
+    p = LocalProvider(model=settings.alias, server=server, extra_body={"ignore_eos": True})
+    q = LocalProvider(model=settings.alias, server=server)
     try:
 
         async def setup() -> int:

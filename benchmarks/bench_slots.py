@@ -3,7 +3,7 @@
     PYTHONPATH=. python benchmarks/bench_slots.py [--rounds 2] [--tokens 60] [--slots 4]
 
 Two supervised servers on the installed model and build, the same settings except
-``prompt_copy`` (the :class:`~selfheal.llm.slots.SlotRouter` on, or off: no pinning, no
+``prompt_copy`` (the :class:`~selfheal.local.slots.SlotRouter` on, or off: no pinning, no
 ``--slot-save-path``, llama-server choosing slots itself), started one after the other. Each
 round sends to each server, alternating which goes first:
 
@@ -31,8 +31,10 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from selfheal.llm.base import Completion, Message
-from selfheal.llm.local_server import LocalServer, server_settings
 from selfheal.llm.openai_compat import OpenAICompatible
+from selfheal.local.provider import LocalProvider
+from selfheal.local.server import LocalServer
+from selfheal.local.settings import server_settings
 
 SPEC = '''from typing import List
 
@@ -110,9 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         "without": LocalServer(base.model_copy(update={"prompt_copy": False})),
     }
     providers = {
-        label: OpenAICompatible(
-            model=s.settings.alias, server=s, model_id=f"local:{s.settings.alias}", local=True
-        )
+        label: LocalProvider(model=s.settings.alias, server=s, model_id=f"local:{s.settings.alias}")
         for label, s in servers.items()
     }
     seconds: dict[tuple[str, str], list[float]] = {}

@@ -32,8 +32,10 @@ from typing import Any
 
 from evaluation.suites import get_suite
 from selfheal.llm.base import Message
-from selfheal.llm.local_server import LocalServer, server_settings
 from selfheal.llm.openai_compat import OpenAICompatible
+from selfheal.local.provider import LocalProvider
+from selfheal.local.server import LocalServer
+from selfheal.local.settings import server_settings
 
 SYSTEM = "You are a careful Python programmer. Reply with one fenced Python code block."
 
@@ -109,9 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         for label in labels
     }
     providers = {
-        label: OpenAICompatible(
-            model=s.settings.alias, server=s, model_id=f"local:{s.settings.alias}", local=True
-        )
+        label: LocalProvider(model=s.settings.alias, server=s, model_id=f"local:{s.settings.alias}")
         for label, s in servers.items()
     }
     secs: dict[tuple[str, str], float] = {}

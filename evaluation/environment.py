@@ -152,7 +152,7 @@ def describe_model(model: str, *, hash_file: bool = True) -> ModelInfo:
     quantization; for anything else just the id."""
     if model != "local" and not model.startswith("local:"):
         return ModelInfo(id=model)
-    from selfheal.llm.weights import find_model
+    from selfheal.local.weights import find_model
 
     explicit = model.split(":", 1)[1] if ":" in model else None
     path = find_model(explicit or None)

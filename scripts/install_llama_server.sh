@@ -11,7 +11,7 @@
 # the server on the model, generate a small function, stop): a build that crashes or answers
 # wrongly is removed, marked <key>.failed (not rebuilt next time) and the next flags are tried.
 # The chosen build is recorded in $SELFHEAL_CACHE_DIR/llama-server/current, where selfheal looks
-# first (selfheal.llm.server_setup.find_server_binary()).
+# first (selfheal.local.settings.find_server_binary()).
 #
 # Environment:
 #   SELFHEAL_LLAMA_CMAKE_ARGS   use exactly these CMake flags (e.g. "-DGGML_NATIVE=ON")
@@ -108,7 +108,7 @@ smoke() {
   case $rc in
     0) date > "$dir/smoke.ok"; return 0 ;;
     2) say "no model installed yet: smoke test skipped (it runs on the next install)"; return 0 ;;
-    3) die "the model file does not load (not a build problem): python -m selfheal.llm.weights verify / install" ;;
+    3) die "the model file does not load (not a build problem): python -m selfheal.local.weights verify / install" ;;
     *) say "the smoke test failed (exit $rc) with this build"; return 1 ;;
   esac
 }

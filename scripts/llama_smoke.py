@@ -139,7 +139,7 @@ def _dead(proc: subprocess.Popen[bytes], log: str, what: str) -> int:
     print(f"SMOKE FAILED: llama-server {what}{how}. The end of its log:")
     print("\n".join(text.splitlines()[-25:]))
     if "failed to load model" in text or "error loading model" in text:
-        print("the model file does not load: python -m selfheal.llm.weights verify / install")
+        print("the model file does not load: python -m selfheal.local.weights verify / install")
         return 3
     return 4
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys as _sys
 from typing import Any
 
+from selfheal import local as _local  # noqa: F401  (registers the local backend with the router)
 from selfheal.api import aheal, heal, resume
 from selfheal.approval import Approve, Approver, Edit, Reject
 from selfheal.config import HealConfig

@@ -22,10 +22,6 @@ Every message says what happened and what to do next.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from selfheal.llm.base import Completion
 
 __all__ = [
     "ApprovalRequired",
@@ -107,8 +103,9 @@ class ProviderTimeout(ProviderError):
 
 class MalformedReply(ProviderError):
     """The model's reply could not be turned into the expected structure, even after salvage
-    and bounded retries. ``raw`` keeps the last reply and ``completions`` every attempt (their
-    text and cost), so nothing is lost."""
+    and bounded retries. ``raw`` keeps the last reply and ``completions`` every attempt (the
+    :class:`selfheal.llm.base.Completion` records: their text and cost), so nothing is lost.
+    This module imports nothing of selfheal's, so they are typed loosely here."""
 
     def __init__(
         self,
@@ -117,7 +114,7 @@ class MalformedReply(ProviderError):
         raw: str = "",
         provider: str = "",
         model: str = "",
-        completions: Sequence[Completion] = (),
+        completions: Sequence[object] = (),
     ) -> None:
         self.raw = raw
         self.completions = tuple(completions)

@@ -46,11 +46,11 @@ def local_model_missing() -> str:
     (the install skipped the model), no verified model file, or no llama-server binary."""
     if os.environ.get("SELFHEAL_SKIP_MODEL") == "1":
         return "SELFHEAL_SKIP_MODEL=1: the local model and llama-server were not installed"
-    from selfheal.llm.local_server import find_server_binary
-    from selfheal.llm.weights import find_model
+    from selfheal.local.settings import find_server_binary
+    from selfheal.local.weights import find_model
 
     if find_model() is None:
-        return "the local model is not installed (python -m selfheal.llm.weights install)"
+        return "the local model is not installed (python -m selfheal.local.weights install)"
     if find_server_binary() is None:
         return "llama-server is not built (bash scripts/install_llama_server.sh)"
     return ""
@@ -112,7 +112,7 @@ COMPONENTS: tuple[Component, ...] = (
     ),
     Component(
         name="the local model and llama-server",
-        install="make install (without SELFHEAL_SKIP_MODEL=1): python -m selfheal.llm.weights "
+        install="make install (without SELFHEAL_SKIP_MODEL=1): python -m selfheal.local.weights "
         "install, bash scripts/install_llama_server.sh",
         markers=frozenset({"local_model"}),
         paths=(

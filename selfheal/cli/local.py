@@ -21,7 +21,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_install(args: argparse.Namespace) -> int:
     """The local model for a pip user: the steps ``make install`` runs after the package."""
-    from selfheal.install import run_install
+    from selfheal.local.install import run_install
 
     return run_install(dry_run=args.dry_run, out=sys.stdout if args.dry_run else sys.stderr)
 
@@ -30,7 +30,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run the local model's llama-server in the foreground, for other processes to share."""
     import signal
 
-    from selfheal.llm.local_server import LocalServer, server_settings
+    from selfheal.local.server import LocalServer
+    from selfheal.local.settings import server_settings
 
     settings = server_settings(
         args.model or None, slots=args.slots, ctx_per_slot=args.ctx, threads=args.threads

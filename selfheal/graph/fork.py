@@ -95,7 +95,9 @@ def fork(
         and model is None
         and models is None
     ):
-        ctx = Context(llm=run.ctx.llm, executor=executor, sink=sink, memory_store=run.ctx.memory_store)
+        ctx = Context(
+            llm=run.ctx.llm, executor=executor, sink=sink, memory_store=run.ctx.memory_store
+        )
     else:
         ctx = make_context(cfg, provider, spec=forked.spec.text, executor=executor, sink=sink)
     return type(run).new(forked, ctx, persist=run.log is not None)

@@ -8,7 +8,6 @@ audit hook in the harness is defence in depth only.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import os
 import resource
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import psutil
 
+from selfheal._procs import die_with_parent
 from selfheal.kernel_sandbox.types import Limits
 
 __all__ = [
@@ -31,7 +31,6 @@ __all__ = [
     "make_preexec",
     "netns_available",
     "apply_rlimits",
-    "die_with_parent",
     "nproc_budget",
     "process_limits",
     "rlimit_pairs",
@@ -129,25 +128,6 @@ def apply_rlimits(limits: Limits, pid: int = 0, nproc: int | None = None) -> Non
                 resource.prlimit(pid, res, (value, value))
             else:
                 resource.setrlimit(res, (value, value))
-
-
-try:
-    _libc: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
-except OSError:  # pragma: no cover - not glibc/musl
-    _libc = None
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """(In a freshly forked child.) Ask Linux to SIGKILL this process when the thread that
-    forked it exits, so a kernel never outlives a host that was killed without running its
-    ``atexit`` handlers (SIGKILL, SIGTERM, a crash). If the parent is already gone, exit."""
-    if _libc is None:
-        return
-    parent = os.getppid()
-    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def make_preexec(limits: Limits) -> Callable[[], None]:

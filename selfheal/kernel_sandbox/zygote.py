@@ -24,8 +24,9 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from selfheal._procs import die_with_parent
 from selfheal.errors import SandboxError
-from selfheal.kernel_sandbox.containment import die_with_parent, kernel_env, kill_tree
+from selfheal.kernel_sandbox.containment import kernel_env, kill_tree
 from selfheal.kernel_sandbox.leftovers import mark_owner
 
 __all__ = ["ForkedProcess", "Zygote"]

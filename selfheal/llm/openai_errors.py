@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import openai
 
 from selfheal.errors import (
@@ -15,9 +13,6 @@ from selfheal.errors import (
     ProviderUnavailable,
 )
 from selfheal.llm.retry import RetryPolicy
-
-if TYPE_CHECKING:
-    from selfheal.llm.local_server import LocalServer
 
 __all__ = ["TRANSPORT_ERRORS", "IncompleteStream", "is_timeout", "map_error"]
 
@@ -52,15 +47,14 @@ def map_error(
     model: str,
     policy: RetryPolicy,
     local: bool,
-    server: LocalServer | None,
+    died: str = "",
+    log: str = "",
 ) -> ProviderError:
     """The project error for what the ``openai`` SDK raised (after its own retries), saying
-    what to do: ``where`` names the server, ``server`` is the supervised one, if any."""
+    what to do: ``where`` names the server; for a supervised one, ``died`` says how it ended
+    (when it is dead) and ``log`` is where its log is."""
     provider = model_id.partition(":")[0]
-    if server is not None and not server.alive and server.pid is not None:
-        tail = "\n" + server.describe_exit()
-    else:
-        tail = ""
+    tail = "\n" + died if died else ""
     if isinstance(exc, openai.APITimeoutError) or is_timeout(exc):
         return ProviderTimeout(
             f"{model_id} at {where} sent nothing for {policy.timeout:g} s. Raise "
@@ -133,7 +127,7 @@ def map_error(
             return ProviderUnavailable(
                 f"{where} returned a server error (HTTP {status}: {detail}) after "
                 f"{max(0, policy.attempts - 1)} retries. Check the server's log"
-                + (f" ({server.log_path})" if server is not None else "")
+                + (f" ({log})" if log else "")
                 + "."
                 + tail,
                 provider=provider,

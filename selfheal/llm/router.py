@@ -17,6 +17,10 @@ A model string names a backend and a model::
 the installed local model with a llama-server binary (or ``$SELFHEAL_LOCAL_URL``) →
 ``local``. Otherwise it is a :class:`ConfigError` that says the three ways to fix it. The mock
 is never chosen silently.
+
+The ``local`` backend is :mod:`selfheal.local` (the llama.cpp engine), which sits above this
+package: it registers itself here (:func:`use_local_engine`) when ``selfheal`` is imported, so
+this module never imports it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import os
 import re
 import threading
 from collections.abc import Mapping
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 import httpx
 
@@ -36,6 +40,7 @@ from selfheal.llm.base import Provider
 __all__ = [
     "DEFAULT_ANTHROPIC_MODEL",
     "DEFAULT_OLLAMA_MODEL",
+    "LocalEngine",
     "ModelSpec",
     "ProviderName",
     "Router",
@@ -45,6 +50,7 @@ __all__ = [
     "probe_ollama",
     "resolve_model_string",
     "resolve_provider",
+    "use_local_engine",
 ]
 
 ProviderName = Literal["mock", "anthropic", "ollama", "hf", "openai", "local"]
@@ -68,6 +74,17 @@ VALID_FORMS = (
     "hf:Qwen/Qwen2.5-Coder-1.5B-Instruct), openai:<model> (an OpenAI-compatible server at "
     "OPENAI_BASE_URL), local, local:<path/to/model.gguf>"
 )
+
+
+_DEFAULTS = {"mock": "demo", "ollama": DEFAULT_OLLAMA_MODEL}
+"""The model of a backend named without one (the others: empty, the backend's default)."""
+
+_NEEDS_MODEL = {
+    "hf": "hf:<org/name> (e.g. hf:Qwen/Qwen2.5-Coder-1.5B-Instruct) or hf:<local directory>",
+    "openai": "openai:<model name as the server knows it> (e.g. openai:qwen2.5-coder-1.5b); "
+    "the server is OPENAI_BASE_URL",
+}
+"""The backends that need a model, and the forms it takes."""
 
 
 class ModelSpec(Record):
@@ -101,27 +118,9 @@ def parse_model_string(text: str) -> ModelSpec | None:
         raise ConfigError(
             f"Model string {text!r} ends with ':' but names no model. Valid forms: {VALID_FORMS}."
         )
-    if name == "mock":
-        return ModelSpec(provider="mock", model=model or "demo")
-    if name == "anthropic":
-        return ModelSpec(provider="anthropic", model=model)
-    if name == "ollama":
-        return ModelSpec(provider="ollama", model=model or DEFAULT_OLLAMA_MODEL)
-    if name == "hf":
-        if not model:
-            raise ConfigError(
-                "The model string 'hf' needs a model: hf:<org/name> (e.g. "
-                "hf:Qwen/Qwen2.5-Coder-1.5B-Instruct) or hf:<local directory>."
-            )
-        return ModelSpec(provider="hf", model=model)
-    if name == "openai":
-        if not model:
-            raise ConfigError(
-                "The model string 'openai' needs a model: openai:<model name as the server "
-                "knows it> (e.g. openai:qwen2.5-coder-1.5b); the server is OPENAI_BASE_URL."
-            )
-        return ModelSpec(provider="openai", model=model)
-    return ModelSpec(provider="local", model=model)
+    if name in _NEEDS_MODEL and not model:
+        raise ConfigError(f"The model string {name!r} needs a model: {_NEEDS_MODEL[name]}.")
+    return ModelSpec.model_validate({"provider": name, "model": model or _DEFAULTS.get(name, "")})
 
 
 # ------------------------------------------------------------------------- resolution
@@ -171,20 +170,24 @@ def _pick_ollama_model(names: list[str]) -> str | None:
     return usable[0] if usable else None
 
 
-def _installed_local_model(env: Mapping[str, str]) -> tuple[str | None, str]:
-    """The local model ``auto`` may use (its path, or ``""`` for a server at
-    ``$SELFHEAL_LOCAL_URL``), and when there is none, why."""
-    if env.get("SELFHEAL_LOCAL_URL", "").strip():
-        return "", ""
-    from selfheal.llm.server_setup import find_server_binary
-    from selfheal.llm.weights import find_model
+class LocalEngine(Protocol):
+    """What the ``local`` backend offers this router (:mod:`selfheal.local` registers it)."""
 
-    path = find_model()
-    if path is None:
-        return None, "the local model is not installed"
-    if find_server_binary() is None:
-        return None, "the local model is installed but llama-server is not built"
-    return str(path), ""
+    def installed(self, env: Mapping[str, str]) -> tuple[str | None, str]:
+        """The local model ``auto`` may use (its path, or ``""`` for a server at
+        ``$SELFHEAL_LOCAL_URL``), and when there is none, why."""
+
+    def provider(self, model_path: str, env: Mapping[str, str]) -> Provider:
+        """The ``local`` provider for a model file (``""``: the installed model)."""
+
+
+_LOCAL: list[LocalEngine] = []
+"""The registered engine (``import selfheal`` imports :mod:`selfheal.local`, which does it)."""
+
+
+def use_local_engine(engine: LocalEngine) -> None:
+    """Register the ``local`` backend."""
+    _LOCAL[:] = [engine]
 
 
 def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | None = None) -> str:
@@ -214,7 +217,7 @@ def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | No
             return f"ollama:{chosen}"
         ollama_note = f"the Ollama server at {base_url} has no models"
 
-    local, local_note = _installed_local_model(env)
+    local, local_note = _LOCAL[0].installed(env)
     if local is not None:
         return f"local:{local}" if local else "local"
 
@@ -277,10 +280,7 @@ def _build(model_string: str, env: Mapping[str, str]) -> Provider:
             base_url=env.get("OPENAI_BASE_URL") or None,
             api_key=env.get("OPENAI_API_KEY") or None,
         )
-    from selfheal.llm.local_server import local_provider
-
-    provider: Provider = local_provider(spec.model, env=env)
-    return provider
+    return _LOCAL[0].provider(spec.model, env)
 
 
 def resolve_provider(

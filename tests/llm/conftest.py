@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterator
 
 import pytest
-from llm_fakes import FakeServer, Handler, ScriptedProvider
+from llm_fakes import ScriptedProvider, started_servers
 
 
 @pytest.fixture
@@ -15,19 +14,7 @@ def scripted() -> type[ScriptedProvider]:
     return ScriptedProvider
 
 
-@pytest.fixture
-def http_server() -> Iterator[Callable[[Handler], FakeServer]]:
-    """Start fake servers with ``http_server(handler)``; all are stopped after the test."""
-    started: list[FakeServer] = []
-
-    def start(handler: Handler) -> FakeServer:
-        server = FakeServer(handler)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.close()
+http_server = pytest.fixture(started_servers, name="http_server")
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -228,3 +228,18 @@ def openai_stream(
     )
     body = [f"data: {json.dumps(e)}\n\n".encode() for e in events] + [b"data: [DONE]\n\n"]
     return Response(status=200, body=body, headers={"content-type": "text/event-stream"})
+
+
+def started_servers() -> Iterator[Callable[[Handler], FakeServer]]:
+    """The ``http_server`` fixture: start fake servers with ``http_server(handler)``; all are
+    stopped after the test."""
+    started: list[FakeServer] = []
+
+    def start(handler: Handler) -> FakeServer:
+        server = FakeServer(handler)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.close()

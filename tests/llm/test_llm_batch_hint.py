@@ -14,11 +14,12 @@ from selfheal.graph.build import with_population
 from selfheal.llm.anthropic import AnthropicProvider
 from selfheal.llm.base import batch_hint
 from selfheal.llm.limits import LimitedProvider, ModelLimits, local_gate
-from selfheal.llm.local_server import LocalServer
 from selfheal.llm.mock import MockProvider
 from selfheal.llm.ollama import OllamaProvider
 from selfheal.llm.openai_compat import OpenAICompatible
-from selfheal.llm.server_setup import ServerSettings
+from selfheal.local.provider import LocalProvider
+from selfheal.local.server import LocalServer
+from selfheal.local.settings import ServerSettings
 from selfheal.request import HealRequest
 from selfheal.state import Event
 
@@ -33,7 +34,7 @@ def test_each_provider_says_what_it_decodes_at_once(tmp_path: Path) -> None:
     served = LocalServer(
         ServerSettings(binary="llama-server", model_path="m.gguf", alias="m", slots=6)
     )
-    assert batch_hint(OpenAICompatible(server=served)) == 6  # llama-server's slots
+    assert batch_hint(LocalProvider(server=served)) == 6  # llama-server's slots
     assert batch_hint(OpenAICompatible(model="m", base_url="http://127.0.0.1:9/v1")) is None
     assert batch_hint(OpenAICompatible(model="m", max_concurrency=12)) == 12
     assert batch_hint(AnthropicProvider(api_key="sk-test")) == 1  # rate limits

@@ -90,7 +90,7 @@ def test_key_and_ollama_server_are_seen(
 
 @pytest.mark.slow  # hashes a 1.1 GB (sparse) file
 def test_corrupt_model_is_reported(empty_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from selfheal.llm.weights import DEFAULT_MODEL, default_model_path
+    from selfheal.local.weights import DEFAULT_MODEL, default_model_path
 
     path = default_model_path()
     path.parent.mkdir(parents=True)

@@ -19,8 +19,9 @@ from required_components import local_model_missing
 
 from selfheal.errors import ProviderError, ProviderUnavailable
 from selfheal.llm import Message, build_provider, complete_many
-from selfheal.llm.local_server import LocalServer, server_settings
-from selfheal.llm.openai_compat import OpenAICompatible
+from selfheal.local.provider import LocalProvider
+from selfheal.local.server import LocalServer
+from selfheal.local.settings import server_settings
 
 pytestmark = [
     pytest.mark.local_model,
@@ -45,16 +46,15 @@ def server() -> Iterator[LocalServer]:
 
 
 @pytest.fixture(scope="module")
-def provider(server: LocalServer) -> OpenAICompatible:
-    return OpenAICompatible(
+def provider(server: LocalServer) -> LocalProvider:
+    return LocalProvider(
         model=server.settings.alias,
         server=server,
         model_id=f"local:{server.settings.alias}",
-        local=True,
     )
 
 
-def test_complete_writes_code_and_reports_usage(provider: OpenAICompatible) -> None:
+def test_complete_writes_code_and_reports_usage(provider: LocalProvider) -> None:
     pieces: list[str] = []
     c = provider.complete(CODE, max_tokens=64, on_token=pieces.append)
     assert "def add" in c.text and "return" in c.text
@@ -64,14 +64,14 @@ def test_complete_writes_code_and_reports_usage(provider: OpenAICompatible) -> N
     assert c.model.startswith("local:qwen2.5-coder")
 
 
-def test_max_tokens_and_stop(provider: OpenAICompatible) -> None:
+def test_max_tokens_and_stop(provider: LocalProvider) -> None:
     c = provider.complete(CODE, max_tokens=5)
     assert c.completion_tokens == 5 and c.finish_reason == "length"
     stopped = provider.complete(CODE, max_tokens=64, stop=["def"])
     assert "def" not in stopped.text
 
 
-def test_complete_many_on_parallel_slots(provider: OpenAICompatible) -> None:
+def test_complete_many_on_parallel_slots(provider: LocalProvider) -> None:
     messages = [Message(role="user", content="Name one fruit. One word only.")]
     results = provider.complete_many(messages, n=4, max_tokens=8, temperature=0.9, seed=11)
     again = complete_many(provider, messages, n=4, max_tokens=8, temperature=0.9, seed=11)
@@ -83,7 +83,7 @@ def test_complete_many_on_parallel_slots(provider: OpenAICompatible) -> None:
         assert all(0 < r.completion_tokens < 8 for r in batch), [r.text for r in batch]
 
 
-def test_schema_output_parses_and_validates(provider: OpenAICompatible) -> None:
+def test_schema_output_parses_and_validates(provider: LocalProvider) -> None:
     schema = {
         "type": "object",
         "properties": {
@@ -100,7 +100,7 @@ def test_schema_output_parses_and_validates(provider: OpenAICompatible) -> None:
     jsonschema.validate(data, schema)
 
 
-def test_shared_prefix_is_served_from_the_slot_cache(provider: OpenAICompatible) -> None:
+def test_shared_prefix_is_served_from_the_slot_cache(provider: LocalProvider) -> None:
     nonce = random.random()  # a prefix no slot has seen
     system = f"{nonce} You are a careful Python programmer. " + "Keep functions short. " * 80
     first = provider.complete(
@@ -116,7 +116,7 @@ def test_shared_prefix_is_served_from_the_slot_cache(provider: OpenAICompatible)
     assert second.cached_tokens >= first.prompt_tokens - 20  # all but the new question
 
 
-def test_concurrent_samples_share_one_processed_prompt(provider: OpenAICompatible) -> None:
+def test_concurrent_samples_share_one_processed_prompt(provider: LocalProvider) -> None:
     """Four answers to one new prompt at once: the slot router processes the prompt once (a
     prefill) and restores it into the other slots, so three of them find all of it cached
     (the server's own counts); without the router each slot would process it."""
@@ -132,7 +132,7 @@ def test_concurrent_samples_share_one_processed_prompt(provider: OpenAICompatibl
     assert router is not None and router.stats["prefills"] >= 1
 
 
-def test_tool_call_from_the_real_model(provider: OpenAICompatible) -> None:
+def test_tool_call_from_the_real_model(provider: LocalProvider) -> None:
     """The debugger's own tools offered through native tool calling (``--jinja``, the model's
     chat template). What this server and model do, measured here: the 1.5B model writes its
     call as a fenced JSON block, which llama-server neither parses into ``tool_calls`` nor holds
@@ -179,7 +179,7 @@ def test_tool_call_from_the_real_model(provider: OpenAICompatible) -> None:
         assert re.search(r"a \+ b|a - b|subtract|minus|-1", follow.text), follow.text
 
 
-def test_context_too_long_is_a_clear_error(provider: OpenAICompatible) -> None:
+def test_context_too_long_is_a_clear_error(provider: LocalProvider) -> None:
     with pytest.raises(ProviderError) as info:
         provider.complete([Message(role="user", content="word " * 3000)], max_tokens=4)
     assert "does not fit" in str(info.value) and "SELFHEAL_LOCAL_CTX" in str(info.value)
@@ -187,7 +187,7 @@ def test_context_too_long_is_a_clear_error(provider: OpenAICompatible) -> None:
 
 def test_build_provider_local_uses_the_served_model() -> None:
     p = build_provider("local", env={**os.environ, "SELFHEAL_LOCAL_SLOTS": "2"})
-    assert isinstance(p, OpenAICompatible) and p.server is not None
+    assert isinstance(p, LocalProvider) and p.server is not None
     c = p.complete(CODE, max_tokens=48)
     assert "def add" in c.text
     pid = p.server.pid
@@ -197,7 +197,7 @@ def test_build_provider_local_uses_the_served_model() -> None:
 
 def test_kill_9_mid_request_then_one_restart_then_a_clear_error() -> None:
     local = LocalServer(server_settings(slots=1, ctx_per_slot=1024, progress=False))
-    p = OpenAICompatible(model=local.settings.alias, server=local, local=True)
+    p = LocalProvider(model=local.settings.alias, server=local)
     pids: list[int] = []
     try:
         p.complete(CODE, max_tokens=2)

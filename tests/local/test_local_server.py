@@ -22,8 +22,9 @@ import pytest
 
 from selfheal.errors import ConfigError, MissingDependency, ProviderUnavailable
 from selfheal.llm import Message, build_provider, resolve_model_string
-from selfheal.llm import local_server as ls
-from selfheal.llm.openai_compat import OpenAICompatible
+from selfheal.local import server as ls
+from selfheal.local import settings as setup
+from selfheal.local.provider import LocalProvider
 
 FAKE = Path(__file__).with_name("fake_llama_server.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,10 +73,10 @@ def binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 @pytest.fixture
-def settings(binary: Path, tmp_path: Path) -> ls.ServerSettings:
+def settings(binary: Path, tmp_path: Path) -> setup.ServerSettings:
     model = tmp_path / "tiny.gguf"
     model.write_bytes(b"GGUF")
-    return ls.ServerSettings(
+    return setup.ServerSettings(
         binary=str(binary),
         model_path=str(model),
         alias="tiny",
@@ -85,11 +86,11 @@ def settings(binary: Path, tmp_path: Path) -> ls.ServerSettings:
     )
 
 
-def _provider(server: ls.LocalServer) -> OpenAICompatible:
-    return OpenAICompatible(model="tiny", server=server, model_id="local:tiny", local=True)
+def _provider(server: ls.LocalServer) -> LocalProvider:
+    return LocalProvider(model="tiny", server=server, model_id="local:tiny")
 
 
-def test_starts_on_first_request_with_a_private_key(settings: ls.ServerSettings) -> None:
+def test_starts_on_first_request_with_a_private_key(settings: setup.ServerSettings) -> None:
     server = ls.LocalServer(settings)
     p = _provider(server)
     assert server.pid is None and p.base_url is None  # nothing runs before the first call
@@ -112,7 +113,7 @@ def test_starts_on_first_request_with_a_private_key(settings: ls.ServerSettings)
 
 
 def test_slot_saves_go_to_a_private_directory_removed_at_stop(
-    settings: ls.ServerSettings,
+    settings: setup.ServerSettings,
 ) -> None:
     server = ls.LocalServer(settings)
     _provider(server).complete(HI, max_tokens=1)
@@ -129,7 +130,7 @@ def test_slot_saves_go_to_a_private_directory_removed_at_stop(
 
 
 def test_the_router_copies_a_shared_prompt_through_the_slot_actions(
-    settings: ls.ServerSettings,
+    settings: setup.ServerSettings,
 ) -> None:
     """Two concurrent samples of one long prompt: the first is prefilled on a slot and saved
     (``action=save``), the second restores the file into the other slot (``action=restore``)
@@ -153,7 +154,7 @@ def test_the_router_copies_a_shared_prompt_through_the_slot_actions(
     server.stop()
 
 
-def test_one_shared_server_per_settings(settings: ls.ServerSettings) -> None:
+def test_one_shared_server_per_settings(settings: setup.ServerSettings) -> None:
     a, b = ls.shared_server(settings), ls.shared_server(settings)
     assert a is b
     other = ls.shared_server(settings.model_copy(update={"slots": 3}))
@@ -163,7 +164,7 @@ def test_one_shared_server_per_settings(settings: ls.ServerSettings) -> None:
     assert a.restarts == 0 and len([s for s in ls._STARTED if s.alive]) == 1
 
 
-def test_concurrent_first_calls_start_one_server(settings: ls.ServerSettings) -> None:
+def test_concurrent_first_calls_start_one_server(settings: setup.ServerSettings) -> None:
     server = ls.LocalServer(settings)
     p = _provider(server)
     results = p.complete_many(HI, n=4, max_tokens=2, temperature=0.7)
@@ -171,7 +172,7 @@ def test_concurrent_first_calls_start_one_server(settings: ls.ServerSettings) ->
     assert len(_fake_servers()) == 1
 
 
-def test_started_from_a_short_lived_thread_outlives_it(settings: ls.ServerSettings) -> None:
+def test_started_from_a_short_lived_thread_outlives_it(settings: setup.ServerSettings) -> None:
     """PR_SET_PDEATHSIG fires when the *thread* that forked the server ends: the pipeline's
     first call may come from a pool thread that ends right after, so the server is started
     from a keeper thread instead."""
@@ -199,7 +200,7 @@ def test_started_from_a_short_lived_thread_outlives_it(settings: ls.ServerSettin
 
 
 def test_crash_at_start_quotes_the_log(
-    settings: ls.ServerSettings, monkeypatch: pytest.MonkeyPatch
+    settings: setup.ServerSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_MODE", "crash")
     with pytest.raises(ProviderUnavailable) as info:
@@ -210,7 +211,7 @@ def test_crash_at_start_quotes_the_log(
 
 
 def test_never_healthy_is_stopped_after_the_startup_timeout(
-    settings: ls.ServerSettings, monkeypatch: pytest.MonkeyPatch
+    settings: setup.ServerSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_MODE", "hang")
     server = ls.LocalServer(settings, startup_timeout=1.5)
@@ -221,7 +222,7 @@ def test_never_healthy_is_stopped_after_the_startup_timeout(
 
 
 def test_killed_between_requests_restarts_once_then_fails_clearly(
-    settings: ls.ServerSettings,
+    settings: setup.ServerSettings,
 ) -> None:
     server = ls.LocalServer(settings)
     p = _provider(server)
@@ -244,7 +245,7 @@ def test_killed_between_requests_restarts_once_then_fails_clearly(
 
 
 def test_killed_mid_request_is_retried_after_one_restart(
-    settings: ls.ServerSettings, monkeypatch: pytest.MonkeyPatch
+    settings: setup.ServerSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_TOKEN_DELAY", "0.1")
     server = ls.LocalServer(settings)
@@ -266,7 +267,7 @@ def test_killed_mid_request_is_retried_after_one_restart(
 
 
 def test_killed_after_tokens_were_streamed_fails_with_the_reason(
-    settings: ls.ServerSettings, monkeypatch: pytest.MonkeyPatch
+    settings: setup.ServerSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_TOKEN_DELAY", "0.05")
     server = ls.LocalServer(settings)
@@ -288,13 +289,14 @@ def test_killed_after_tokens_were_streamed_fails_with_the_reason(
 
 
 def _child(
-    code: str, settings: ls.ServerSettings, env_extra: dict[str, str]
+    code: str, settings: setup.ServerSettings, env_extra: dict[str, str]
 ) -> subprocess.Popen[str]:
     script = textwrap.dedent(
         f"""
         import sys, time
-        from selfheal.llm import local_server as ls
-        settings = ls.ServerSettings.model_validate_json({settings.model_dump_json()!r})
+        from selfheal.local import server as ls
+        from selfheal.local.settings import ServerSettings
+        settings = ServerSettings.model_validate_json({settings.model_dump_json()!r})
         server = ls.shared_server(settings).start()
         print(server.pid, flush=True)
         {code}
@@ -306,7 +308,7 @@ def _child(
     )
 
 
-def test_server_dies_with_a_parent_killed_by_sigkill(settings: ls.ServerSettings) -> None:
+def test_server_dies_with_a_parent_killed_by_sigkill(settings: setup.ServerSettings) -> None:
     child = _child("time.sleep(600)", settings, {})
     try:
         assert child.stdout is not None
@@ -319,7 +321,7 @@ def test_server_dies_with_a_parent_killed_by_sigkill(settings: ls.ServerSettings
         child.kill()
 
 
-def test_server_stops_when_its_parent_exits(settings: ls.ServerSettings) -> None:
+def test_server_stops_when_its_parent_exits(settings: setup.ServerSettings) -> None:
     child = _child("sys.exit(0)", settings, {})
     assert child.stdout is not None
     pid = int(child.stdout.readline())
@@ -334,7 +336,7 @@ def test_find_server_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("SELFHEAL_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
     monkeypatch.delenv("SELFHEAL_LLAMA_SERVER", raising=False)
-    assert ls.find_server_binary() is None
+    assert setup.find_server_binary() is None
     builds = tmp_path / "cache" / "llama-server"
     for i, key in enumerate(["aaa", "bbb"]):
         exe = builds / key / "bin" / "llama-server"
@@ -343,14 +345,14 @@ def test_find_server_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         exe.chmod(0o755)
         (builds / key / "build.json").write_text('{"cmake_args": "-DGGML_AVX2=ON"}')
         os.utime(builds / key / "build.json", (1000 + i, 1000 + i))
-    assert ls.find_server_binary() == builds / "bbb" / "bin" / "llama-server"  # the newest
+    assert setup.find_server_binary() == builds / "bbb" / "bin" / "llama-server"  # the newest
     (builds / "current").write_text("aaa\n")
-    found = ls.find_server_binary()
+    found = setup.find_server_binary()
     assert found == builds / "aaa" / "bin" / "llama-server"  # the one install chose
-    assert ls.build_info(found) == {"cmake_args": "-DGGML_AVX2=ON"}
+    assert setup.build_info(found) == {"cmake_args": "-DGGML_AVX2=ON"}
     monkeypatch.setenv("SELFHEAL_LLAMA_SERVER", str(tmp_path / "missing"))
     with pytest.raises(ConfigError):
-        ls.find_server_binary()
+        setup.find_server_binary()
 
 
 def test_settings_from_the_environment(binary: Path, tmp_path: Path) -> None:
@@ -363,29 +365,29 @@ def test_settings_from_the_environment(binary: Path, tmp_path: Path) -> None:
         "SELFHEAL_LLAMA_SERVER_ARGS": "--flash-attn on",
         "SELFHEAL_LOCAL_PROMPT_COPY": "off",
     }
-    s = ls.server_settings(model, binary=binary, env=env)
+    s = setup.server_settings(model, binary=binary, env=env)
     assert (s.slots, s.ctx_per_slot, s.threads, s.alias) == (3, 2048, 1, "x")
-    assert not s.prompt_copy and ls.server_settings(model, binary=binary, env={}).prompt_copy
+    assert not s.prompt_copy and setup.server_settings(model, binary=binary, env={}).prompt_copy
     argv = s.argv(8080)
     assert argv[-2:] == ["--flash-attn", "on"]
     assert argv[argv.index("--ctx-size") + 1] == "6144"
     assert "--jinja" in argv  # the model's chat template: native tool calls need it
-    assert ls.server_settings(model, binary=binary, env={}).slots == ls.DEFAULT_SLOTS
+    assert setup.server_settings(model, binary=binary, env={}).slots == setup.DEFAULT_SLOTS
     with pytest.raises(ConfigError):
-        ls.server_settings(model, binary=binary, env={"SELFHEAL_LOCAL_SLOTS": "many"})
+        setup.server_settings(model, binary=binary, env={"SELFHEAL_LOCAL_SLOTS": "many"})
 
 
 def test_ngram_drafts_are_on_unless_the_environment_says_none(binary: Path, tmp_path: Path) -> None:
     model = tmp_path / "x.gguf"
     model.write_bytes(b"GGUF")
-    default = ls.server_settings(model, binary=binary, env={}).argv(8080)
+    default = setup.server_settings(model, binary=binary, env={}).argv(8080)
     assert default[default.index("--spec-type") + 1] == "ngram-simple"
-    off = ls.server_settings(model, binary=binary, env={"SELFHEAL_LOCAL_DRAFTS": "none"})
+    off = setup.server_settings(model, binary=binary, env={"SELFHEAL_LOCAL_DRAFTS": "none"})
     assert off.drafts == "none" and "--spec-type" not in off.argv(8080)
-    mod = ls.server_settings(model, binary=binary, env={"SELFHEAL_LOCAL_DRAFTS": "ngram-mod"})
+    mod = setup.server_settings(model, binary=binary, env={"SELFHEAL_LOCAL_DRAFTS": "ngram-mod"})
     assert mod.argv(8080)[mod.argv(8080).index("--spec-type") + 1] == "ngram-mod"
     with pytest.raises(ConfigError, match=r"SELFHEAL_LOCAL_DRAFTS='eagle'.*none turns"):
-        ls.server_settings(model, binary=binary, env={"SELFHEAL_LOCAL_DRAFTS": "eagle"})
+        setup.server_settings(model, binary=binary, env={"SELFHEAL_LOCAL_DRAFTS": "eagle"})
 
 
 def test_no_binary_is_a_missing_dependency_naming_make_install(
@@ -406,10 +408,10 @@ def test_local_url_reuses_a_running_server(monkeypatch: pytest.MonkeyPatch) -> N
     p = build_provider(
         "local", env={"SELFHEAL_LOCAL_URL": "http://127.0.0.1:8099/v1", "SELFHEAL_LOCAL_KEY": "k"}
     )
-    assert isinstance(p, OpenAICompatible)
+    assert isinstance(p, LocalProvider)
     assert p.server is None and p.base_url == "http://127.0.0.1:8099/v1"
     assert p.model_id.startswith("local:")
-    assert p.max_concurrency == ls.DEFAULT_SLOTS  # what `selfheal serve` runs by default
+    assert p.max_concurrency == setup.DEFAULT_SLOTS  # what `selfheal serve` runs by default
     eight = build_provider(
         "local", env={"SELFHEAL_LOCAL_URL": "http://127.0.0.1:8099/v1", "SELFHEAL_LOCAL_SLOTS": "8"}
     )
@@ -431,7 +433,7 @@ def test_local_provider_on_the_shared_server(
     model.write_bytes(b"GGUF")
     p = build_provider(f"local:{model}")
     q = build_provider(f"local:{model}")
-    assert isinstance(p, OpenAICompatible) and isinstance(q, OpenAICompatible)
+    assert isinstance(p, LocalProvider) and isinstance(q, LocalProvider)
     assert p.server is q.server and p.model_id == "local:my-model"
     assert p.max_concurrency == p.server.settings.slots  # the pipeline's parallelism
     assert p.complete(HI, max_tokens=2).text == "ww"

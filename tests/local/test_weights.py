@@ -1,4 +1,4 @@
-"""selfheal.llm.weights on small fake part packages made in tmp_path (no real model needed)."""
+"""selfheal.local.weights on small fake part packages made in tmp_path (no real model needed)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from selfheal.errors import ConfigError
-from selfheal.llm import weights as models
-from selfheal.llm.weights import (
+from selfheal.local import weights as models
+from selfheal.local.weights import (
     WeightsSpec,
     assemble_model,
     ensure_model,
@@ -221,15 +221,15 @@ def test_cli_path_and_install(tmp_path: Path) -> None:
     env = {**os.environ, "SELFHEAL_CACHE_DIR": str(tmp_path / "c"), "PYTHONPATH": str(ROOT)}
     env.pop("SELFHEAL_MODEL_PATH", None)
     r = subprocess.run(
-        [sys.executable, "-m", "selfheal.llm.weights", "path"],
+        [sys.executable, "-m", "selfheal.local.weights", "path"],
         env=env,
         capture_output=True,
         text=True,
     )
     assert r.returncode == 1
-    assert "selfheal.llm.weights install" in r.stderr
+    assert "selfheal.local.weights install" in r.stderr
     r = subprocess.run(
-        [sys.executable, "-m", "selfheal.llm.weights", "verify"],
+        [sys.executable, "-m", "selfheal.local.weights", "verify"],
         env=env,
         capture_output=True,
         text=True,

@@ -6,7 +6,7 @@ prompt copying), from arguments and the environment.
 ``llama-cpp-python`` sdist (``scripts/install_llama_server.sh``) and caches it under
 ``$SELFHEAL_CACHE_DIR/llama-server/<hash of version + flags>/bin/``; :func:`find_server_binary`
 finds it, :func:`server_settings` says how to run it, and
-:class:`~selfheal.llm.local_server.LocalServer` runs it.
+:class:`~selfheal.local.server.LocalServer` runs it.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any, Literal, get_args
 
 from selfheal._record import Record
 from selfheal.errors import LOCAL_MODEL_INSTALL, ConfigError, MissingDependency
+from selfheal.local.weights import cache_dir, ensure_model
 
 __all__ = [
     "DEFAULT_CTX_PER_SLOT",
@@ -31,7 +32,6 @@ __all__ = [
     "default_threads",
     "env_int",
     "find_server_binary",
-    "install_hint",
     "log_dir",
     "server_settings",
 ]
@@ -44,17 +44,10 @@ DEFAULT_CTX_PER_SLOT = 4096
 INSTALL = f"{LOCAL_MODEL_INSTALL}, which builds llama-server (about 5-8 min, once)"
 
 
-def install_hint() -> str:
-    """How to get the server binary."""
-    return INSTALL
-
-
 # ----------------------------------------------------------------------------- finding
 
 
 def _cache_root() -> Path:
-    from selfheal.llm.weights import cache_dir
-
     return cache_dir() / "llama-server"
 
 
@@ -166,12 +159,12 @@ class ServerSettings(Record):
     (``$SELFHEAL_LOCAL_DRAFTS``)."""
     prompt_copy: bool = True
     """Pin requests to slots and copy processed prompts between them
-    (:class:`~selfheal.llm.slots.SlotRouter`; ``$SELFHEAL_LOCAL_PROMPT_COPY=0`` turns it off)."""
+    (:class:`~selfheal.local.slots.SlotRouter`; ``$SELFHEAL_LOCAL_PROMPT_COPY=0`` turns it off)."""
 
     def argv(self, port: int, slot_dir: str | None = None) -> list[str]:
         """The command line (the API key is passed in the environment); ``slot_dir`` is the
         private directory slot saves go to (the prompt copies of
-        :class:`~selfheal.llm.slots.SlotRouter`)."""
+        :class:`~selfheal.local.slots.SlotRouter`)."""
         args = [
             self.binary,
             "--model",
@@ -246,8 +239,6 @@ def server_settings(
         if found is None:
             raise MissingDependency("llama-server", "local", "the local model", install=INSTALL)
         binary = found
-    from selfheal.llm.weights import ensure_model
-
     path = Path(model_path).expanduser() if model_path else ensure_model(progress=progress)
     if not path.is_file():
         raise ConfigError(f"Model file {str(path)!r} does not exist; pass a GGUF file.")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from selfheal import install
 from selfheal.errors import LOCAL_MODEL_INSTALL, ConfigError
-from selfheal.install import Step, run_install
+from selfheal.local import install
+from selfheal.local.install import Step, run_install
 
 
 def _steps(tmp_path: Path, second_exit: int) -> list[Step]:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from selfheal import doctor
-from selfheal.llm import server_setup
-from selfheal.llm.server_setup import GPU_LAYERS, server_settings
+from selfheal.local import probe
+from selfheal.local.settings import GPU_LAYERS, server_settings
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "install_llama_server.sh"
 
@@ -93,8 +93,8 @@ def test_a_cuda_build_offloads_every_layer_and_doctor_says_so(
         assert argv[argv.index("--n-gpu-layers") + 1] == "99"
     else:
         assert settings.gpu_layers is None and "--n-gpu-layers" not in argv
-    monkeypatch.setattr(server_setup, "find_server_binary", lambda: binary)
-    check = doctor._server_build()
+    monkeypatch.setattr(probe, "find_server_binary", lambda: binary)
+    check = probe.server_build()
     assert check.cuda is cuda
     report = doctor.format_report(
         doctor.doctor(load_model=False).model_copy(update={"server": check})

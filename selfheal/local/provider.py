@@ -1,0 +1,274 @@
+"""The ``local`` provider: :class:`~selfheal.llm.openai_compat.OpenAICompatible` on a
+llama-server, with what only llama-server has.
+
+* With a supervised server (``server=``, a :class:`~selfheal.local.server.LocalServer`), the
+  server starts on the first request, and a request that lost its connection because the
+  server died is retried once after a restart (not when tokens already reached ``on_token``).
+* Requests are pinned to slots by a :class:`~selfheal.local.slots.SlotRouter` (the supervised
+  server's own, or ``router=`` for a llama-server started with ``-np N --slot-save-path DIR``),
+  which processes a prompt shared by concurrent requests once and copies it between slots
+  through llama-server's ``/slots`` actions (:class:`_HTTPSlots`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+
+from selfheal.errors import ProviderError, ProviderUnavailable
+from selfheal.llm.aio import PerLoop, blocking
+from selfheal.llm.base import Completion, CompletionRequest
+from selfheal.llm.openai_compat import OpenAICompatible
+from selfheal.llm.openai_errors import TRANSPORT_ERRORS, IncompleteStream, is_timeout
+from selfheal.local.server import Endpoint, LocalServer, shared_server
+from selfheal.local.settings import DEFAULT_SLOTS, env_int, server_settings
+from selfheal.local.slots import SlotRouter, prompt_key
+from selfheal.local.weights import DEFAULT_MODEL
+
+__all__ = ["LocalProvider", "local_provider"]
+
+
+class _Dropped(Exception):
+    """The connection to a supervised server broke (it may have died)."""
+
+    def __init__(self, cause: BaseException, streamed: bool) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.streamed = streamed
+
+
+class LocalProvider(OpenAICompatible):
+    """:class:`OpenAICompatible` for llama-server (see the module docs); ``server``'s alias is
+    the model name unless one is given. The other arguments are :class:`OpenAICompatible`'s;
+    requests ask for the prompt cache (``local=True``)."""
+
+    def __init__(
+        self,
+        model: str = "",
+        *,
+        server: LocalServer | None = None,
+        router: SlotRouter | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(model or (server.settings.alias if server else ""), local=True, **options)
+        self.server = server
+        self._router = router
+        if server is not None:
+            self._base_url = None
+        self._http: PerLoop[httpx.AsyncClient] = PerLoop()
+
+    @property
+    def max_concurrency(self) -> int | None:  # type: ignore[override]
+        """A supervised server's slots (more requests would wait in its queue), else what was
+        given."""
+        if self.server is not None:
+            return self.server.settings.slots
+        return self._max_concurrency
+
+    @property
+    def base_url(self) -> str | None:
+        """The server's URL (for a supervised server: once it has started)."""
+        if self.server is not None:
+            return self.server.base_url
+        return self._base_url
+
+    def __repr__(self) -> str:
+        where = self.base_url or ("(starts on first use)" if self.server else "(SDK default)")
+        return f"LocalProvider(model={self.model!r}, base_url={where!r})"
+
+    def router(self) -> SlotRouter | None:
+        """The slot router of this provider's llama-server (None: requests go unpinned)."""
+        if self.server is not None:
+            return self.server.router
+        return self._router
+
+    def _address(self, endpoint: Endpoint | None) -> tuple[str | None, str]:
+        """Where requests go: the started server's URL and key, else the ones given."""
+        if endpoint is not None:
+            return endpoint.base_url, endpoint.api_key
+        return self._base_url, self._api_key
+
+    async def _endpoint(self) -> Endpoint | None:
+        if self.server is None:
+            return None
+        endpoint = self.server.current()
+        if endpoint is None:  # not started yet (or died): start it off the event loop
+            endpoint = await asyncio.to_thread(self.server.ensure)
+        return endpoint
+
+    async def aforget_prompts(self) -> None:
+        """Erase every slot's cached prompt on the llama-server this provider routes for (its
+        supervised server, or the one given a ``router``), so the next request starts cold.
+        The benchmark runner calls it before each (task, mode) run, so that no mode is served
+        prompts another mode processed. Does nothing without a router."""
+        router = self.router()
+        if router is None:
+            return
+        endpoint = self.server.current() if self.server is not None else None
+        if self.server is not None and endpoint is None:
+            return  # not started (or died): nothing is cached
+        api = _HTTPSlots(self, {}, endpoint)
+        for slot in range(len(router.slots)):
+            await api.erase(slot)
+        router.forget()
+
+    forget_prompts = blocking(aforget_prompts)
+    """Blocking twin of :meth:`aforget_prompts`."""
+
+    async def _send(self, request: CompletionRequest) -> Completion:
+        body = self._body(request)
+        endpoint = await self._endpoint()
+        router = self.router()
+        if router is None:
+            return await self._request(body, request, endpoint)
+        started = time.monotonic()
+        lease = await router.acquire(prompt_key(body), _HTTPSlots(self, body, endpoint))
+        before = time.monotonic() - started  # the prefill, a restore or a wait: this request's
+        ok = False
+        try:
+            if lease.slot is not None:
+                body = {**body, "extra_body": {**body.get("extra_body", {}), "id_slot": lease.slot}}
+            done = await self._request(body, request, endpoint)
+            ok = True
+        finally:
+            router.release(lease, ok=ok)
+        update: dict[str, Any] = {"latency": done.latency + before}
+        if done.time_to_first_token is not None:
+            update["time_to_first_token"] = done.time_to_first_token + before
+        if lease.prefilled:  # the prefill processed the prompt: report what it found cached
+            update["cached_tokens"] = lease.cached_before
+        return done.model_copy(update=update)
+
+    async def _request(
+        self, body: dict[str, Any], request: CompletionRequest, endpoint: Endpoint | None
+    ) -> Completion:
+        try:
+            return await self._stream(body, request, *self._address(endpoint))
+        except _Dropped as first:
+            server = self.server
+            assert server is not None and endpoint is not None
+            dropped = first
+            # The server may have died: restart it once (or join a restart another request
+            # made) and send the request again, unless tokens already reached on_token.
+            if not dropped.streamed and await asyncio.to_thread(server.recover, endpoint):
+                try:
+                    return await self._stream(body, request, *self._address(await self._endpoint()))
+                except _Dropped as again:
+                    dropped = again
+            await asyncio.to_thread(server.settle)
+            raise self._dropped_error(dropped) from dropped.cause
+
+    def _failure(self, exc: Exception, streamed: bool, base_url: str | None) -> Exception:
+        dropped = isinstance(
+            exc, (openai.APIConnectionError, IncompleteStream, *TRANSPORT_ERRORS)
+        ) and not is_timeout(exc)
+        if dropped and self.server is not None:
+            return _Dropped(exc, streamed=streamed)
+        return super()._failure(exc, streamed, base_url)
+
+    def _map_error(
+        self, exc: BaseException, base_url: str | None, *, died: str = "", log: str = ""
+    ) -> ProviderError:
+        server = self.server
+        if server is not None:
+            died = server.describe_exit() if not server.alive and server.pid is not None else ""
+            log = str(server.log_path)
+        return super()._map_error(exc, base_url, died=died, log=log)
+
+    def _dropped_error(self, dropped: _Dropped) -> ProviderError:
+        assert self.server is not None
+        if self.server.alive:
+            return self._map_error(dropped.cause, self.server.base_url)
+        cut = (
+            " after tokens were already streamed to on_token (not retried)"
+            if dropped.streamed
+            else ""
+        )
+        return ProviderUnavailable(
+            f"The connection to the local model server broke{cut}. " + self.server.describe_exit(),
+            provider="local",
+            model=self.model,
+        )
+
+
+class _HTTPSlots:
+    """The :class:`~selfheal.local.slots.SlotAPI` of one request (see the module docs)."""
+
+    def __init__(
+        self, provider: LocalProvider, body: dict[str, Any], endpoint: Endpoint | None
+    ) -> None:
+        self.provider = provider
+        self.body = body
+        self.base_url, self.api_key = provider._address(endpoint)
+        root = (self.base_url or "").rstrip("/")
+        self.root = root[: -len("/v1")] if root.endswith("/v1") else root
+
+    def _http(self) -> httpx.AsyncClient:
+        return self.provider._http.get(
+            (self.root, self.api_key),
+            lambda: httpx.AsyncClient(
+                base_url=self.root,
+                headers={"Authorization": f"Bearer {self.api_key}"},
+                timeout=httpx.Timeout(60.0, connect=5.0),
+            ),
+        )
+
+    async def _action(self, slot: int, action: str, filename: str) -> None:
+        r = await self._http().post(
+            f"/slots/{slot}", params={"action": action}, json={"filename": filename}
+        )
+        r.raise_for_status()
+
+    async def save(self, slot: int, filename: str) -> None:
+        await self._action(slot, "save", filename)
+
+    async def erase(self, slot: int) -> None:
+        r = await self._http().post(f"/slots/{slot}", params={"action": "erase"})
+        r.raise_for_status()
+
+    async def restore(self, slot: int, filename: str) -> None:
+        await self._action(slot, "restore", filename)
+
+    async def prefill(self, slot: int) -> int:
+        body = {
+            k: v
+            for k, v in self.body.items()
+            if k not in ("stream", "stream_options", "response_format", "stop")
+        }
+        body.update(max_tokens=1, temperature=0.0)
+        body["extra_body"] = {**body.get("extra_body", {}), "id_slot": slot}
+        client = self.provider._client(self.base_url, self.api_key)
+        reply = await client.chat.completions.create(**body)
+        details = getattr(reply.usage, "prompt_tokens_details", None)
+        cached = getattr(details, "cached_tokens", None) if details is not None else None
+        if cached is None:
+            timings = (reply.model_extra or {}).get("timings")
+            cached = timings.get("cache_n") if isinstance(timings, dict) else 0
+        return int(cached or 0)
+
+
+def local_provider(model_path: str = "", *, env: Mapping[str, str] | None = None) -> LocalProvider:
+    """The ``local`` provider: a :class:`LocalProvider` on the shared supervised server for
+    ``model_path`` (default: the installed model), started on the first request. With
+    ``$SELFHEAL_LOCAL_URL`` set it talks to that server instead (``selfheal serve`` prints it)
+    with ``$SELFHEAL_LOCAL_KEY``."""
+    env = os.environ if env is None else env
+    url = env.get("SELFHEAL_LOCAL_URL", "").strip()
+    if url:
+        name = Path(model_path).stem if model_path else DEFAULT_MODEL.name
+        return LocalProvider(
+            model=name,
+            base_url=url,
+            api_key=env.get("SELFHEAL_LOCAL_KEY") or "sk-no-key",
+            model_id=f"local:{name}",
+            max_concurrency=env_int(env, "SELFHEAL_LOCAL_SLOTS", DEFAULT_SLOTS),
+        )
+    settings = server_settings(model_path or None, env=env)
+    return LocalProvider(server=shared_server(settings), model_id=f"local:{settings.alias}")
