@@ -5,7 +5,9 @@
 For each mode, the tasks whose result changed between the two folders (gained, lost: the noise
 of repeating a run); for the first two modes, the tasks only one of them passes, in each run
 and over both (how large the lead of one mode over the other is, and how steady). Only tasks
-both folders hold for every mode named are compared.
+both folders hold for every mode named are compared. A mode renamed between the two runs is
+named as ``FIRST=SECOND`` (``--modes heal=heal-r4,sample-5``: the first folder's ``heal``
+against the second's ``heal-r4``).
 """
 
 from __future__ import annotations
@@ -72,16 +74,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m evaluation.compare", description=(__doc__ or "").split("\n")[0]
     )
     ap.add_argument("runs", type=Path, nargs=2, help="two results folders")
-    ap.add_argument("--modes", default="heal,sample-5", help="comma-separated modes")
+    ap.add_argument(
+        "--modes",
+        default="heal,sample-5",
+        help="comma-separated modes; FIRST=SECOND for a mode named differently in the second run",
+    )
     args = ap.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     if not modes:
         print("error: --modes names no mode.", file=sys.stderr)
         return 2
     runs: list[tuple[str, Passed]] = []
-    for folder in args.runs:
-        latest = results_in(folder).latest()
-        runs.append((folder.name, {key: r.credited for key, r in latest.items()}))
+    for side, folder in enumerate(args.runs):
+        # a label's mode in this folder: FIRST=SECOND names the mode differently in each
+        latest = {key: r.credited for key, r in results_in(folder).latest().items()}
+        passed = {
+            (t, label): ok
+            for label in modes
+            for (t, m), ok in latest.items()
+            if m == (label.split("=")[side] if "=" in label else label)
+        }
+        runs.append((folder.name, passed))
     print(compare_runs(runs, modes))
     return 0
 

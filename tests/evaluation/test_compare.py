@@ -55,3 +55,27 @@ def test_command_line(tmp_path: Path) -> None:
         timeout=120,
     )
     assert missing.returncode == 2 and "error:" in missing.stderr
+
+
+def test_a_mode_renamed_in_the_second_run_is_named_first_equals_second(tmp_path: Path) -> None:
+    """``--modes heal=heal-r4`` compares the first folder's ``heal`` with the second's
+    ``heal-r4`` (a later run that kept the old defaults under a new name)."""
+    from evaluation.compare import main
+
+    task = BuiltinSuite().tasks()[0]
+    for name, mode, passed in (("a", "heal", True), ("b", "heal-r4", False), ("b", "heal", True)):
+        rec = error_record(task, mode, HealConfig(), "mock:x", "")
+        ResultsFile(tmp_path / name / "results.jsonl").append(
+            rec.model_copy(update={"passed": passed, "error": ""})
+        )
+    short = task.id.rsplit("/", 1)[-1]
+    folders = [str(tmp_path / "a"), str(tmp_path / "b")]
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main([*folders, "--modes", "heal=heal-r4"]) == 0
+    assert f"- `heal=heal-r4`: 1 -> 0; changed on 1: gained 0 (none), lost 1 (/{short})" in (
+        out.getvalue()
+    )
