@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(600)]
 
 CELL_HEAL = """import selfheal
 from selfheal.llm.mock import DEMO_SPEC
-h = selfheal.heal(DEMO_SPEC, config=selfheal.HealConfig(autonomy="review_repairs"))"""
+h = selfheal.notebook.start(DEMO_SPEC, config=selfheal.HealConfig(autonomy="review_repairs"))"""
 
 CELL_RESULT = """r = await h
 median = r.function
