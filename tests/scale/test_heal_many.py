@@ -70,7 +70,8 @@ def test_a_heal_that_raises_is_an_outcome_not_an_exception() -> None:
             heal_fn=server_gone_for_the_second,
         )
     }
-    assert outcomes["first"].status == outcomes["third"].status == "verified"
+    shown = {k: (o.status, o.error) for k, o in outcomes.items()}
+    assert outcomes["first"].status == outcomes["third"].status == "verified", shown
     gone = outcomes["second"]
     assert gone.result is None and gone.status == "error"
     assert gone.error == "ConnectionError: the model server went away"
