@@ -87,12 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs: list[tuple[str, Passed]] = []
     for side, folder in enumerate(args.runs):
         # a label's mode in this folder: FIRST=SECOND names the mode differently in each
+        here = {label: label.split("=")[side] if "=" in label else label for label in modes}
         latest = {key: r.credited for key, r in results_in(folder).latest().items()}
         passed = {
-            (t, label): ok
-            for label in modes
-            for (t, m), ok in latest.items()
-            if m == (label.split("=")[side] if "=" in label else label)
+            (t, label): ok for label in modes for (t, m), ok in latest.items() if m == here[label]
         }
         runs.append((folder.name, passed))
     print(compare_runs(runs, modes))
