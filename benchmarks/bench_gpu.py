@@ -20,7 +20,8 @@ character-level tokenizer is built. Every answer is held to exactly ``--tokens``
 
 With ``--gguf`` and a llama-server built with CUDA (``SELFHEAL_LLAMA_CUDA=1 make install``), the
 same on the server: one answer with 1 slot, 4 answers at once with 4 slots. Prints seconds and
-ratios to ``one`` (the median of ``--repeat`` rounds, each round measuring every row in turn);
+ratios to ``one`` (the median of ``--repeat`` rounds, each round measuring every row in turn, after
+one untimed call of each row: a batch shape's first call sets up its kernels);
 ``--json`` writes them too.
 """
 
@@ -152,6 +153,8 @@ def bench_hf(args: argparse.Namespace, rows: dict[str, float]) -> dict[str, Any]
         if args.sequential:
             work[f"{n} one after another"] = functools.partial(_one_by_one, one, n)
         work[f"complete_many({n})"] = functools.partial(many, n)
+    for fn in work.values():  # each batch shape once, untimed: its first call sets up
+        fn()  # kernels (on an H100 the first complete_many(n) of a shape took ~3x the next)
     samples: dict[str, list[float]] = {label: [] for label in work}
     for _ in range(args.repeat):  # rounds, so a busy moment spreads over every row
         for label, fn in work.items():
