@@ -26,7 +26,6 @@ from collections.abc import Sequence
 __all__ = [
     "ApprovalRequired",
     "AuthenticationFailed",
-    "BudgetSpent",
     "LOCAL_MODEL_INSTALL",
     "CandidateTimeout",
     "ConfigError",
@@ -127,16 +126,6 @@ class SandboxError(SelfHealError):
 
 class CandidateTimeout(SandboxError):
     """A candidate's whole run went over its time budget."""
-
-
-class BudgetSpent(SelfHealError):
-    """The run's time budget ran out, or its caller stopped it, while a model call was in
-    flight: the call was stopped, its generation with it. The run ends ``exhausted`` with
-    ``reason`` in its ``stop_reason``."""
-
-    def __init__(self, message: str, *, reason: str = "") -> None:
-        self.reason = reason or message
-        super().__init__(message)
 
 
 class ApprovalRequired(SelfHealError):

@@ -19,7 +19,7 @@ from pathlib import Path
 from selfheal._sync import sync_twin
 from selfheal.approval import Approver
 from selfheal.context import Context, EventSink, TokenSink
-from selfheal.errors import ApprovalRequired, BudgetSpent, ConfigError, SelfHealError
+from selfheal.errors import ApprovalRequired, ConfigError, SelfHealError
 from selfheal.graph.build import (
     context_for,
     make_context,
@@ -213,7 +213,7 @@ class Run:
             s,
             name,
             "error",
-            f"{BudgetSpent.__name__}: {reason}"[:500],
+            f"stopped: {reason}"[:500],
             duration=dur,
             update={"next": "finish", "stop_reason": reason, "elapsed": s.elapsed + dur},
         )
