@@ -26,6 +26,7 @@ latency, runs back to back (in blocks, interleaved), and a kernel's start to ser
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import os
 import platform
@@ -65,6 +66,19 @@ TESTS = [
     "assert running_max(list(range(100)))[-1] == 99",
     "assert len(running_max([2] * 50)) == 50",
 ]
+
+
+def kernel_start(**options: Any) -> float:
+    """Seconds from nothing to a kernel serving (its kill afterwards is not counted)."""
+
+    async def once() -> float:
+        t = time.perf_counter()
+        k = await SandboxKernel.start(Limits(), **options)
+        took = time.perf_counter() - t
+        await k.akill()
+        return took
+
+    return asyncio.run(once())
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -277,10 +291,9 @@ def boundary_cost(runs: int) -> None:
     starts: dict[str, list[float]] = {m: [] for m in modes}
     for _ in range(3):
         for m in modes:
-            t = time.perf_counter()
-            k = SandboxKernel(Limits(), network_namespace=netns, zygote=zygote, boundary=kinds[m])
-            starts[m].append(time.perf_counter() - t)
-            k.kill()
+            starts[m].append(
+                kernel_start(network_namespace=netns, zygote=zygote, boundary=kinds[m])
+            )
     zygote.close()
     ms = 1000.0
     base = 5 * block / spent["off"]
@@ -420,17 +433,9 @@ def main() -> None:
 
     netns = netns_available()
 
-    def start(zygote: Zygote | None) -> float:
-        """Seconds from nothing to a kernel serving (its kill afterwards is not counted)."""
-        t = time.perf_counter()
-        k = SandboxKernel(Limits(), network_namespace=netns, zygote=zygote)
-        took = time.perf_counter() - t
-        k.kill()
-        return took
-
-    cold = [start(None) for _ in range(3)]
+    cold = [kernel_start(network_namespace=netns) for _ in range(3)]
     zygote = Zygote()
-    forked = [start(zygote) for _ in range(5)]
+    forked = [kernel_start(network_namespace=netns, zygote=zygote) for _ in range(5)]
     zygote.close()
 
     ms = 1000.0

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.asynchronous.client import AsyncKernelClient
 
 from selfheal.errors import SandboxError
 from selfheal.kernel_sandbox.containment import (
@@ -48,7 +48,7 @@ def connection(root: Path) -> dict[str, Any]:
     }
 
 
-def launch(
+async def launch(
     root: Path,
     work: Path,
     env: dict[str, str],
@@ -81,7 +81,8 @@ def launch(
                 "env": env,
                 "argv": argv,
             }
-            return ForkedProcess(zygote.spawn(spec), zygote)
+            return ForkedProcess(await zygote.spawn(spec), zygote)
+        # forked here, on the pool's event-loop thread: the kernel dies with that thread
         cmd = [python or sys.executable, "-m", "ipykernel_launcher", *argv]
         if network_namespace:
             cmd = netns_prefix() + cmd
@@ -106,7 +107,7 @@ def launch(
 def cleanup(
     proc: KernelProcess,
     cgroups: CgroupSet,
-    kc: BlockingKernelClient,
+    kc: AsyncKernelClient,
     root: str,
     rfd: int,
 ) -> None:

@@ -9,7 +9,7 @@ re-loaded (on the same kernel when it is still serving), until the run budget is
 
 from __future__ import annotations
 
-import threading
+import asyncio
 import time
 from typing import Any, Protocol
 
@@ -37,11 +37,11 @@ killed it, before it gives up on the kernel."""
 
 
 class KernelSource(Protocol):
-    """Where a run gets its kernels (``KernelPool``)."""
+    """Where a run gets its kernels (``KernelPool``), on the event loop the run awaits on."""
 
-    def acquire(self, limits: Limits, deadline: float) -> SandboxKernel: ...
+    async def acquire(self, limits: Limits, deadline: float) -> SandboxKernel: ...
 
-    def release(self, kernel: SandboxKernel) -> None: ...
+    async def release(self, kernel: SandboxKernel) -> None: ...
 
 
 def _check_call(t: CallTest, r: TestResult, value: Any) -> TestResult:
@@ -113,6 +113,18 @@ def _load_from(m: tuple[Any, ...]) -> LoadResult:
     )
 
 
+async def _gone(kernel: SandboxKernel, seq: int) -> bool:
+    """True once the harness says the killed process of run ``seq`` is gone."""
+    end = time.monotonic() + EXIT_GRACE
+    while (left := end - time.monotonic()) > 0:
+        ev = await kernel.next_event(seq, min(left, 0.25))
+        if ev.kind in ("dead", "replied"):
+            return False
+        if ev.kind == "message" and ev.data[0] in ("exit", "done"):
+            return True
+    return False
+
+
 class KernelRun:
     """State of one run across one or more candidate processes."""
 
@@ -124,10 +136,8 @@ class KernelRun:
         wire: list[tuple[Any, ...]],
         limits: Limits,
         files: tuple[tuple[str, bytes], ...] = (),
-        stop: threading.Event | None = None,
     ) -> None:
         self.source = source
-        self.stop = stop  # set when the caller was cancelled: the run ends as if out of budget
         self.files = files  # written into the run's folder before the candidate loads
         self.code = code
         self.tests = tests
@@ -137,6 +147,7 @@ class KernelRun:
         self.values: list[Any] = [None] * len(tests)
         self.load: LoadResult | None = None
         self.restarts = 0
+        self._seq = self._child = 0  # the request in flight: its number, its process id
         self.boundary = ""  # what the kernel that ran it enforced (its report says so)
         self.budget_exhausted = False
         self.t0 = time.monotonic()
@@ -152,31 +163,28 @@ class KernelRun:
         for i in range(len(self.tests)):
             self._set(i, outcome, exc_type, message)
 
-    def go(self) -> None:
+    async def go(self) -> None:
         start = 0
         while True:
             if start >= len(self.tests) and self.load is not None:
                 return
-            if time.monotonic() >= self.run_deadline or self._stopped():
+            if time.monotonic() >= self.run_deadline:
                 self._budget_spent(None)
                 return
             first = self.load is None and start == 0 and self.restarts == 0
-            kernel = self.source.acquire(self.limits, self.run_deadline)
+            kernel = await self.source.acquire(self.limits, self.run_deadline)
             self.boundary = kernel.boundary_text
             if first:
                 # the budget covers the candidate's time, not waiting for a free kernel
                 self.run_deadline = time.monotonic() + self.limits.run_timeout
             try:
-                nxt = self._drive(kernel, start)
+                nxt = await self._drive(kernel, start)
             finally:
-                self.source.release(kernel)
+                await self.source.release(kernel)
             if nxt is None:
                 return
             self.restarts += 1
             start = nxt
-
-    def _stopped(self) -> bool:
-        return self.stop is not None and self.stop.is_set()
 
     def _budget_spent(self, current: int | None) -> None:
         self.budget_exhausted = True
@@ -189,31 +197,35 @@ class KernelRun:
                 message=f"the run's time budget ({budget}s) was spent while loading the candidate",
             )
         if current is not None:
-            self._set(
-                current,
-                "timeout",
-                "TimeoutError",
-                f"stopped when the run's time budget ({budget}s) ran out",
-            )
-        self._fill_rest(
-            "timeout",
-            "TimeoutError",
-            f"the run's time budget ({budget}s) was spent before this test",
-        )
+            why = f"stopped when the run's time budget ({budget}s) ran out"
+            self._set(current, "timeout", "TimeoutError", why)
+        why = f"the run's time budget ({budget}s) was spent before this test"
+        self._fill_rest("timeout", "TimeoutError", why)
 
     def _not_loaded(self) -> None:
         assert self.load is not None
         where = f" at line {self.load.line}" if self.load.line else ""
+        why = f"{self.load.exc_type}{where}: {self.load.message}"
         self._fill_rest(
-            "error",
-            "CandidateNotLoaded",
-            f"not run: the candidate did not load ({self.load.exc_type}{where}: "
-            f"{self.load.message})",
+            "error", "CandidateNotLoaded", f"not run: the candidate did not load ({why})"
         )
 
-    def _drive(self, kernel: SandboxKernel, start: int) -> int | None:
+    async def _drive(self, kernel: SandboxKernel, start: int) -> int | None:
         """Run from test ``start`` on ``kernel``. Returns the next test index if the run
-        must continue in a fresh process, or None when it is finished."""
+        must continue in a fresh process, or None when it is finished. Cancelled, it kills
+        the run's process and waits (``EXIT_GRACE`` s) for the harness to say it is gone,
+        so the kernel serves the next run; else the kernel is retired (killed, replaced)."""
+        self._seq = self._child = 0
+        try:
+            return await self._serve(kernel, start)
+        except asyncio.CancelledError:
+            if self._child:
+                kernel.kill_child(self._child)
+            if not self._child or not await _gone(kernel, self._seq):
+                kernel.retire()
+            raise
+
+    async def _serve(self, kernel: SandboxKernel, start: int) -> int | None:
         lim = self.limits
         req = {
             "code": self.code,
@@ -226,10 +238,9 @@ class KernelRun:
             "allow_subprocess": lim.allow_subprocess,
             "files": self.files,
         }
-        seq = kernel.send_request(req)
+        self._seq = seq = await kernel.send_request(req)
         loading = True
         current: int | None = None
-        child = 0
         # after the host killed the run's process: (outcome, exc_type, why), or "budget"
         pending: tuple[Outcome, str, str] | str | None = None
         mark = time.monotonic()
@@ -243,12 +254,12 @@ class KernelRun:
             else:
                 limit_at = mark + lim.test_timeout + KILL_GRACE
             deadline = limit_at if pending is not None else min(limit_at, self.run_deadline)
-            ev = kernel.next_event(seq, max(0.0, min(0.25, deadline - now)))
+            ev = await kernel.next_event(seq, max(0.0, min(0.25, deadline - now)))
             if ev.kind == "message":
                 m = ev.data
                 kind = m[0]
                 if kind == "start":
-                    child = int(m[1])
+                    self._child = int(m[1])
                 elif kind == "load":
                     loading = False
                     mark = time.monotonic()
@@ -307,13 +318,13 @@ class KernelRun:
             if pending is not None:
                 if now >= limit_at:  # the harness did not report the process gone
                     kernel.retire()
-                    kernel.kill()
+                    await kernel.akill()
                     return self._resolve(pending, current, loading)
                 continue
             if watch_procs and kernel.process_count() > lim.max_processes:
                 why = f"the candidate exceeded {lim.max_processes} processes and was killed"
                 pending = ("crashed", "ProcessLimit", why)
-            elif now >= self.run_deadline or self._stopped():
+            elif now >= self.run_deadline:
                 pending = "budget"
             elif now >= limit_at:
                 if loading:
@@ -324,11 +335,11 @@ class KernelRun:
             else:
                 continue
             mark = time.monotonic()
-            if child:
-                kernel.kill_child(child)
+            if self._child:
+                kernel.kill_child(self._child)
             else:  # it never said which process it is: take the whole kernel down
                 kernel.retire()
-                kernel.kill()
+                await kernel.akill()
 
     def _harness_failed(self, why: str) -> None:
         if self.load is None:

@@ -4,7 +4,6 @@ and the host-side preparation of tests (normalising, rewriting, encoding)."""
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -98,32 +97,24 @@ def input_files(files: InputFiles | None, limits: Limits) -> tuple[tuple[str, by
     return tuple(out)
 
 
-def run_candidate(
+async def run_candidate(
     source: KernelSource,
     code: str,
     tests: Sequence[str | SandboxTest],
     limits: Limits,
     files: tuple[tuple[str, bytes], ...] = (),
-    stop: threading.Event | None = None,
 ) -> ExecutionReport:
     """Load ``code`` and run ``tests`` on kernels from ``source``, with ``files`` (from
-    ``input_files``) in the run's folder; ``stop`` (set by a cancelled caller) ends the run
-    early, the candidate's process killed."""
+    ``input_files``) in the run's folder; cancelled, the candidate's process is killed."""
     norm = normalize_tests(tests)
-    run = KernelRun(source, code, norm, [_wire(t) for t in norm], limits, files, stop)
-    run.go()
+    run = KernelRun(source, code, norm, [_wire(t) for t in norm], limits, files)
+    await run.go()
     if run.load is None:  # no tests and nothing ran
         run.load = LoadResult(ok=True)
     return run.report()
 
 
-def run_snippet(
-    source: KernelSource,
-    code: str,
-    setup: str,
-    limits: Limits,
-    stop: threading.Event | None = None,
-) -> SnippetResult:
+async def run_snippet(source: KernelSource, code: str, setup: str, limits: Limits) -> SnippetResult:
     """Run ``setup`` as the candidate, then ``code``; report the last expression's value."""
     try:
         body, last = split_snippet(code)
@@ -134,8 +125,8 @@ def run_snippet(
             message=f"{e.msg} (line {e.lineno})",
         )
     test = AssertTest(id="snippet", code=code)
-    run = KernelRun(source, setup, [test], [("snippet", "snippet", body, last)], limits, stop=stop)
-    run.go()
+    run = KernelRun(source, setup, [test], [("snippet", "snippet", body, last)], limits)
+    await run.go()
     assert run.load is not None
     if not run.load.ok:
         return SnippetResult(
@@ -160,13 +151,12 @@ def run_snippet(
     )
 
 
-def run_trace(
+async def run_trace(
     source: KernelSource,
     code: str,
     test: str | AssertTest | ProbeCall,
     limits: Limits,
     trace: TraceLimits,
-    stop: threading.Event | None = None,
 ) -> TraceResult:
     """Load ``code``, then run ``test`` (statements, or a probe's expression) with the
     candidate's lines traced; see ``_harness/trace.py``."""
@@ -185,9 +175,9 @@ def run_trace(
     settings = (trace.head, trace.tail, trace.value_chars, trace.max_values, trace.max_total)
     stand_in = AssertTest(id=test.id, code=body)
     run = KernelRun(
-        source, code, [stand_in], [("trace", test.id, wired, wrapped, settings)], limits, stop=stop
+        source, code, [stand_in], [("trace", test.id, wired, wrapped, settings)], limits
     )
-    run.go()
+    await run.go()
     assert run.load is not None
     if not run.load.ok:
         return TraceResult(

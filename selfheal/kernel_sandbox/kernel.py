@@ -6,12 +6,12 @@ request written into a FIFO, served by a process the harness forks for it (see
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import collections
 import contextlib
 import os
 import secrets
-import select
 import shutil
 import signal
 import tempfile
@@ -23,10 +23,10 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
-from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.asynchronous.client import AsyncKernelClient
 
 from selfheal.errors import SandboxError
-from selfheal.kernel_sandbox._frames import frame_request, read_line
+from selfheal.kernel_sandbox._frames import frame_request, read_line, readable, write_all
 from selfheal.kernel_sandbox._harness import install_code
 from selfheal.kernel_sandbox._launch import cleanup, connection, launch
 from selfheal.kernel_sandbox.boundary import BoundaryKind
@@ -42,13 +42,7 @@ from selfheal.kernel_sandbox.leftovers import mark_owner
 from selfheal.kernel_sandbox.types import Limits
 from selfheal.kernel_sandbox.zygote import Zygote
 
-__all__ = [
-    "KernelEvent",
-    "SandboxKernel",
-    "killed_roots",
-    "live_kernels",
-    "shutdown_all_kernels",
-]
+__all__ = ["KernelEvent", "SandboxKernel", "killed_roots", "live_kernels", "shutdown_all_kernels"]
 
 MAX_USES = 1000
 """Runs one kernel serves before it is replaced (each run has a fresh forked process)."""
@@ -94,20 +88,13 @@ class KernelEvent:
 
 
 class SandboxKernel:
-    """A started, warm kernel with the harness installed and serving. Serves one run at a
-    time; each run gets a fresh process forked from the warm kernel, so nothing one run
-    defines, imports or patches is visible to the next."""
+    """A started, warm kernel with the harness installed and serving (``await
+    SandboxKernel.start(...)``). Serves one run at a time; each run gets a fresh process
+    forked from the warm kernel, so nothing one run defines, imports or patches is visible
+    to the next. Its I/O is awaited on the event loop that started it (the pool's)."""
 
-    def __init__(
-        self,
-        limits: Limits,
-        *,
-        network_namespace: bool,
-        python: str | None = None,
-        startup_timeout: float = 30.0,
-        zygote: Zygote | None = None,
-        boundary: BoundaryKind = "off",
-    ) -> None:
+    def __init__(self, limits: Limits, *, network_namespace: bool, boundary: BoundaryKind) -> None:
+        # (the kernel's files only; ``start`` launches it)
         self.limits = limits
         self.boundary = boundary
         self.boundary_text = ""  # what the kernel reports it enforces, once serving
@@ -121,7 +108,7 @@ class SandboxKernel:
         for d in (self.work, root / "home", tmp):
             d.mkdir(parents=True, exist_ok=True)
         self._key = secrets.token_bytes(32)
-        key_file = root / "key"
+        self.key_file = root / "key"
         self.fifo = root / "req"
         os.mkfifo(self.fifo, 0o600)
         # the result pipe (a named FIFO: ipykernel does not keep inherited descriptors)
@@ -129,37 +116,59 @@ class SandboxKernel:
         os.mkfifo(self.out_fifo, 0o600)
         self._rfd = os.open(self.out_fifo, os.O_RDONLY | os.O_NONBLOCK)
         self._buf = bytearray()
-        key_file.write_bytes(self._key)
+        self.key_file.write_bytes(self._key)
         self._seq = 0
         self.uses = 0
         self._retired = False
         self._serving = False
+        self._msg_id = ""
         self._nproc: int | None = None  # RLIMIT_NPROC of a run with other limits (non-root)
         self._killed = False
         self._lock = threading.Lock()
         self.cgroups = CgroupSet.create(limits)
         mark_owner(self.root, self.cgroups.dirs.values())
+
+    @classmethod
+    async def start(
+        cls,
+        limits: Limits,
+        *,
+        network_namespace: bool,
+        python: str | None = None,
+        startup_timeout: float = 30.0,
+        zygote: Zygote | None = None,
+        boundary: BoundaryKind = "off",
+    ) -> SandboxKernel:
+        """Launch a kernel (forked by ``zygote`` if given), install the harness and wait
+        until it serves; a cancelled start kills what it started."""
+        kernel = cls(limits, network_namespace=network_namespace, boundary=boundary)
+        await kernel._launch(python, zygote, startup_timeout)
+        return kernel
+
+    async def _launch(self, python: str | None, zygote: Zygote | None, timeout: float) -> None:
+        root = Path(self.root)
         conn = connection(root)
+        env = kernel_env(root / "home", self.work / ".tmp")
         try:
-            self.proc = launch(
+            self.proc = await launch(
                 root,
                 self.work,
-                kernel_env(root / "home", tmp),
+                env,
                 conn,
                 self.cgroups,
-                limits,
-                network_namespace=network_namespace,
+                self.limits,
+                network_namespace=self.network_namespace,
                 python=python,
                 zygote=zygote,
             )
-        except SandboxError:
+        except BaseException:
             os.close(self._rfd)
             self.cgroups.remove()
             shutil.rmtree(self.root, ignore_errors=True)
             raise
         self.pid = self.proc.pid
         self.cgroups.add(self.pid)
-        self.kc = BlockingKernelClient()
+        self.kc = AsyncKernelClient()
         self.kc.load_connection_info(conn)  # type: ignore[arg-type]
         self.kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
         self._finalizer = weakref.finalize(
@@ -168,7 +177,7 @@ class SandboxKernel:
         with _live_lock:
             _live.add(self)
         try:
-            self._warm_up(str(key_file), startup_timeout)
+            await self._warm_up(str(self.key_file), timeout)
         except BaseException:
             self.kill()
             raise
@@ -187,7 +196,7 @@ class SandboxKernel:
         """Serve no more runs after the current one (the pool then kills it)."""
         self._retired = True
 
-    def _warm_up(self, key_file: str, timeout: float) -> None:
+    async def _warm_up(self, key_file: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         code = install_code(
             key_file,
@@ -197,7 +206,7 @@ class SandboxKernel:
             str(Path.home()),
             self.boundary,
         )
-        # the first request is queued until the kernel is up; poll for its reply
+        # the first request is queued until the kernel is up; await its reply
         msg_id = self.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
         while True:
             if self.proc.poll() is not None:
@@ -212,7 +221,7 @@ class SandboxKernel:
                     "overloaded: use a smaller pool or a longer startup_timeout"
                 )
             try:
-                reply = self.kc.shell_channel.get_msg(timeout=0.05)
+                reply = await self.kc.shell_channel.get_msg(timeout=0.05)
             except Empty:
                 continue
             if reply["parent_header"].get("msg_id") != msg_id:
@@ -231,7 +240,7 @@ class SandboxKernel:
             )
         )
         while True:
-            ev = self.next_event(0, max(0.0, deadline - time.monotonic()))
+            ev = await self.next_event(0, max(0.0, deadline - time.monotonic()))
             if ev.kind == "message" and ev.data[0] == "armed":
                 self.boundary_text = str(ev.data[1]) if len(ev.data) > 1 else ""
                 self._serving = True
@@ -261,6 +270,13 @@ class SandboxKernel:
                     (d / "memory.max").write_text(str(mem))
         self.limits = limits
 
+    async def akill(self) -> None:
+        """``kill`` from the kernel's event loop: its client closed there, the rest (a
+        process tree to reap, files to remove) in a worker thread."""
+        with contextlib.suppress(Exception):
+            self.kc.stop_channels()
+        await asyncio.to_thread(self.kill)
+
     def kill(self) -> None:
         """Kill the kernel's whole process tree and remove its files. Idempotent."""
         with self._lock:
@@ -273,7 +289,7 @@ class SandboxKernel:
             _killed_roots.append(self.root)
 
     # ---------------------------------------------------------------- requests
-    def send_request(self, req: dict[str, Any]) -> int:
+    async def send_request(self, req: dict[str, Any]) -> int:
         """Hand ``req`` to the serving harness (signed, numbered); returns the run number
         its messages carry. The run's process works in a fresh ``<root>-r<n>/work``."""
         if not self._serving:
@@ -290,12 +306,12 @@ class SandboxKernel:
             self.retire()
             return self._seq
         try:
-            os.set_blocking(fd, True)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            await write_all(fd, data)
         except OSError:
             pass  # the kernel died while reading; next_event reports it
+        except BaseException:
+            self.retire()  # a torn request (cancelled mid-write): serve no more
+            raise
         finally:
             os.close(fd)
         return self._seq
@@ -327,31 +343,29 @@ class SandboxKernel:
         except psutil.Error:
             return 0
 
-    def next_event(self, seq: int, timeout: float) -> KernelEvent:
+    async def next_event(self, seq: int, timeout: float) -> KernelEvent:
         """Wait up to ``timeout`` s for the next verified message of run ``seq``."""
         end = time.monotonic() + timeout
         while True:
-            ev = self._read_results(0.0, seq)
+            ev = self._take(seq)
             if ev is not None:
                 return ev
             if self.proc.poll() is not None:
-                ev = self._read_results(0.0, seq)
+                ev = self._take(seq)
                 return ev if ev is not None else KernelEvent("dead")
             left = end - time.monotonic()
             if left <= 0:
-                with contextlib.suppress(Empty):
-                    reply = self.kc.shell_channel.get_msg(timeout=0)
-                    if reply["parent_header"].get("msg_id") == getattr(self, "_msg_id", None):
+                shell = self.kc.shell_channel
+                if await shell.msg_ready():
+                    reply = await shell.get_msg(timeout=0)
+                    if reply["parent_header"].get("msg_id") == self._msg_id:
                         self._serving = False
                         return KernelEvent("replied")
                 return KernelEvent("idle")
-            ev = self._read_results(min(left, 0.05), seq)
-            if ev is not None:
-                return ev
+            await readable(self._rfd, min(left, 0.05))
 
-    def _read_results(self, timeout: float, seq: int) -> KernelEvent | None:
-        """The next verified line of run ``seq`` from the result pipe, waiting up to
-        ``timeout`` s."""
+    def _take(self, seq: int) -> KernelEvent | None:
+        """The next verified line of run ``seq`` already in the result pipe, if any."""
         while True:
             nl = self._buf.find(b"\n")
             if nl >= 0:
@@ -361,17 +375,13 @@ class SandboxKernel:
                 if ev is not None:
                     return ev
                 continue
-            ready, _, _ = select.select([self._rfd], [], [], timeout)
-            if not ready:
-                return None
             try:
                 chunk = os.read(self._rfd, 1 << 20)
-            except OSError:
+            except OSError:  # nothing yet (or the pipe is gone)
                 return None
             if not chunk:
                 return None
             self._buf += chunk
-            timeout = 0.0
 
     def _verify(self, line: bytes, seq: int) -> KernelEvent | None:
         value = read_line(self._key, line)

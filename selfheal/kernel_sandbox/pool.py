@@ -5,12 +5,10 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
-import functools
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from types import TracebackType
+from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 from selfheal._sync import sync_twin
@@ -48,10 +46,16 @@ class KernelPool:
 
     Every run gets a fresh process forked from a warm kernel (nothing one candidate
     defines, imports or patches is visible to the next), so a kernel serves run after run
-    and a run costs no kernel start. Runs are thread-safe and async-friendly: at most
-    ``size`` run at once (one per kernel); more callers wait for a kernel to be free. A
-    kernel that served a run with other containment limits, with subprocesses or network
-    allowed, or whose harness stopped answering, is killed and replaced in the background.
+    and a run costs no kernel start. At most ``size`` runs at once (one per kernel); more
+    callers wait for a kernel to be free. A kernel that served a run with other containment
+    limits, with subprocesses or network allowed, or whose harness stopped answering, is
+    killed and replaced in the background.
+
+    Async at its core: all of the pool's state and work (idle kernels, the capacity
+    condition, refills, kernel I/O, timeouts, kills) are coroutines on the pool's own event
+    loop, in one daemon thread (``selfheal-sandbox``). ``arun`` and its siblings hand a run
+    to it from any caller's loop; cancelling the caller cancels the run there (its process
+    killed, the kernel back in the pool). The blocking methods are their sync twins.
 
     ``network_namespace``: ``None`` (default) uses a fresh network namespace with no route
     out where the host allows it (root or user namespaces), ``True`` requires it, ``False``
@@ -86,7 +90,6 @@ class KernelPool:
         ``$SELFHEAL_SANDBOX`` or ``auto``; ``strict`` without Landlock raises here)."""
         self.python = python
         self.startup_timeout = startup_timeout
-        self._cond = threading.Condition()
         self._ready: collections.deque[SandboxKernel] = collections.deque()
         self._leased: set[SandboxKernel] = set()
         self._dying: set[SandboxKernel] = set()
@@ -94,96 +97,111 @@ class KernelPool:
         self._closed = False
         self._error: BaseException | None = None
         self._failures = 0
-        self._workers = ThreadPoolExecutor(max_workers=size + 1, thread_name_prefix="sandbox")
-        self._runs = ThreadPoolExecutor(max_workers=max(8, 4 * size), thread_name_prefix="run")
         self.kernels_started = 0
         self.fast_start = fast_start
         self._zygote: Zygote | None = None
-        self._zygote_lock = threading.Lock()
         self._zygote_failures = 0
+        # (the loop's thread holds no reference to the pool: ``__del__`` closes a lost one)
+        self._loop = asyncio.new_event_loop()
+        self._cond = asyncio.Condition()  # (bound to the sandbox loop on first use)
+        self._chores: set[asyncio.Task[None]] = set()  # kernel starts and kills in flight
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="selfheal-sandbox", daemon=True
+        )
+        self._thread.start()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> KernelPool:
         """Start warming ``size`` kernels in the background (``run`` does it too). The first
         pool of a process first removes what killed hosts left behind (``leftovers``)."""
         sweep_once()
-        with self._cond:
-            if self._closed:
-                raise SandboxError("this KernelPool is closed; create a new one")
-            self._refill()
+        if self._closed:
+            raise SandboxError("this KernelPool is closed; create a new one")
+        self._loop.call_soon_threadsafe(self._refill)
         return self
 
-    def wait_ready(self, timeout: float = 60.0) -> bool:
-        """Block until ``size`` warm kernels are ready and idle (for benchmarks and tests)."""
+    async def await_ready(self, timeout: float = 60.0) -> bool:
+        """Wait until ``size`` warm kernels are ready and idle (for benchmarks and tests)."""
+        if self._closed:
+            return False
+        return await self._submit(self._all_idle(timeout))
+
+    wait_ready = sync_twin(await_ready)
+
+    async def _all_idle(self, timeout: float) -> bool:
         end = time.monotonic() + timeout
-        with self._cond:
+        async with self._cond:
             self._refill()
             while len(self._ready) < self.size:
                 left = end - time.monotonic()
                 if left <= 0 or self._closed:
                     return False
-                self._cond.wait(left)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._cond.wait(), left)
             return True
 
     def close(self) -> None:
-        """Kill every kernel of the pool. Idempotent; also runs at interpreter exit."""
-        with self._cond:
-            self._closed = True
-            ready = list(self._ready) + list(self._leased)
-            self._ready.clear()
-            self._cond.notify_all()
-        for k in ready:
-            k.kill()
-        self._runs.shutdown(wait=False, cancel_futures=True)
-        self._workers.shutdown(wait=True, cancel_futures=True)
-        with self._cond:
-            dying = list(self._dying)
-        for k in dying:
-            self._kill(k)
-        with self._zygote_lock:
-            if self._zygote is not None:
-                self._zygote.close()
-                self._zygote = None
+        """Kill every kernel of the pool and stop its loop. Idempotent; also runs at
+        interpreter exit."""
+        self._closed = True
+        if not self._thread.is_alive():
+            return
+        if threading.current_thread() is self._thread:  # collected on its own loop: its
+            self._loop.stop()  # kernels and fork server die with its thread
+            return
+        done = asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
+        with contextlib.suppress(Exception):
+            done.result(timeout=60)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    async def _shutdown(self) -> None:
+        """(On the sandbox loop.) Cancel every run and kernel start, kill every kernel."""
+        me = asyncio.current_task()
+        rest = [t for t in asyncio.all_tasks() if t is not me]
+        for t in rest:
+            t.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+        kernels = [*self._ready, *self._leased, *self._dying]
+        self._ready.clear()
+        await asyncio.gather(*(k.akill() for k in kernels), return_exceptions=True)
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
+        await self._loop.shutdown_default_executor()
 
     def __enter__(self) -> KernelPool:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:
-        try:
-            if not self._closed:
-                self.close()
-        except Exception:
-            pass
+        with contextlib.suppress(Exception):
+            self.close()
 
     # ------------------------------------------------------------------ kernels
+    # (everything below runs on the sandbox loop)
     def _get_zygote(self) -> Zygote | None:
         if not self.fast_start:
             return None
-        with self._zygote_lock:
-            if self._zygote is not None and self._zygote.alive:
-                return self._zygote
-            if self._zygote_failures >= 2 or self._closed:
-                return None
-            try:
-                self._zygote = Zygote(self.python, timeout=self.startup_timeout)
-            except Exception:
-                self._zygote_failures += 1
-                self._zygote = None
+        if self._zygote is not None and self._zygote.alive:
             return self._zygote
+        if self._zygote_failures >= 2 or self._closed:
+            return None
+        try:
+            # (it and every kernel it forks die with this thread, alive until ``close``)
+            self._zygote = Zygote(self.python, timeout=self.startup_timeout)
+        except Exception:
+            self._zygote_failures += 1
+            self._zygote = None
+        return self._zygote
 
-    def _new_kernel(
+    async def _new_kernel(
         self, limits: Limits, network_namespace: bool, *, forked: bool = True
     ) -> SandboxKernel:
-        # kernels die with the thread that started them (PR_SET_PDEATHSIG): the fork server
-        # is only ever started from the pool's long-lived worker threads
         zygote = self._get_zygote() if forked else None
         kw: dict[str, Any] = {
             "network_namespace": network_namespace,
@@ -192,56 +210,55 @@ class KernelPool:
             "boundary": self.boundary.kind,
         }
         try:
-            k = SandboxKernel(limits, zygote=zygote, **kw)
+            k = await SandboxKernel.start(limits, zygote=zygote, **kw)
         except SandboxError:
             if zygote is None:
                 raise
-            with self._zygote_lock:
-                self._zygote_failures += 1
-                if self._zygote_failures >= 2:
-                    self.fast_start = False  # forked kernels do not work here: stop trying
-            k = SandboxKernel(limits, **kw)
+            self._zygote_failures += 1
+            if self._zygote_failures >= 2:
+                self.fast_start = False  # forked kernels do not work here: stop trying
+            k = await SandboxKernel.start(limits, **kw)
         self.kernels_started += 1
         return k
 
+    def _chore(self, work: Coroutine[Any, Any, None]) -> None:
+        task = self._loop.create_task(work)
+        self._chores.add(task)
+        task.add_done_callback(self._chores.discard)
+
     def _refill(self) -> None:
-        """(Caller holds the lock.) Start kernels until ``size`` are ready, busy or starting."""
+        """Start kernels until ``size`` are ready, busy or starting."""
         while (
             not self._closed
             and len(self._ready) + len(self._leased) + self._starting < self.size
             and self._failures < 3
         ):
             self._starting += 1
-            self._workers.submit(self._spawn)
+            self._chore(self._spawn())
 
-    def _spawn(self) -> None:
+    async def _spawn(self) -> None:
         try:
-            k = self._new_kernel(self.limits, self.network_namespace)
-        except BaseException as e:
-            with self._cond:
-                self._starting -= 1
-                self._error = e
-                self._failures += 1
-                self._cond.notify_all()
-            return
-        with self._cond:
-            self._starting -= 1
-            self._failures = 0
-            closed = self._closed
-            if not closed:
+            k = await self._new_kernel(self.limits, self.network_namespace)
+        except Exception as e:
+            self._error, k = e, None
+        finally:
+            self._starting -= 1  # (a cancelled start too: the pool is closing)
+        async with self._cond:
+            self._failures = self._failures + 1 if k is None else 0
+            if k is not None and not self._closed:
                 self._ready.append(k)
-                self._cond.notify_all()
-        if closed:
-            k.kill()
+            self._cond.notify_all()
+        if k is not None and self._closed:
+            await k.akill()
 
-    def acquire(self, limits: Limits, deadline: float) -> SandboxKernel:
+    async def acquire(self, limits: Limits, deadline: float) -> SandboxKernel:
         """Take an idle warm kernel (waiting for one if needed) set up for ``limits``."""
         if limits.allow_network and self.network_namespace:
             # pool kernels have no network: this run needs its own kernel (used once)
-            k = self._new_kernel(limits, network_namespace=False, forked=False)
+            k = await self._new_kernel(limits, network_namespace=False, forked=False)
             k.retire()
             return k
-        with self._cond:
+        async with self._cond:
             if self._closed:
                 raise SandboxError("this KernelPool is closed; create a new one")
             self._refill()
@@ -256,9 +273,9 @@ class KernelPool:
                         "what to fix"
                     ) from err
                 self._refill()
-                left = deadline - time.monotonic()
-                # waiting for a kernel does not eat the run budget below a start-up time
-                self._cond.wait(max(0.05, min(left, 0.5)) if left > 0 else 0.5)
+                # (``deadline`` is the run's: waiting for a kernel does not eat it)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._cond.wait(), 0.5)
             k = self._ready.popleft()
             self._leased.add(k)
         try:
@@ -266,14 +283,14 @@ class KernelPool:
                 k.retire()  # processes it may have started are not worth chasing: replace it
             k.adopt_limits(limits)
         except Exception:
-            self.release(k)
+            await self.release(k)
             raise
         return k
 
-    def release(self, kernel: SandboxKernel) -> None:
+    async def release(self, kernel: SandboxKernel) -> None:
         """Give back a kernel: idle again if it can serve more runs, else killed in the
         background and replaced."""
-        with self._cond:
+        async with self._cond:
             self._leased.discard(kernel)
             if kernel.reusable and not self._closed:
                 self._ready.append(kernel)
@@ -281,15 +298,11 @@ class KernelPool:
                 return
             self._dying.add(kernel)
             self._refill()
-        try:
-            self._workers.submit(self._kill, kernel)
-        except RuntimeError:  # executor shut down
-            self._kill(kernel)
+        self._chore(self._bury(kernel))
 
-    def _kill(self, kernel: SandboxKernel) -> None:
-        kernel.kill()
-        with self._cond:
-            self._dying.discard(kernel)
+    async def _bury(self, kernel: SandboxKernel) -> None:
+        await kernel.akill()
+        self._dying.discard(kernel)
 
     # ------------------------------------------------------------------ Executor
     def _limits(self, timeout: float | None, limits: Limits | None) -> Limits:
@@ -300,20 +313,13 @@ class KernelPool:
             lim = lim.model_copy(update={"test_timeout": float(timeout)})
         return lim
 
-    async def _offload(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run the blocking ``fn`` in one of the pool's run threads; a cancelled caller stops it
-        (the candidate's process killed within 0.25 s, the kernel back in the pool)."""
-        loop = asyncio.get_running_loop()
-        stop = threading.Event()
-        try:
-            fut = loop.run_in_executor(self._runs, functools.partial(fn, *args, stop=stop))
-        except RuntimeError as e:  # the run threads were shut down
-            raise SandboxError("this KernelPool is closed; create a new one") from e
-        try:
-            return await fut
-        except asyncio.CancelledError:
-            stop.set()
-            raise
+    async def _submit(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` on the sandbox loop and await it from the caller's loop; cancelling
+        the caller cancels it there."""
+        if self._closed or self._loop.is_closed():
+            work.close()
+            raise SandboxError("this KernelPool is closed; create a new one")
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
 
     async def arun(
         self,
@@ -328,7 +334,7 @@ class KernelPool:
         ``files`` (name -> host path or bytes) are copied into the run's folder first: the
         only way a candidate reads a file of the host (the boundary refuses the rest)."""
         lim = self._limits(timeout, limits)
-        return await self._offload(run_candidate, self, code, tests, lim, input_files(files, lim))
+        return await self._submit(run_candidate(self, code, tests, lim, input_files(files, lim)))
 
     async def arun_snippet(
         self,
@@ -340,7 +346,7 @@ class KernelPool:
     ) -> SnippetResult:
         """Run ``setup`` (usually the candidate), then ``code``; report the last value."""
         lim = self._limits(timeout, limits)
-        return await self._offload(run_snippet, self, code, setup, lim)
+        return await self._submit(run_snippet(self, code, setup, lim))
 
     async def arun_many(
         self,
@@ -352,13 +358,8 @@ class KernelPool:
         """Run many ``(code, tests)`` pairs, at most ``size`` at once (one per kernel);
         reports in the order given. A population's round: K candidates, same tests."""
         lim = self._limits(timeout, limits)
-        gate = asyncio.Semaphore(self.size)
-
-        async def one(code: str, tests: Sequence[str | SandboxTest]) -> ExecutionReport:
-            async with gate:
-                return await self._offload(run_candidate, self, code, tests, lim)
-
-        return list(await asyncio.gather(*(one(c, t) for c, t in items)))
+        runs = [self._submit(run_candidate(self, code, tests, lim)) for code, tests in items]
+        return list(await asyncio.gather(*runs))
 
     async def arun_trace(
         self,
@@ -373,7 +374,7 @@ class KernelPool:
         ``trace_failure``): the lines that ran, in which call, with the locals at each step,
         bounded by ``trace``. No verdict is taken from it."""
         lim = self._limits(timeout, limits)
-        return await self._offload(run_trace, self, code, test, lim, trace or TraceLimits())
+        return await self._submit(run_trace(self, code, test, lim, trace or TraceLimits()))
 
     run = sync_twin(arun)
     run_snippet = sync_twin(arun_snippet)

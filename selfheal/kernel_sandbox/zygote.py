@@ -10,6 +10,7 @@ host then treats it like any other kernel process (``ForkedProcess``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -115,7 +116,9 @@ while True:
 
 
 class Zygote:
-    """One pre-imported process that forks kernels on request. Thread-safe."""
+    """One pre-imported process that forks kernels on request. Thread-safe. It is started
+    at once; requests wait in its pipe until it has imported ipykernel (``spawn`` waits up
+    to ``timeout`` s for each answer)."""
 
     def __init__(self, python: str | None = None, timeout: float = 60.0) -> None:
         self.root = tempfile.mkdtemp(prefix="selfheal-z-")
@@ -124,6 +127,7 @@ class Zygote:
         tmp = Path(self.root) / "tmp"
         home.mkdir()
         tmp.mkdir()
+        self.timeout = timeout
         self.proc = subprocess.Popen(
             [python or sys.executable, "-c", _ZYGOTE_SRC],
             cwd=self.root,
@@ -134,7 +138,7 @@ class Zygote:
             start_new_session=True,
             close_fds=True,
             # the zygote (and, through it, every kernel it forked) dies with the thread
-            # that started it: a pool worker, alive until the pool closes
+            # that started it: the pool's event-loop thread, alive until the pool closes
             preexec_fn=die_with_parent,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -144,22 +148,8 @@ class Zygote:
         self._pids: dict[str, int] = {}
         self._exits: dict[int, int] = {}
         self._finalizer = weakref.finalize(self, _stop, self.proc, self.root)
-        first = self._readline(timeout)
-        if first != "ready":
-            self.close()
-            raise SandboxError(
-                "the kernel fork server did not start; ipykernel may be missing for this Python"
-            )
         self._reader = threading.Thread(target=self._read_loop, daemon=True, name="zygote")
         self._reader.start()
-
-    def _readline(self, timeout: float) -> str:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        r, _, _ = select.select([fd], [], [], timeout)
-        if not r:
-            return ""
-        return self.proc.stdout.readline().decode(errors="replace").strip()
 
     def _read_loop(self) -> None:
         assert self.proc.stdout is not None
@@ -178,7 +168,7 @@ class Zygote:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def spawn(self, spec: dict[str, Any], timeout: float = 10.0) -> int:
+    async def spawn(self, spec: dict[str, Any]) -> int:
         """Fork a kernel described by ``spec``; returns its pid."""
         token = os.urandom(8).hex()
         line = json.dumps({**spec, "token": token}).encode() + b"\n"
@@ -188,12 +178,19 @@ class Zygote:
                 self._stdin.flush()
             except OSError as e:
                 raise SandboxError(f"the kernel fork server is gone ({e})") from e
-        end = time.monotonic() + timeout
+        # the answer comes from the reader thread: waiting for it has no async form
+        pid = await asyncio.to_thread(self._answer, token)
+        if pid is None:
+            raise SandboxError("the kernel fork server did not answer")
+        return pid
+
+    def _answer(self, token: str) -> int | None:
+        end = time.monotonic() + self.timeout
         with self._cond:
             while token not in self._pids:
                 left = end - time.monotonic()
                 if left <= 0 or not self.alive:
-                    raise SandboxError("the kernel fork server did not answer")
+                    return None
                 self._cond.wait(min(left, 0.1))
             return self._pids.pop(token)
 

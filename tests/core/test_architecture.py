@@ -175,12 +175,13 @@ def test_at_most_three_long_modules() -> None:
 
 
 def test_the_pipeline_has_one_concurrency_model() -> None:
-    """graph/ and roles/ are coroutines: no thread pool, no hand-rolled fan-out, no blocking
-    twin of a model call (``docs/architecture.md``, "One concurrency model")."""
+    """graph/, roles/ and kernel_sandbox/ are coroutines: no thread pool, no hand-rolled
+    fan-out, no blocking twin of a model call (``docs/architecture.md``, "One concurrency
+    model")."""
     banned = re.compile(r"ThreadPoolExecutor|\bconcurrently\(|\bblocking\(")
     found = [
         f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
-        for folder in ("graph", "roles")
+        for folder in ("graph", "roles", "kernel_sandbox")
         for path in sorted((ROOT / "selfheal" / folder).rglob("*.py"))
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if banned.search(line)

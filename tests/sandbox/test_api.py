@@ -233,11 +233,11 @@ class _OneKernel:
     def __init__(self, zygote: Zygote | None) -> None:
         self.zygote = zygote
 
-    def acquire(self, limits: Limits, deadline: float) -> SandboxKernel:
-        return SandboxKernel(limits, network_namespace=True, zygote=self.zygote)
+    async def acquire(self, limits: Limits, deadline: float) -> SandboxKernel:
+        return await SandboxKernel.start(limits, network_namespace=True, zygote=self.zygote)
 
-    def release(self, kernel: SandboxKernel) -> None:
-        kernel.kill()
+    async def release(self, kernel: SandboxKernel) -> None:
+        await kernel.akill()
 
 
 @pytest.mark.parametrize("forked", [False, True], ids=["launcher", "fork-server"])
@@ -259,12 +259,8 @@ def test_network_namespace_is_a_hard_boundary(pool: KernelPool, forked: bool) ->
     lim = FAST.model_copy(update={"allow_network": True})
     zygote = Zygote() if forked else None
     try:
-        report = run_candidate(
-            _OneKernel(zygote),
-            code,
-            ["assert f() != 'connected'", "assert interfaces() == ['lo']"],
-            lim,
-        )
+        tests = ["assert f() != 'connected'", "assert interfaces() == ['lo']"]
+        report = asyncio.run(run_candidate(_OneKernel(zygote), code, tests, lim))
     finally:
         if zygote is not None:
             zygote.close()
