@@ -24,11 +24,9 @@ async def adversarial(state: HealState, ctx: Context) -> HealState:
         role="adversary",
         prompt="adversary",
         variables={
-            "spec": state.spec.text,
             "code": current.code,
             "existing": sources(state.tests),
             "max_tests": cfg.max_adversarial_tests,
-            "entry_point": state.spec.entry_point or "",
         },
     )
     _, found = parse_test_block(code, state.spec.entry_point)

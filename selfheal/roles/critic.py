@@ -71,7 +71,6 @@ async def critic(state: HealState, ctx: Context) -> HealState:
             prompt="critic",
             max_tokens=256,
             variables={
-                "spec": state.spec.text,
                 "code": current.code,
                 "tests": sources(state.active_tests),
                 "max_tests": cfg.max_critic_tests,

@@ -251,7 +251,6 @@ async def diagnose(state: HealState, ctx: Context) -> HealState:
             prompt="debugger",
             max_tokens=384,
             variables={
-                "spec": state.spec.text,
                 "code": current.code,
                 "load_error": load_error,
                 "failures": failure_lines(state, rep),

@@ -15,7 +15,6 @@ from selfheal.context import Context
 from selfheal.diffs import unified_diff
 from selfheal.errors import MalformedReply, ProviderError
 from selfheal.examples import find_examples
-from selfheal.llm.base import Message
 from selfheal.llm.parsing import prose
 from selfheal.memory.recall import remembered_candidates
 from selfheal.roles._calls import CallLog, ask_for_code, fan_out, info, record_failure
@@ -368,5 +367,3 @@ async def repair(state: HealState, ctx: Context) -> HealState:
 
 
 __all__ = ["entry_point_of", "generate", "normalized", "repair", "with_prelude"]
-
-_ = Message  # re-exported name kept for callers that build extra messages

@@ -28,6 +28,7 @@ from selfheal.llm.parsing import fold_choice
 from selfheal.roles._calls import CallLog, ask_for_json, ask_with_tools, info, record_failure
 from selfheal.roles.debugtools import (
     FINISH,
+    TOOL_ARGS,
     TOOL_NAMES,
     TOOLS,
     call_text,
@@ -43,12 +44,6 @@ __all__ = ["StepReply", "investigate", "salvage"]
 NODE = "diagnose"
 PROMPT = "debugger_step"
 _CHOICES = (*TOOL_NAMES, FINISH)
-_ARGS = {
-    "run_snippet": ("code",),
-    "inspect_function": ("name",),
-    "diff_candidates": ("a", "b"),
-    "trace_failure": ("test_id",),
-}
 
 
 class StepReply(BaseModel):
@@ -77,7 +72,7 @@ class StepReply(BaseModel):
         return data
 
     def arguments(self) -> dict[str, str]:
-        return {k: getattr(self, k) for k in _ARGS.get(self.tool, ())}
+        return {k: getattr(self, k) for k in TOOL_ARGS[self.tool]}
 
 
 def _variables(state: HealState, native: bool, probes: list[Probe], left: int) -> dict[str, Any]:

@@ -37,7 +37,6 @@ async def summarize(state: HealState, ctx: Context) -> HealState:
             prompt="lessons",
             max_tokens=256,
             variables={
-                "spec": state.spec.text,
                 "lessons": [lesson.text for lesson in state.lessons],
                 "diagnosis": f"{diag.root_cause} {diag.repair_strategy}" if diag else "",
                 "failures": failures,

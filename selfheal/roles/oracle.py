@@ -51,7 +51,7 @@ async def ask(
             role="oracle",
             prompt="oracle",
             max_tokens=MAX_TOKENS,
-            variables={"spec": state.spec.text, "call": call},
+            variables={"call": call},
         )
 
     answers: dict[str, str] = {}

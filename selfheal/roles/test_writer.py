@@ -76,7 +76,6 @@ async def _ask_spec_blind(
     state: HealState, ctx: Context, log: CallLog, *, inputs_only: bool
 ) -> str:
     """The test writer's reply (a code block), from the spec alone: one lenient call."""
-    spec = state.spec
     return await ask_for_tests(
         ctx,
         state,
@@ -85,9 +84,6 @@ async def _ask_spec_blind(
         role="test_writer",
         prompt="test_writer",
         variables={
-            "spec": spec.text,
-            "signature": spec.signature or "",
-            "entry_point": spec.entry_point or "",
             "max_tests": state.config.max_spec_tests,
             "inputs_only": inputs_only,
         },

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from selfheal.context import Context
 from selfheal.llm.base import ToolSpec
@@ -38,6 +38,7 @@ __all__ = [
     "FINISH",
     "LIMITS",
     "TOOLS",
+    "TOOL_ARGS",
     "TOOL_NAMES",
     "Observation",
     "call_text",
@@ -50,12 +51,7 @@ __all__ = [
 FINISH = "diagnose"
 """The pseudo-tool that ends the investigation."""
 
-TOOL_NAMES: tuple[DebugTool, ...] = (
-    "run_snippet",
-    "inspect_function",
-    "diff_candidates",
-    "trace_failure",
-)
+TOOL_NAMES: tuple[DebugTool, ...] = tuple(t for t in get_args(DebugTool) if t != "unknown")
 
 LIMITS: Mapping[str, int] = {
     "run_snippet": 600,
@@ -121,6 +117,11 @@ TOOLS: tuple[ToolSpec, ...] = (
 )
 """The tools as a model with native tool calling sees them (``diagnose`` ends the loop)."""
 
+TOOL_ARGS: Mapping[str, tuple[str, ...]] = {
+    t.name: tuple(t.parameters.get("required", ())) for t in TOOLS
+}
+"""Each tool -> the names of its arguments (all required)."""
+
 
 @dataclass(frozen=True)
 class Observation:
@@ -166,13 +167,7 @@ async def _dispatch(
 ) -> tuple[str, int]:
     if tool not in TOOL_NAMES:
         return f"there is no tool {tool!r}; the tools are {', '.join(TOOL_NAMES)}", 0
-    need = {
-        "run_snippet": ("code",),
-        "inspect_function": ("name",),
-        "diff_candidates": ("a", "b"),
-        "trace_failure": ("test_id",),
-    }[tool]
-    missing = [k for k in need if not args.get(k, "").strip()]
+    missing = [k for k in TOOL_ARGS[tool] if not args.get(k, "").strip()]
     if missing:
         return f"{tool} needs {', '.join(missing)}", 0
     if tool == "run_snippet":
