@@ -67,17 +67,13 @@ its calls (about 1,500 tokens: with the spec, the code, the failing tests and th
 descriptions, a three-call investigation stays inside the local model's 4,096-token slot)."""
 
 
-def _string(description: str) -> dict[str, Any]:
-    return {"type": "string", "description": description}
-
-
 def _spec(tool: str, description: str, /, **params: str) -> ToolSpec:
     return ToolSpec(
         name=tool,
         description=description,
         parameters={
             "type": "object",
-            "properties": {k: _string(v) for k, v in params.items()},
+            "properties": {k: {"type": "string", "description": v} for k, v in params.items()},
             "required": list(params),
         },
     )
