@@ -1,20 +1,8 @@
 """The debugger's tools: what it may do to a failing candidate before it diagnoses
-(``roles/investigate.py`` runs the loop), one module each. Code runs only in the kernel
-sandbox:
-
-- ``run_snippet(code)``: run a snippet after the candidate loaded; its value, printed output
-  or exception;
-- ``inspect_function(name)``: signature, docstring, numbered body and complexity (McCabe,
-  branches, loops, nesting, recursion, calls) read from the candidate's AST (parsing runs
-  nothing), and what the name is once the candidate has loaded (in the sandbox);
-- ``diff_candidates(a, b)``: the code diff between two candidates, the probe inputs on which
-  they return different things and the tests they do not agree on (outputs recorded when the
-  population ran; probes one of them lacks are run now);
-- ``trace_failure(test_id)``: the test (or a probe input) run again with the candidate traced
-  line by line: the lines that ran, in which call, with the locals at each step.
-
-Every observation is bounded (``LIMITS``) so that a few of them fit the model's context
-next to the spec and the code.
+(``roles/investigate.py`` runs the loop). ``TOOLS`` describes each as the model reads it;
+``run_snippet`` runs through ``_common.snippet``, the others live in a module of their own name,
+whose docstring says what it shows. Code runs only in the kernel sandbox. Every observation is
+bounded (``LIMITS``) so that a few of them fit the model's context next to the spec and the code.
 """
 
 from __future__ import annotations
