@@ -117,59 +117,49 @@ def _has(module: str) -> bool:
 
 
 def _providers() -> tuple[ProviderCheck, ...]:
-    checks: list[ProviderCheck] = []
     key = bool(os.environ.get("ANTHROPIC_API_KEY"))
     if key and _has("anthropic"):
-        checks.append(
-            ProviderCheck(name="anthropic", usable=True, detail="ANTHROPIC_API_KEY is set")
-        )
+        anthropic = ProviderCheck(name="anthropic", usable=True, detail="ANTHROPIC_API_KEY is set")
     else:
         why = (
             "ANTHROPIC_API_KEY is not set"
             if not key
             else 'the anthropic package is missing: pip install "selfheal[anthropic]"'
         )
-        checks.append(ProviderCheck(name="anthropic", usable=False, detail=why))
-
-    try:
-        from selfheal.llm.router import ollama_base_url, probe_ollama
-
-        url = ollama_base_url()
-        names = probe_ollama(url, timeout=1.0)
-    except Exception as exc:  # the router is optional for the doctor
-        url, names = os.environ.get("OLLAMA_HOST", "http://127.0.0.1:11434"), None
-        detail = f"could not probe ({type(exc).__name__}: {exc})"
-        checks.append(ProviderCheck(name="ollama", usable=False, detail=detail))
-    else:
-        if names is None:
-            checks.append(
-                ProviderCheck(
-                    name="ollama", usable=False, detail=f"no server at {url} (OLLAMA_HOST)"
-                )
-            )
-        elif not names:
-            checks.append(
-                ProviderCheck(
-                    name="ollama",
-                    usable=False,
-                    detail=f"server at {url} has no models: ollama pull qwen2.5-coder:7b",
-                )
-            )
-        else:
-            shown = ", ".join(names[:5])
-            checks.append(ProviderCheck(name="ollama", usable=True, detail=f"{url}: {shown}"))
-
+        anthropic = ProviderCheck(name="anthropic", usable=False, detail=why)
     hf = _has("transformers") and _has("torch")
-    checks.append(
+    return (
+        anthropic,
+        _ollama_check(),
         ProviderCheck(
             name="hf",
             usable=hf,
             detail="transformers and torch installed (slow on CPU; meant for a GPU)"
             if hf
             else 'transformers/torch missing: pip install "selfheal[hf]"',
-        )
+        ),
     )
-    return tuple(checks)
+
+
+def _ollama_check() -> ProviderCheck:
+    try:
+        from selfheal.llm.router import ollama_base_url, probe_ollama
+
+        url = ollama_base_url()
+        names = probe_ollama(url, timeout=1.0)
+    except Exception as exc:  # the router is optional for the doctor
+        detail = f"could not probe ({type(exc).__name__}: {exc})"
+    else:
+        if names:
+            return ProviderCheck(
+                name="ollama", usable=True, detail=f"{url}: {', '.join(names[:5])}"
+            )
+        detail = (
+            f"no server at {url} (OLLAMA_HOST)"
+            if names is None
+            else f"server at {url} has no models: ollama pull qwen2.5-coder:7b"
+        )
+    return ProviderCheck(name="ollama", usable=False, detail=detail)
 
 
 def _auto_choice() -> str:

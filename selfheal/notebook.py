@@ -82,12 +82,6 @@ def notebook_mode() -> NotebookMode:
     return "live" if bool(getattr(shell.kernel, "_allow_stdin", False)) else "headless"
 
 
-def _display(obj: Any) -> None:
-    from IPython.display import display
-
-    display(obj)
-
-
 def _display_static(state: HealState) -> None:
     """The view without widgets (headless kernels: nbclient, nbconvert, papermill)."""
     from IPython.display import display
@@ -271,7 +265,9 @@ def _make_view(run: Run, relay: _Relay, *, show: bool) -> HealView:
     view = HealView(run.state, state_getter=lambda: run.state, live=True)
     relay.sinks.insert(0, view.on_event)
     if show:
-        _display(view)
+        from IPython.display import display
+
+        display(view)
     return view
 
 

@@ -57,8 +57,7 @@ def timeline_text(events: Sequence[Event]) -> str:
 
 
 def transcript_text(events: Sequence[Event]) -> str:
-    """Every model call as the model saw it: the messages sent and the raw reply (kept unless
-    ``HealConfig(transcripts=False)``)."""
+    """``HealResult.transcript_text``."""
     out: list[str] = []
     calls = [e for e in events if e.kind == "llm"]
     for n, e in enumerate(calls, 1):
@@ -77,8 +76,7 @@ def transcript_text(events: Sequence[Event]) -> str:
 
 
 def candidates_text(state: HealState) -> str:
-    """One line per candidate: id, origin, round, what it cost (tokens, model and sandbox
-    seconds), cluster, trusted tests passed, and what it returned on the first probes."""
+    """``HealResult.candidates_text`` (the cost: tokens, model and sandbox seconds)."""
     trusted = [t for t in state.tests if t.trusted]
     chosen = next((a.candidate for a in reversed(state.attempts) if a.candidate), None)
     probes = state.probes[:3]
@@ -107,8 +105,7 @@ def candidates_text(state: HealState) -> str:
 def tests_text(
     tests: Sequence[TestCase], outcomes: Mapping[str, str], failures: Mapping[str, str]
 ) -> str:
-    """One row per test (outcome, id, origin, trust, first line); a failing trusted test
-    shows what went wrong under it (``failures``: test id -> what went wrong)."""
+    """``HealResult.tests_text`` (``failures``: test id -> what went wrong)."""
     rows = []
     for t in tests:
         icon = _ICON.get(outcomes.get(t.id, "not run"), "·")

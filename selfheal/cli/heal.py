@@ -136,7 +136,7 @@ def finish(result: HealResult, args: argparse.Namespace) -> int:
     )
     if getattr(args, "write_tests", None):
         Path(args.write_tests).write_text(
-            result.tests_file(_module_of(args.out) if args.out else None), encoding="utf-8"
+            result.tests_file(Path(args.out).stem if args.out else None), encoding="utf-8"
         )
         print(f"selfheal: the tests behind the result are in {args.write_tests}", file=sys.stderr)
     if failed_write and as_json:
@@ -176,11 +176,6 @@ def finish(result: HealResult, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return code
-
-
-def _module_of(path: str) -> str:
-    """The module name ``--write-tests`` imports the ``--out`` file as (its stem)."""
-    return Path(path).stem
 
 
 def _exit_code(result: HealResult) -> int:

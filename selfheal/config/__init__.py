@@ -222,21 +222,21 @@ def memory_path_for(config: HealConfig) -> Path:
     return runs_dir_for(config.runs_dir) / "memory.sqlite3"
 
 
+_REQUIREMENTS = {
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be greater than {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be less than {lt}",
+    "literal_error": "must be one of {expected}",
+    "extra_forbidden": "is not an option of HealConfig (see help(HealConfig))",
+}
+"""What a pydantic error type says about a bad option (its ``ctx`` filled in)."""
+
+
 def _requirement(err: Mapping[str, Any]) -> str:
-    ctx = err.get("ctx") or {}
-    kind = err.get("type", "")
-    if kind == "greater_than_equal":
-        return f"must be at least {ctx['ge']}"
-    if kind == "greater_than":
-        return f"must be greater than {ctx['gt']}"
-    if kind == "less_than_equal":
-        return f"must be at most {ctx['le']}"
-    if kind == "less_than":
-        return f"must be less than {ctx['lt']}"
-    if kind == "literal_error":
-        return f"must be one of {ctx['expected']}"
-    if kind == "extra_forbidden":
-        return "is not an option of HealConfig (see help(HealConfig))"
+    template = _REQUIREMENTS.get(err.get("type", ""))
+    if template is not None:
+        return template.format(**(err.get("ctx") or {}))
     msg = str(err.get("msg", "is not valid"))
     return msg[:1].lower() + msg[1:]
 

@@ -49,10 +49,6 @@ def can_repair(s: HealState) -> bool:
     return s.config.repair and s.iteration < s.config.max_iterations
 
 
-def _to_repair(s: HealState) -> NodeName:
-    return "lessons" if s.config.lessons else "repair"
-
-
 def _when_passing(s: HealState) -> NodeName:
     rejections = sum(1 for r in s.reviews if r.verdict == "reject")
     reviewed_now = any(r.iteration == s.iteration and r.verdict == "accept" for r in s.reviews)
@@ -96,10 +92,6 @@ def _settled_early(s: HealState) -> bool:
     return greedy_ok and ev.passing == ev.candidates and len(ev.clusters) == 1
 
 
-def after_execute(s: HealState) -> NodeName:
-    return "select"
-
-
 def after_select(s: HealState) -> NodeName:
     ev = s.evidence
     if s.stop_reason or ev is None:
@@ -121,7 +113,9 @@ def after_diagnose(s: HealState) -> NodeName:
     report = s.current.report if s.current else None
     if all_active_pass(s, report):  # the failing tests were quarantined
         return "select"
-    return _to_repair(s) if can_repair(s) else "finish"
+    if not can_repair(s):
+        return "finish"
+    return "lessons" if s.config.lessons else "repair"
 
 
 def after_critic(s: HealState) -> NodeName:
@@ -202,7 +196,7 @@ GRAPH: dict[str, Step] = {
         ),
         Step("gate", gate, ("gate", "adversarial", "execute", "finish"), after_gate),
         Step("adversarial", adversarial, ("execute",), calls=("adversary",)),
-        Step("execute", execute, ("select",), after_execute),
+        Step("execute", execute, ("select",)),
         Step(
             "select",
             select,

@@ -91,16 +91,14 @@ class OllamaProvider(ProviderBase):
     def __repr__(self) -> str:
         return f"OllamaProvider(model={self.model!r}, host={self.host!r})"
 
-    def _timeout(self) -> httpx.Timeout:
-        policy = self.policy
-        return httpx.Timeout(policy.timeout, connect=min(policy.connect_timeout, policy.timeout))
-
     # -- request building ---------------------------------------------------------------
 
     def _client(self) -> Any:
         """The ``ollama.AsyncClient`` of the running event loop."""
+        policy = self.policy
+        timeout = httpx.Timeout(policy.timeout, connect=min(policy.connect_timeout, policy.timeout))
         return self._clients.get(
-            None, lambda: self._ollama.AsyncClient(host=self.host, timeout=self._timeout())
+            None, lambda: self._ollama.AsyncClient(host=self.host, timeout=timeout)
         )
 
     def _request(self, request: CompletionRequest) -> dict[str, Any]:

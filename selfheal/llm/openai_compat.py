@@ -326,9 +326,6 @@ class OpenAICompatible(ProviderBase):
 
     # -- errors ---------------------------------------------------------------------------
 
-    def _where(self, base_url: str | None) -> str:
-        return base_url or "the OpenAI API (no base_url / OPENAI_BASE_URL set)"
-
     def _failure(self, exc: Exception, streamed: bool, base_url: str | None) -> Exception:
         """What to raise for ``exc`` from a stream (``streamed``: tokens reached on_token)."""
         return self._map_error(exc, base_url)
@@ -338,7 +335,7 @@ class OpenAICompatible(ProviderBase):
     ) -> ProviderError:
         return map_error(
             exc,
-            where=self._where(base_url),
+            where=base_url or "the OpenAI API (no base_url / OPENAI_BASE_URL set)",
             model_id=self.model_id,
             model=self.model,
             policy=self.policy,

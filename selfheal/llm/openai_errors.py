@@ -54,21 +54,20 @@ def map_error(
     what to do: ``where`` names the server; for a supervised one, ``died`` says how it ended
     (when it is dead) and ``log`` is where its log is."""
     provider = model_id.partition(":")[0]
+    who = {"provider": provider, "model": model}
     tail = "\n" + died if died else ""
     if isinstance(exc, openai.APITimeoutError) or is_timeout(exc):
         return ProviderTimeout(
             f"{model_id} at {where} sent nothing for {policy.timeout:g} s. Raise "
             "the timeout (RetryPolicy(timeout=...)), lower max_tokens, or give the server "
             "fewer parallel requests." + tail,
-            provider=provider,
-            model=model,
+            **who,
         )
     if isinstance(exc, IncompleteStream):
         return ProviderUnavailable(
             f"The reply from {where} was cut off: {exc}. The server may have stopped; "
             "check it and try again." + tail,
-            provider=provider,
-            model=model,
+            **who,
         )
     if isinstance(exc, (openai.APIConnectionError, *TRANSPORT_ERRORS)):
         how = (
@@ -79,8 +78,7 @@ def map_error(
         return ProviderUnavailable(
             f"Cannot reach {where} ({type(exc).__name__}: {exc}), even after "
             f"{max(0, policy.attempts - 1)} retries. {how}" + tail,
-            provider=provider,
-            model=model,
+            **who,
         )
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
@@ -90,16 +88,14 @@ def map_error(
                 f"{where} refused the API key (HTTP {status}: {detail}). Set OPENAI_API_KEY "
                 "or api_key= to the server's key (for `selfheal serve`: the "
                 "OPENAI_API_KEY / SELFHEAL_LOCAL_KEY it printed).",
-                provider=provider,
-                model=model,
+                **who,
             )
         if status == 404:
             return ModelNotFound(
                 f"{where} does not serve the model {model!r} (HTTP 404: {detail}). "
                 "Check the model name (GET /v1/models lists what it serves) and base_url "
                 "(it usually ends in /v1).",
-                provider=provider,
-                model=model,
+                **who,
             )
         low = detail.lower()
         if status in (400, 413) and ("context" in low or "exceed" in low or "too long" in low):
@@ -112,16 +108,14 @@ def map_error(
                     if local
                     else "."
                 ),
-                provider=provider,
-                model=model,
+                **who,
             )
         if status == 429:
             return ProviderUnavailable(
                 f"{where} kept rate limiting requests (HTTP 429: {detail}) after "
                 f"{max(0, policy.attempts - 1)} retries with backoff. Wait and try "
                 "again, send fewer requests at once, or use another model.",
-                provider=provider,
-                model=model,
+                **who,
             )
         if status >= 500:
             return ProviderUnavailable(
@@ -130,25 +124,21 @@ def map_error(
                 + (f" ({log})" if log else "")
                 + "."
                 + tail,
-                provider=provider,
-                model=model,
+                **who,
             )
         return ProviderError(
             f"{where} rejected the request (HTTP {status}: {detail}). This is not "
             "transient; check the request (model, max_tokens, messages, schema).",
-            provider=provider,
-            model=model,
+            **who,
         )
     if isinstance(exc, openai.APIError):  # e.g. an error event inside the stream
         return ProviderError(
             f"{where} reported an error while streaming: {exc}.",
-            provider=provider,
-            model=model,
+            **who,
         )
     return ProviderError(
         f"{model_id} at {where} failed: {type(exc).__name__}: {exc}",
-        provider=provider,
-        model=model,
+        **who,
     )
 
 

@@ -136,13 +136,13 @@ def failure_for_status(
     """Map an HTTP error status to a project error, and whether to retry it."""
     detail = detail.strip()[:500]
     where = f"{provider}:{model}" if model else provider
+    who = {"provider": provider, "model": model}
     if status in (401, 403):
         hint = auth_hint or "check the API key"
         return Failure(
             AuthenticationFailed(
                 f"{where} refused the credentials (HTTP {status}: {detail}). {hint}.",
-                provider=provider,
-                model=model,
+                **who,
             )
         )
     if status == 404:
@@ -150,8 +150,7 @@ def failure_for_status(
         return Failure(
             ModelNotFound(
                 f"{where}: the model {model!r} was not found (HTTP 404: {detail}). {hint}.",
-                provider=provider,
-                model=model,
+                **who,
             )
         )
     if status in RETRYABLE_STATUS:
@@ -160,8 +159,7 @@ def failure_for_status(
             ProviderUnavailable(
                 f"{where} {what} (HTTP {status}: {detail}) and kept doing so after retries. "
                 "Wait a moment and try again, or use another model.",
-                provider=provider,
-                model=model,
+                **who,
             ),
             retryable=True,
             retry_after=retry_after_from_headers(headers),
@@ -170,8 +168,7 @@ def failure_for_status(
         ProviderError(
             f"{where} rejected the request (HTTP {status}: {detail}). This is not transient; "
             "check the request parameters (model, max_tokens, messages).",
-            provider=provider,
-            model=model,
+            **who,
         )
     )
 

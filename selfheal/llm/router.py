@@ -299,10 +299,6 @@ _NOT_ROLES = frozenset({"PATH", "DIR", "URL", "SHA256", "LIMITS"})
 """``SELFHEAL_MODEL_*`` variables that configure something else, not a role."""
 
 
-def _role_env_name(role: str) -> str:
-    return "SELFHEAL_MODEL_" + re.sub(r"[^A-Za-z0-9]", "_", role).upper()
-
-
 class Router:
     """Which provider serves which role.
 
@@ -328,7 +324,9 @@ class Router:
     def _choice(self, role: str) -> str | Provider | None:
         if role in self._per_role:
             return self._per_role[role]
-        from_env = self._env.get(_role_env_name(role), "").strip()
+        from_env = self._env.get(
+            "SELFHEAL_MODEL_" + re.sub(r"[^A-Za-z0-9]", "_", role).upper(), ""
+        ).strip()
         if from_env:
             return from_env
         return self._default

@@ -47,10 +47,6 @@ INSTALL = f"{LOCAL_MODEL_INSTALL}, which builds llama-server (about 5-8 min, onc
 # ----------------------------------------------------------------------------- finding
 
 
-def _cache_root() -> Path:
-    return cache_dir() / "llama-server"
-
-
 def log_dir() -> Path:
     """Where server logs go: ``$XDG_STATE_HOME/selfheal/llama-server`` (default
     ``~/.local/state/selfheal/llama-server``)."""
@@ -79,7 +75,7 @@ def find_server_binary() -> Path | None:
                 f"(unset, the server built by {INSTALL} is used)."
             )
         return p
-    root = _cache_root()
+    root = cache_dir() / "llama-server"
     with contextlib.suppress(OSError):
         current = (root / "current").read_text().strip()
         if current:

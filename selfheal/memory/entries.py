@@ -111,38 +111,22 @@ class Learning(Record):
         return f"{said} in {path}"
 
 
+def _columns(row: sqlite3.Row, record: type[Record]) -> dict[str, Any]:
+    """The columns of ``row`` that are fields of ``record``, by name."""
+    return {k: row[k] for k in row.keys() if k in record.model_fields}  # noqa: SIM118 (a Row iterates values)
+
+
 def lesson_from_row(row: sqlite3.Row, score: float = 0.0) -> MemoryLesson:
     """A row of ``lessons`` (with its ``uses`` and ``harm`` counts) as a record."""
-    return MemoryLesson(
-        id=f"L{row['id']}",
-        text=row["text"],
-        spec=row["spec"],
-        entry_point=row["entry_point"],
-        failure=row["failure"],
-        source=row["source"],
-        verified=bool(row["verified"]),
-        run_id=row["run_id"],
-        created=row["created"],
-        uses=row["uses"],
-        harm=row["harm"],
-        score=score,
-    )
+    fields = {**_columns(row, MemoryLesson), "id": f"L{row['id']}", "score": score}
+    return MemoryLesson.model_validate(fields)
 
 
 def solution_from_row(row: sqlite3.Row, score: float = 0.0) -> MemorySolution:
-    """A row of ``solutions`` as a record."""
-    return MemorySolution(
-        id=f"S{row['id']}",
-        spec=row["spec"],
-        entry_point=row["entry_point"],
-        signature=row["signature"],
-        code=row["code"],
-        evidence=json.loads(row["evidence"]),
-        tests=tuple(json.loads(row["tests"])),
-        run_id=row["run_id"],
-        created=row["created"],
-        score=score,
-    )
+    """A row of ``solutions`` as a record (its evidence and tests stored as JSON)."""
+    fields = {**_columns(row, MemorySolution), "id": f"S{row['id']}", "score": score}
+    stored = {"evidence": json.loads(row["evidence"]), "tests": json.loads(row["tests"])}
+    return MemorySolution.model_validate({**fields, **stored})
 
 
 def parse_id(entry_id: str) -> tuple[Literal["L", "S"], int]:

@@ -59,14 +59,13 @@ SCHEMA = (
         status TEXT NOT NULL,
         verified INTEGER NOT NULL,
         finished REAL NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS uses (
+    *(  # which runs used a lesson, and which it led to a worse result: the same shape
+        f"""CREATE TABLE IF NOT EXISTS {table} (
         lesson_id INTEGER NOT NULL REFERENCES lessons(id) ON DELETE CASCADE,
         run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
-        PRIMARY KEY (lesson_id, run_id))""",
-    """CREATE TABLE IF NOT EXISTS harms (
-        lesson_id INTEGER NOT NULL REFERENCES lessons(id) ON DELETE CASCADE,
-        run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
-        PRIMARY KEY (lesson_id, run_id))""",
+        PRIMARY KEY (lesson_id, run_id))"""
+        for table in ("uses", "harms")
+    ),
     "CREATE INDEX IF NOT EXISTS runs_by_spec ON runs(spec_key)",
 )
 """Every statement, idempotent (``IF NOT EXISTS``), run in one transaction at open."""

@@ -27,7 +27,7 @@ from selfheal.llm.parsing import lenient_block
 from selfheal.llm.prompts import load_prompt
 from selfheal.state import Event, HealState, Usage
 from selfheal.state.candidates import CandidateCost
-from selfheal.state.timeline import Tokens
+from selfheal.state.timeline import EventKind, Tokens
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -50,6 +50,10 @@ class _Transcribing(WrapperProvider):
 class CallLog:
     """Events and usage produced by one node's model calls."""
 
+    ctx: Context
+    """The run's services (the models, where events go)."""
+    node: str
+    """The node the calls are made from (``generate``, ``diagnose``, ...)."""
     events: list[Event] = field(default_factory=list)
     completions: list[tuple[str, Completion]] = field(default_factory=list)
     sent: dict[int, tuple[Message, ...]] = field(default_factory=dict)
@@ -75,6 +79,24 @@ class CallLog:
             }
         )
 
+    def emit(self, state: HealState, kind: EventKind, detail: str, **fields: Any) -> None:
+        """One event of this node at ``state``'s iteration, kept for the state and sent to the
+        live sinks."""
+        fields.setdefault("iteration", state.iteration)
+        ev = Event(time=self.ctx.clock(), node=self.node, kind=kind, detail=detail, **fields)
+        self.events.append(ev)
+        self.ctx.emit(ev)
+
+    def info(self, state: HealState, detail: str) -> None:
+        """Note ``detail`` on the timeline."""
+        self.emit(state, "info", detail)
+
+    def failure(self, state: HealState, role: RoleName, exc: Exception) -> None:
+        """Account for the calls of a reply that could not be used, and note the error."""
+        unusable = [c for c in getattr(exc, "completions", ()) or () if isinstance(c, Completion)]
+        _llm_events(self, state, role, f"{role} (unusable reply)", unusable)
+        self.emit(state, "error", f"{role}: {type(exc).__name__}: {str(exc)[:300]}")
+
 
 def _add_usage(usage: Usage, role: str, c: Completion) -> Usage:
     key = f"{role}@{c.model}" if c.model else role
@@ -83,17 +105,15 @@ def _add_usage(usage: Usage, role: str, c: Completion) -> Usage:
     return (usage + spent).model_copy(update={"by_role": by_role})
 
 
-def _call(
-    ctx: Context, state: HealState, log: CallLog, role: RoleName, node: str
-) -> tuple[Provider, dict[str, Any]]:
+def _call(state: HealState, log: CallLog, role: RoleName) -> tuple[Provider, dict[str, Any]]:
     """The role's provider (transcribing when transcripts are kept) and the options every
     call of the role carries: who asks, and where streamed tokens go."""
-    p: Provider = ctx.provider(role)
+    p: Provider = log.ctx.provider(role)
     if state.config.transcripts:
         p = _Transcribing(p, log.sent)
-    options: dict[str, Any] = {"role": role, "node": node}
-    if ctx.on_token is not None:
-        sink = ctx.on_token
+    options: dict[str, Any] = {"role": role, "node": log.node}
+    if log.ctx.on_token is not None:
+        sink = log.ctx.on_token
 
         def on_token(text: str) -> None:
             try:
@@ -106,41 +126,29 @@ def _call(
 
 
 def _llm_events(
-    log: CallLog,
-    ctx: Context,
-    state: HealState,
-    node: str,
-    role: RoleName,
-    label: str,
-    completions: Sequence[Completion],
+    log: CallLog, state: HealState, role: RoleName, label: str, completions: Sequence[Completion]
 ) -> None:
     """One ``llm`` event per completion (with its transcript when kept), and its usage."""
     keep = state.config.transcripts
     for i, c in enumerate(completions):
-        ev = Event(
-            time=ctx.clock(),
-            node=node,
-            kind="llm",
+        log.completions.append((role, c))
+        log.emit(
+            state,
+            "llm",
+            label + (f" (retry {i})" if i else ""),
             duration=c.latency,
             prompt_tokens=c.prompt_tokens,
             completion_tokens=c.completion_tokens,
             cached_tokens=c.cached_tokens,
             model=c.model,
-            iteration=state.iteration,
-            detail=label + (f" (retry {i})" if i else ""),
             messages=log.sent.pop(id(c), ()) if keep else (),
             reply=c.shown() if keep else "",
         )
-        log.events.append(ev)
-        log.completions.append((role, c))
-        ctx.emit(ev)
 
 
 def _record(
     log: CallLog,
-    ctx: Context,
     state: HealState,
-    node: str,
     role: RoleName,
     prompt_name: str,
     completions: Sequence[Completion],
@@ -148,38 +156,15 @@ def _record(
     repairs: Sequence[str] = (),
 ) -> None:
     version = load_prompt(prompt_name).version
-    _llm_events(
-        log, ctx, state, node, role, f"{role} via {prompt_name}.yaml v{version}", completions
-    )
+    _llm_events(log, state, role, f"{role} via {prompt_name}.yaml v{version}", completions)
     if degraded:
-        ev = Event(
-            time=ctx.clock(),
-            node=node,
-            kind="degraded",
-            iteration=state.iteration,
-            model=completions[-1].model if completions else "",
-            detail=f"{role} reply needed salvage"
+        log.emit(
+            state,
+            "degraded",
+            f"{role} reply needed salvage"
             + (f": {'; '.join(repairs)}" if repairs else " or a retry"),
+            model=completions[-1].model if completions else "",
         )
-        log.events.append(ev)
-        ctx.emit(ev)
-
-
-def record_failure(
-    log: CallLog, ctx: Context, state: HealState, node: str, role: RoleName, exc: Exception
-) -> None:
-    """Account for the calls of a reply that could not be used, and note the error."""
-    unusable = [c for c in getattr(exc, "completions", ()) or () if isinstance(c, Completion)]
-    _llm_events(log, ctx, state, node, role, f"{role} (unusable reply)", unusable)
-    ev = Event(
-        time=ctx.clock(),
-        node=node,
-        kind="error",
-        iteration=state.iteration,
-        detail=f"{role}: {type(exc).__name__}: {str(exc)[:300]}",
-    )
-    log.events.append(ev)
-    ctx.emit(ev)
 
 
 def _messages(state: HealState, prompt: str, variables: dict[str, Any]) -> list[Message]:
@@ -196,11 +181,9 @@ def _messages(state: HealState, prompt: str, variables: dict[str, Any]) -> list[
 
 
 async def ask_for_code(
-    ctx: Context,
     state: HealState,
     log: CallLog,
     *,
-    node: str,
     role: RoleName,
     prompt: str,
     entry_point: str | None,
@@ -216,7 +199,7 @@ async def ask_for_code(
     where the backend takes one; ``prefill``: the start of the reply, which the model
     continues (``llm.ask.aask_code``)."""
     messages = [*_messages(state, prompt, variables), *extra]
-    provider, options = _call(ctx, state, log, role, node)
+    provider, options = _call(state, log, role)
     if seed is not None:
         options = {**options, "seed": seed}
     reply = await aask_code(
@@ -228,7 +211,7 @@ async def ask_for_code(
         prefill=prefill,
         **options,
     )
-    _record(log, ctx, state, node, role, prompt, reply.completions, reply.degraded)
+    _record(log, state, role, prompt, reply.completions, reply.degraded)
     cost = CandidateCost(
         prompt_tokens=sum(c.prompt_tokens for c in reply.completions),
         completion_tokens=sum(c.completion_tokens for c in reply.completions),
@@ -238,11 +221,9 @@ async def ask_for_code(
 
 
 async def ask_for_tests(
-    ctx: Context,
     state: HealState,
     log: CallLog,
     *,
-    node: str,
     role: RoleName,
     prompt: str,
     variables: dict[str, Any],
@@ -250,7 +231,7 @@ async def ask_for_tests(
 ) -> str:
     """Ask ``role`` for a block of tests. One call, lenient: complete statements of a cut-off
     reply are kept (tests are optional evidence; a retry would cost more than it brings)."""
-    provider, options = _call(ctx, state, log, role, node)
+    provider, options = _call(state, log, role)
     request = CompletionRequest.of(
         _messages(state, prompt, variables),
         max_tokens=min(state.config.max_tokens, max_tokens),
@@ -261,9 +242,7 @@ async def ask_for_tests(
     code, salvaged = lenient_block(completion.text)
     _record(
         log,
-        ctx,
         state,
-        node,
         role,
         prompt,
         [completion],
@@ -274,12 +253,10 @@ async def ask_for_tests(
 
 
 async def ask_for_json(
-    ctx: Context,
     state: HealState,
     log: CallLog,
     model: type[T],
     *,
-    node: str,
     role: RoleName,
     prompt: str,
     variables: dict[str, Any],
@@ -288,7 +265,7 @@ async def ask_for_json(
     """Ask ``role`` for a JSON reply validated as ``model``, in at most ``max_tokens``
     completion tokens (a small model sometimes runs on past the JSON; a tight cap per role
     bounds the cost, and a cut-off reply is salvaged). Raises ``MalformedReply``."""
-    provider, options = _call(ctx, state, log, role, node)
+    provider, options = _call(state, log, role)
     reply = await aask_structured(
         provider,
         _messages(state, prompt, variables),
@@ -297,17 +274,15 @@ async def ask_for_json(
         temperature=state.config.temperature,
         **options,
     )
-    _record(log, ctx, state, node, role, prompt, reply.completions, reply.degraded, reply.repairs)
+    _record(log, state, role, prompt, reply.completions, reply.degraded, reply.repairs)
     return reply.value
 
 
 async def ask_with_tools(
-    ctx: Context,
     state: HealState,
     log: CallLog,
     tools: Sequence[ToolSpec],
     *,
-    node: str,
     role: RoleName,
     prompt: str,
     variables: dict[str, Any],
@@ -318,7 +293,7 @@ async def ask_with_tools(
     required (``Completion.tool_calls``): the prompt, then ``extra`` (the calls so far and
     their results); recorded like every call. No retry: the caller decides what a reply
     without a tool call means."""
-    provider, options = _call(ctx, state, log, role, node)
+    provider, options = _call(state, log, role)
     request = CompletionRequest.of(
         [*_messages(state, prompt, variables), *extra],
         max_tokens=min(state.config.max_tokens, max_tokens),
@@ -330,7 +305,7 @@ async def ask_with_tools(
     completion = await asend(provider, request)
     version = load_prompt(prompt).version
     label = f"{role} via {prompt}.yaml v{version} (native tool call)"
-    _llm_events(log, ctx, state, node, role, label, [completion])
+    _llm_events(log, state, role, label, [completion])
     return completion
 
 
@@ -363,12 +338,6 @@ async def fan_out(
     return [t.result() for t in tasks]
 
 
-def info(log: CallLog, ctx: Context, state: HealState, node: str, detail: str) -> None:
-    ev = Event(time=ctx.clock(), node=node, kind="info", iteration=state.iteration, detail=detail)
-    log.events.append(ev)
-    ctx.emit(ev)
-
-
 __all__ = [
     "CallLog",
     "MalformedReply",
@@ -376,6 +345,4 @@ __all__ = [
     "ask_for_json",
     "ask_with_tools",
     "fan_out",
-    "info",
-    "record_failure",
 ]

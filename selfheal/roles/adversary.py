@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from selfheal.context import Context
-from selfheal.roles._calls import CallLog, ask_for_tests, info
+from selfheal.roles._calls import CallLog, ask_for_tests
 from selfheal.state import HealState
 from selfheal.testsuite import add_tests, parse_test_block, sources
 
@@ -13,22 +13,18 @@ NODE = "adversarial"
 async def adversarial(state: HealState, ctx: Context) -> HealState:
     """Ask for edge cases against the current candidate and add them as untrusted tests."""
     cfg = state.config
-    log = CallLog()
+    log = CallLog(ctx, NODE)
     current = state.current or (state.candidates[0] if state.candidates else None)
     assert current is not None, "adversarial needs a candidate"
     code = await ask_for_tests(
-        ctx,
         state,
         log,
-        node=NODE,
         role="adversary",
         prompt="adversary",
         variables={
-            "spec": state.spec.text,
             "code": current.code,
             "existing": sources(state.tests),
             "max_tests": cfg.max_adversarial_tests,
-            "entry_point": state.spec.entry_point or "",
         },
     )
     _, found = parse_test_block(code, state.spec.entry_point)
@@ -40,5 +36,5 @@ async def adversarial(state: HealState, ctx: Context) -> HealState:
         trusted=False,
         limit=cfg.max_adversarial_tests,
     )
-    info(log, ctx, state, NODE, f"{len(new)} adversarial test(s) (untrusted)")
+    log.info(state, f"{len(new)} adversarial test(s) (untrusted)")
     return log.apply(state, tests=state.tests + new)

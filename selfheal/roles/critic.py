@@ -12,7 +12,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 from selfheal.context import Context
 from selfheal.errors import MalformedReply
 from selfheal.probes import calls_in_test, merge_probes
-from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
+from selfheal.roles._calls import CallLog, ask_for_json
 from selfheal.state import CriticReview, Diagnosis, HealState
 from selfheal.state.repair import Verdict
 from selfheal.testsuite import add_tests, parse_test_block, sources
@@ -57,28 +57,25 @@ def _counterexample(text: str, entry_point: str | None) -> str:
 async def critic(state: HealState, ctx: Context) -> HealState:
     """Review the passing candidate. Accept, or reject with tests (run next) or concerns."""
     cfg = state.config
-    log = CallLog()
+    log = CallLog(ctx, NODE)
     current = state.current
     assert current is not None
     try:
         reply = await ask_for_json(
-            ctx,
             state,
             log,
             CriticReply,
-            node=NODE,
             role="critic",
             prompt="critic",
             max_tokens=256,
             variables={
-                "spec": state.spec.text,
                 "code": current.code,
                 "tests": sources(state.active_tests),
                 "max_tests": cfg.max_critic_tests,
             },
         )
     except MalformedReply as exc:
-        record_failure(log, ctx, state, NODE, "critic", exc)
+        log.failure(state, "critic", exc)
         review = CriticReview(
             iteration=state.iteration,
             verdict="accept",
@@ -127,11 +124,8 @@ async def critic(state: HealState, ctx: Context) -> HealState:
                 source="critic",
             ),
         )
-    info(
-        log,
-        ctx,
+    log.info(
         state,
-        NODE,
         f"{verdict}"
         + (f": {concerns[0][:120]}" if concerns else "")
         + (f"; {len(new)} new test(s)" if new else "")

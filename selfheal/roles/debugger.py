@@ -14,7 +14,7 @@ from selfheal.errors import MalformedReply
 from selfheal.kernel_sandbox.types import SnippetResult, acall
 from selfheal.llm.parsing import fold_choice
 from selfheal.roles import oracle
-from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
+from selfheal.roles._calls import CallLog, ask_for_json
 from selfheal.roles.investigate import investigate
 from selfheal.state import Diagnosis, HealState
 from selfheal.state.repair import Blame, DiagnosisCategory
@@ -111,7 +111,7 @@ async def adjudicate(
                 )
             continue
         if call not in state.oracle and len(state.oracle) < state.config.oracle_calls:
-            answers = await oracle.ask(state, ctx, log, [call], node=NODE)
+            answers = await oracle.ask(state, log, [call])
             state = state.model_copy(update={"oracle": {**state.oracle, **answers}})
             asked.update(answers)
         answer = state.oracle.get(call, "")
@@ -209,7 +209,7 @@ def _quarantine(state: HealState, verdicts: dict[str, str]) -> HealState:
 
 async def diagnose(state: HealState, ctx: Context) -> HealState:
     """Diagnose the latest attempt; quarantine model-written tests shown to be wrong."""
-    log = CallLog()
+    log = CallLog(ctx, NODE)
     current = state.current
     assert current is not None and current.report is not None
     rep = current.report
@@ -218,21 +218,14 @@ async def diagnose(state: HealState, ctx: Context) -> HealState:
         state = state.model_copy(update={"oracle": {**state.oracle, **asked}})
         if verdicts:
             state = _quarantine(state, verdicts)
-            info(
-                log,
-                ctx,
-                state,
-                NODE,
-                f"quarantined {', '.join(verdicts)}: {next(iter(verdicts.values()))[:160]}",
+            log.info(
+                state, f"quarantined {', '.join(verdicts)}: {next(iter(verdicts.values()))[:160]}"
             )
             if all_active_pass(state, rep):
                 return log.apply(state)
     if not state.config.diagnosis:
-        info(
-            log,
-            ctx,
+        log.info(
             state,
-            NODE,
             "no diagnosis asked (diagnosis=False): the repair round patches from the failing tests",
         )
         return log.apply(state)
@@ -242,16 +235,13 @@ async def diagnose(state: HealState, ctx: Context) -> HealState:
     probes = await investigate(state, ctx, log)
     try:
         reply = await ask_for_json(
-            ctx,
             state,
             log,
             DiagnosisReply,
-            node=NODE,
             role="debugger",
             prompt="debugger",
             max_tokens=384,
             variables={
-                "spec": state.spec.text,
                 "code": current.code,
                 "load_error": load_error,
                 "failures": failure_lines(state, rep),
@@ -269,35 +259,22 @@ async def diagnose(state: HealState, ctx: Context) -> HealState:
             probes=probes,
         )
     except MalformedReply as exc:
-        record_failure(log, ctx, state, NODE, "debugger", exc)
+        log.failure(state, "debugger", exc)
         diag = heuristic(state).model_copy(update={"probes": probes})
     failing = {r.test_id for r in rep.results if r.outcome != "passed"}
     # An untrusted test alone never overturns code: the debugger may quarantine a failing
     # model-written test it finds wrong; trusted tests (examples, the user's) are never quarantined.
-    tests = []
-    quarantined = []
-    for t in state.tests:
-        if (
-            diag.blame in ("test", "both")
-            and t.id in diag.suspect_tests
-            and t.id in failing
-            and not t.trusted
-            and not t.quarantined
-        ):
-            t = t.model_copy(
-                update={
-                    "quarantined": True,
-                    "quarantine_reason": f"debugger, iteration {state.iteration}: {diag.root_cause[:200]}",
-                }
-            )
-            quarantined.append(t.id)
-        tests.append(t)
-    info(
-        log,
-        ctx,
+    reason = f"debugger, iteration {state.iteration}: {diag.root_cause[:200]}"
+    blamed = diag.suspect_tests if diag.blame in ("test", "both") else ()
+    wrong = {
+        t.id: reason
+        for t in state.tests
+        if t.id in blamed and t.id in failing and not t.trusted and not t.quarantined
+    }
+    state = _quarantine(state, wrong)
+    log.info(
         state,
-        NODE,
         f"{diag.category} ({diag.confidence:.0%}, blame {diag.blame}): {diag.root_cause[:160]}"
-        + (f"; quarantined {', '.join(quarantined)}" if quarantined else ""),
+        + (f"; quarantined {', '.join(wrong)}" if wrong else ""),
     )
-    return log.apply(state, diagnoses=state.diagnoses + (diag,), tests=tuple(tests))
+    return log.apply(state, diagnoses=state.diagnoses + (diag,))

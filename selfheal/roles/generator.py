@@ -15,10 +15,9 @@ from selfheal.context import Context
 from selfheal.diffs import unified_diff
 from selfheal.errors import MalformedReply, ProviderError
 from selfheal.examples import find_examples
-from selfheal.llm.base import Message
 from selfheal.llm.parsing import prose
 from selfheal.memory.recall import remembered_candidates
-from selfheal.roles._calls import CallLog, ask_for_code, fan_out, info, record_failure
+from selfheal.roles._calls import CallLog, ask_for_code, fan_out
 from selfheal.roles._source import entry_point_of, normalized, with_prelude
 from selfheal.roles.requests import (
     Request,
@@ -43,23 +42,23 @@ LOW_CONFIDENCE = 0.4
 
 
 async def _ask_round(
-    state: HealState, ctx: Context, log: CallLog, node: str, requests: list[Request], *, round: int
+    state: HealState, ctx: Context, log: CallLog, requests: list[Request], *, round: int
 ) -> list[Candidate]:
     """Ask for every request at once; returns the candidates that came back usable."""
 
     def job(i: int, r: Request) -> Callable[[], Awaitable[tuple[str, str, CandidateCost]]]:
         async def ask(prompt: str, prefill: str) -> tuple[str, str, CandidateCost]:
             return await ask_for_code(
-                ctx,
                 state,
                 log,
-                node=node,
                 role="generator",
                 prompt=prompt,
                 entry_point=state.spec.entry_point,
                 variables=r.variables,
                 temperature=r.temperature,
-                seed=seed_for(state, f"{node}:{round}:{len(state.candidates) + i}:{r.temperature}"),
+                seed=seed_for(
+                    state, f"{log.node}:{round}:{len(state.candidates) + i}:{r.temperature}"
+                ),
                 prefill=prefill,
             )
 
@@ -86,7 +85,7 @@ async def _ask_round(
     for req, res in zip(requests, results, strict=True):
         if isinstance(res, BaseException):
             if isinstance(res, MalformedReply | ProviderError):
-                record_failure(log, ctx, state, node, "generator", res)
+                log.failure(state, "generator", res)
                 continue
             raise res
         code, text, cost = res
@@ -106,7 +105,7 @@ async def _ask_round(
     return out
 
 
-def _name_the_function(state: HealState, code: str, ctx: Context, log: CallLog) -> HealState:
+def _name_the_function(state: HealState, code: str, log: CallLog) -> HealState:
     """When the spec named no function, take the name the first candidate chose and read the
     spec's examples of it."""
     spec = state.spec
@@ -121,7 +120,7 @@ def _name_the_function(state: HealState, code: str, ctx: Context, log: CallLog) 
             "examples": spec.examples or find_examples(spec.text, name),
         }
     )
-    return with_examples(state.model_copy(update={"spec": spec}), ctx, log, node="generate")
+    return with_examples(state.model_copy(update={"spec": spec}), log)
 
 
 async def generate(state: HealState, ctx: Context) -> HealState:
@@ -129,9 +128,9 @@ async def generate(state: HealState, ctx: Context) -> HealState:
     the spec-blind test writer asked at the same time, and a remembered verified solution of a
     very similar spec when the run recalled one; or the top-up to ``candidates``."""
     cfg = state.config
-    log = CallLog()
+    log = CallLog(ctx, "generate")
     if state.given_code is not None and not state.candidates and state.pending is None:
-        return _given(state, ctx, log)
+        return _given(state, log)
     # your code (c0) is not a model's answer: the first request still comes after it
     first_round = [c for c in state.candidates if c.round <= 1 and c.origin != "user"]
     base = base_variables(state)
@@ -156,13 +155,13 @@ async def generate(state: HealState, ctx: Context) -> HealState:
         and not first_round
     )
     jobs: list[Callable[[], Awaitable[Any]]] = [
-        lambda: _ask_round(state, ctx, log, "generate", requests, round=1)
+        lambda: _ask_round(state, ctx, log, requests, round=1)
     ]
     if write_tests:
         jobs.append(
-            (lambda: spec_blind_inputs(state, ctx, log))
+            (lambda: spec_blind_inputs(state, log))
             if inputs
-            else (lambda: spec_blind_tests(state, ctx, log))
+            else (lambda: spec_blind_tests(state, log))
         )
     results = await fan_out(ctx, "generator", jobs)
     if isinstance(results[0], BaseException):
@@ -181,12 +180,12 @@ async def generate(state: HealState, ctx: Context) -> HealState:
         if isinstance(tests, BaseException):
             if not isinstance(tests, MalformedReply | ProviderError):
                 raise tests
-            record_failure(log, ctx, state, "generate", "test_writer", tests)
+            log.failure(state, "test_writer", tests)
         elif inputs:
             state = with_inputs(state, tests)
         else:
             state = state.model_copy(update={"tests": state.tests + tests})
-    state = _name_the_function(state, candidates[0].code, ctx, log)
+    state = _name_the_function(state, candidates[0].code, log)
     lead = candidates[0]
     proposal = Proposal(
         kind="initial",
@@ -196,20 +195,17 @@ async def generate(state: HealState, ctx: Context) -> HealState:
         rationale=lead.rationale,
         candidates=tuple(candidates),
     )
-    info(
-        log,
-        ctx,
+    log.info(
         state,
-        "generate",
         f"{len(candidates)} candidate(s): " + ", ".join(f"{c.id} {c.origin}" for c in candidates),
     )
     return log.apply(state, pending=proposal, feedback="")
 
 
-def _given(state: HealState, ctx: Context, log: CallLog) -> HealState:
+def _given(state: HealState, log: CallLog) -> HealState:
     """Your code first (``c0``): run before any model is asked; repairs start from it."""
     c0 = Candidate(id="c0", code=state.given_code or "", origin="user", round=1)
-    info(log, ctx, state, "generate", "c0 user: your code, run before any model is asked")
+    log.info(state, "c0 user: your code, run before any model is asked")
     pending = Proposal(kind="initial", code=c0.code, diff="", candidates=(c0,))
     return log.apply(state, pending=pending, feedback="")
 
@@ -257,7 +253,7 @@ async def repair(state: HealState, ctx: Context) -> HealState:
     lessons; all at once. A low-confidence diagnosis routes to fresh samples only; with no
     diagnosis asked (``diagnosis=False``) the patches go from the failing tests alone."""
     cfg = state.config
-    log = CallLog()
+    log = CallLog(ctx, "repair")
     current = state.current
     assert current is not None, "repair needs an attempt"
     diagnosis: Diagnosis | None = state.diagnoses[-1] if state.diagnoses else None
@@ -289,13 +285,7 @@ async def repair(state: HealState, ctx: Context) -> HealState:
                 )
             )
     else:
-        info(
-            log,
-            ctx,
-            state,
-            "repair",
-            "low-confidence diagnosis: fresh samples from the spec instead of a patch",
-        )
+        log.info(state, "low-confidence diagnosis: fresh samples from the spec instead of a patch")
     failures = _failures_of(state, leaders[0]) if leaders else []
     origin: CandidateOrigin = "rewrite" if confident or not cfg.diagnosis else "regenerate"
     while len(requests) < cfg.repair_width:
@@ -308,7 +298,7 @@ async def repair(state: HealState, ctx: Context) -> HealState:
             )
         )
     round_no = state.iteration + 1
-    fresh = await _ask_round(state, ctx, log, "repair", requests, round=round_no)
+    fresh = await _ask_round(state, ctx, log, requests, round=round_no)
     seen = {normalized(c.code) for c in state.candidates}
     kept: list[Candidate] = []
     repeats = 0
@@ -331,14 +321,14 @@ async def repair(state: HealState, ctx: Context) -> HealState:
             for _ in range(repeats)
         ]
         state_for_ids = state.model_copy(update={"candidates": state.candidates + tuple(kept)})
-        for c in await _ask_round(state_for_ids, ctx, log, "repair", again, round=round_no):
+        for c in await _ask_round(state_for_ids, ctx, log, again, round=round_no):
             key = normalized(c.code)
             if key not in seen:
                 seen.add(key)
                 kept.append(c)
-        info(log, ctx, state, "repair", f"{repeats} repair(s) repeated a known version: resampled")
+        log.info(state, f"{repeats} repair(s) repeated a known version: resampled")
     if not kept:
-        info(log, ctx, state, "repair", "every repair repeats an earlier version: no new idea")
+        log.info(state, "every repair repeats an earlier version: no new idea")
         return log.apply(state, stop_reason="repairs repeat earlier versions")
     kept = [
         c.model_copy(update={"id": f"c{len(state.candidates) + i}"}) for i, c in enumerate(kept, 1)
@@ -357,16 +347,8 @@ async def repair(state: HealState, ctx: Context) -> HealState:
         rationale=lead.rationale,
         candidates=tuple(kept),
     )
-    info(
-        log,
-        ctx,
-        state,
-        "repair",
-        f"{len(kept)} candidate(s): " + ", ".join(f"{c.id} {c.origin}" for c in kept),
-    )
+    log.info(state, f"{len(kept)} candidate(s): " + ", ".join(f"{c.id} {c.origin}" for c in kept))
     return log.apply(state, pending=proposal, feedback="")
 
 
 __all__ = ["entry_point_of", "generate", "normalized", "repair", "with_prelude"]
-
-_ = Message  # re-exported name kept for callers that build extra messages

@@ -25,16 +25,17 @@ from selfheal.context import Context
 from selfheal.errors import MalformedReply, ProviderError
 from selfheal.llm.base import Completion, Message, ToolCall, supports_tools
 from selfheal.llm.parsing import fold_choice
-from selfheal.roles._calls import CallLog, ask_for_json, ask_with_tools, info, record_failure
+from selfheal.roles._calls import CallLog, ask_for_json, ask_with_tools
 from selfheal.roles.debugtools import (
     FINISH,
+    TOOL_ARGS,
     TOOL_NAMES,
     TOOLS,
     call_text,
     candidate_lines,
     run_tool,
 )
-from selfheal.state import Event, HealState
+from selfheal.state import HealState
 from selfheal.state.repair import DebugTool, Probe
 from selfheal.testsuite import failure_lines
 
@@ -43,12 +44,6 @@ __all__ = ["StepReply", "investigate", "salvage"]
 NODE = "diagnose"
 PROMPT = "debugger_step"
 _CHOICES = (*TOOL_NAMES, FINISH)
-_ARGS = {
-    "run_snippet": ("code",),
-    "inspect_function": ("name",),
-    "diff_candidates": ("a", "b"),
-    "trace_failure": ("test_id",),
-}
 
 
 class StepReply(BaseModel):
@@ -77,7 +72,7 @@ class StepReply(BaseModel):
         return data
 
     def arguments(self) -> dict[str, str]:
-        return {k: getattr(self, k) for k in _ARGS.get(self.tool, ())}
+        return {k: getattr(self, k) for k in TOOL_ARGS[self.tool]}
 
 
 def _variables(state: HealState, native: bool, probes: list[Probe], left: int) -> dict[str, Any]:
@@ -143,11 +138,9 @@ class _Native:
 
     async def next(self, step: int) -> tuple[str, str, dict[str, str] | None, Completion] | None:
         c = await ask_with_tools(
-            self.ctx,
             self.state,
             self.log,
             TOOLS,
-            node=NODE,
             role="debugger",
             prompt=PROMPT,
             variables=self.variables,
@@ -156,16 +149,10 @@ class _Native:
         )
         call = c.tool_calls[0] if c.tool_calls else salvage(c.text)
         if call is None:
-            info(
-                self.log,
-                self.ctx,
-                self.state,
-                NODE,
-                "the debugger called no tool: investigation ends",
-            )
+            self.log.info(self.state, "the debugger called no tool: investigation ends")
             return None
         if not c.tool_calls:
-            info(self.log, self.ctx, self.state, NODE, "a tool call written as text was read")
+            self.log.info(self.state, "a tool call written as text was read")
         self.call = call.model_copy(update={"id": call.id or f"call_{step + 1}"})
         return c.text.strip(), call.name, _parse_arguments(call), c
 
@@ -181,22 +168,20 @@ class _Native:
 
 
 async def _structured(
-    state: HealState, ctx: Context, log: CallLog, probes: list[Probe], left: int
+    state: HealState, log: CallLog, probes: list[Probe], left: int
 ) -> tuple[str, str, dict[str, str] | None, Completion] | None:
     try:
         reply = await ask_for_json(
-            ctx,
             state,
             log,
             StepReply,
-            node=NODE,
             role="debugger",
             prompt=PROMPT,
             max_tokens=384,
             variables=_variables(state, False, probes, left),
         )
     except MalformedReply as exc:
-        record_failure(log, ctx, state, NODE, "debugger", exc)
+        log.failure(state, "debugger", exc)
         return None
     last = log.completions[-1][1]
     return reply.thought.strip(), reply.tool, reply.arguments(), last
@@ -223,11 +208,11 @@ async def investigate(state: HealState, ctx: Context, log: CallLog) -> tuple[Pro
             try:
                 got = await native.next(step)
             except ProviderError as exc:  # e.g. a server whose chat template has no tools
-                record_failure(log, ctx, state, NODE, "debugger", exc)
-                info(log, ctx, state, NODE, "native tool calls failed: going on with JSON replies")
+                log.failure(state, "debugger", exc)
+                log.info(state, "native tool calls failed: going on with JSON replies")
                 native = None
         if native is None:
-            got = await _structured(state, ctx, log, probes, left)
+            got = await _structured(state, log, probes, left)
         if got is None:
             break
         thought, tool, args, completion = got
@@ -235,7 +220,7 @@ async def investigate(state: HealState, ctx: Context, log: CallLog) -> tuple[Pro
             break
         key = json.dumps([tool, args], sort_keys=True)
         if key in seen:
-            info(log, ctx, state, NODE, "the debugger repeated a tool call: investigation ends")
+            log.info(state, "the debugger repeated a tool call: investigation ends")
             break
         seen.add(key)
         if args is None:
@@ -257,26 +242,19 @@ async def investigate(state: HealState, ctx: Context, log: CallLog) -> tuple[Pro
             native=native is not None,
         )
         probes.append(probe)
-        _tool_event(log, ctx, state, step, probe, runs)
+        _tool_event(log, state, step, probe, runs)
         if native is not None:
             native.observed(text, left - 1)
     return tuple(probes)
 
 
-def _tool_event(
-    log: CallLog, ctx: Context, state: HealState, step: int, probe: Probe, runs: int
-) -> None:
+def _tool_event(log: CallLog, state: HealState, step: int, probe: Probe, runs: int) -> None:
     call = probe.code.splitlines()[0][:80] + (" ..." if "\n" in probe.code else "")
     first = probe.observation.strip().splitlines()[0][:120] if probe.observation.strip() else ""
-    ev = Event(
-        time=ctx.clock(),
-        node=NODE,
-        kind="tool",
-        duration=probe.seconds,
-        iteration=state.iteration,
-        detail=f"tool {step + 1}: {call} -> {first}"
-        + (f" ({runs} sandbox run(s))" if runs != 1 else ""),
-    )
-    log.events.append(ev)
     log.executions += runs
-    ctx.emit(ev)
+    log.emit(
+        state,
+        "tool",
+        f"tool {step + 1}: {call} -> {first}" + (f" ({runs} sandbox run(s))" if runs != 1 else ""),
+        duration=probe.seconds,
+    )

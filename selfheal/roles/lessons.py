@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 
 from selfheal.context import Context
 from selfheal.errors import MalformedReply
-from selfheal.roles._calls import CallLog, ask_for_json, info, record_failure
+from selfheal.roles._calls import CallLog, ask_for_json
 from selfheal.state import HealState, Lesson
 from selfheal.testsuite import failure_lines
 
@@ -22,29 +22,26 @@ class LessonsReply(BaseModel):
 
 async def summarize(state: HealState, ctx: Context) -> HealState:
     """Rewrite the lessons from the latest diagnosis (keeps the old ones on a bad reply)."""
-    log = CallLog()
+    log = CallLog(ctx, NODE)
     diag = state.diagnoses[-1] if state.diagnoses else None
     current = state.current
     failures = failure_lines(state, current.report) if current and current.report else []
     try:
         reply = await ask_for_json(
-            ctx,
             state,
             log,
             LessonsReply,
-            node=NODE,
             role="lessons",
             prompt="lessons",
             max_tokens=256,
             variables={
-                "spec": state.spec.text,
                 "lessons": [lesson.text for lesson in state.lessons],
                 "diagnosis": f"{diag.root_cause} {diag.repair_strategy}" if diag else "",
                 "failures": failures,
             },
         )
     except MalformedReply as exc:
-        record_failure(log, ctx, state, NODE, "lessons", exc)
+        log.failure(state, "lessons", exc)
         return log.apply(state)
     texts: list[str] = []
     for text in reply.lessons:
@@ -53,5 +50,5 @@ async def summarize(state: HealState, ctx: Context) -> HealState:
             texts.append(text[:300])
     texts = texts[:MAX_LESSONS]
     lessons = tuple(Lesson(text=t, iteration=state.iteration) for t in texts)
-    info(log, ctx, state, NODE, f"{len(lessons)} lesson(s)")
+    log.info(state, f"{len(lessons)} lesson(s)")
     return log.apply(state, lessons=lessons)

@@ -13,7 +13,7 @@ from selfheal._sync import sync_twin
 from selfheal.agreement import distinguishing_probes, select
 from selfheal.context import Context
 from selfheal.errors import MalformedReply, ProviderError
-from selfheal.roles._calls import CallLog, ask_for_json, fan_out, info, record_failure
+from selfheal.roles._calls import CallLog, ask_for_json, fan_out
 from selfheal.state import HealState
 
 NODE = "consult"
@@ -34,33 +34,29 @@ class OracleReply(BaseModel):
     """The return value, as a Python literal."""
 
 
-async def ask(
-    state: HealState, ctx: Context, log: CallLog, calls: Sequence[str], *, node: str
-) -> dict[str, str]:
+async def ask(state: HealState, log: CallLog, calls: Sequence[str]) -> dict[str, str]:
     """Answers for ``calls`` not asked before (at once), as ``{call: value source}``; an
     unusable answer is recorded as ``""`` so the same question is not asked again."""
     todo = [c for c in dict.fromkeys(calls) if c not in state.oracle]
 
     async def job(call: str) -> OracleReply:
         return await ask_for_json(
-            ctx,
             state,
             log,
             OracleReply,
-            node=node,
             role="oracle",
             prompt="oracle",
             max_tokens=MAX_TOKENS,
-            variables={"spec": state.spec.text, "call": call},
+            variables={"call": call},
         )
 
     answers: dict[str, str] = {}
     jobs = [functools.partial(job, c) for c in todo]
-    for call, res in zip(todo, await fan_out(ctx, "oracle", jobs), strict=True):
+    for call, res in zip(todo, await fan_out(log.ctx, "oracle", jobs), strict=True):
         if isinstance(res, BaseException):
             if not isinstance(res, MalformedReply | ProviderError):
                 raise res
-            record_failure(log, ctx, state, node, "oracle", res)
+            log.failure(state, "oracle", res)
             answers[call] = ""
         else:
             answers[call] = res.value.strip()
@@ -70,7 +66,7 @@ async def ask(
 async def aanswers(state: HealState, ctx: Context, calls: Sequence[str]) -> dict[str, str]:
     """``ask`` outside a run (``evaluation.judge`` replays the oracle on recorded runs): the
     answers for ``calls``, with the calls' usage and failures not kept anywhere."""
-    return await ask(state, ctx, CallLog(), calls, node=NODE)
+    return await ask(state, CallLog(ctx, NODE), calls)
 
 
 answers = sync_twin(aanswers)
@@ -103,15 +99,12 @@ def open_questions(state: HealState) -> list[str]:
 
 async def consult(state: HealState, ctx: Context) -> HealState:
     """Ask the oracle about the inputs that separate the leading clusters."""
-    log = CallLog()
+    log = CallLog(ctx, NODE)
     questions = open_questions(state)[:2]
-    answers = await ask(state, ctx, log, questions, node=NODE)
+    answers = await ask(state, log, questions)
     usable = {c: v for c, v in answers.items() if v}
-    info(
-        log,
-        ctx,
+    log.info(
         state,
-        NODE,
         f"asked the spec oracle about {len(answers)} input(s) where the clusters disagree; "
         + (", ".join(f"{c} -> {v}" for c, v in usable.items())[:300] or "no usable answer"),
     )

@@ -46,12 +46,9 @@ def shown_lessons(state: HealState) -> list[str]:
 
 
 def base_variables(state: HealState) -> dict[str, Any]:
-    spec = state.spec
+    """The variables every generator prompt shares beside the spec's own (``_calls``)."""
     return {
-        "spec": spec.text,
-        "signature": spec.signature or "",
-        "entry_point": spec.entry_point or "",
-        "examples": [f"{e.call} == {e.expected}" for e in spec.examples],
+        "examples": [f"{e.call} == {e.expected}" for e in state.spec.examples],
         "lessons": shown_lessons(state),
         "remembered": [r.text for r in state.remembered if r.kind == "lesson"],
         "feedback": state.feedback,

@@ -8,14 +8,14 @@ import re
 from selfheal.context import Context
 from selfheal.examples import example_assert, unread_examples
 from selfheal.probes import calls_in_test, merge_probes, planned_probes
-from selfheal.roles._calls import CallLog, ask_for_tests, info
+from selfheal.roles._calls import CallLog, ask_for_tests
 from selfheal.state import HealState, TestCase
 from selfheal.testsuite import add_tests, parse_test_block
 
 NODE = "plan_tests"
 
 
-def with_examples(state: HealState, ctx: Context, log: CallLog, *, node: str = NODE) -> HealState:
+def with_examples(state: HealState, log: CallLog) -> HealState:
     """Add the spec's examples (once its entry point is known) as trusted tests."""
     spec = state.spec
     if not (state.config.example_tests and spec.entry_point):
@@ -24,11 +24,8 @@ def with_examples(state: HealState, ctx: Context, log: CallLog, *, node: str = N
         unread = unread_examples(spec)
         if unread:
             shown = "; ".join(f"`{line}`" for line in unread)
-            info(
-                log,
-                ctx,
+            log.info(
                 state,
-                node,
                 f"no example of the spec could be read as a test ({shown} look like examples): "
                 f"write them as `{spec.entry_point}(args) -> value` to make them trusted tests",
             )
@@ -36,11 +33,11 @@ def with_examples(state: HealState, ctx: Context, log: CallLog, *, node: str = N
     examples = [(example_assert(ex), "example written in the spec") for ex in spec.examples]
     new = add_tests(state, examples, origin="example", prefix="ex", trusted=True, limit=50)
     if new:
-        info(log, ctx, state, node, f"{len(new)} example test(s) from the spec (trusted)")
+        log.info(state, f"{len(new)} example test(s) from the spec (trusted)")
     return state.model_copy(update={"tests": state.tests + new})
 
 
-def with_probes(state: HealState, ctx: Context, log: CallLog, *, node: str = NODE) -> HealState:
+def with_probes(state: HealState, log: CallLog) -> HealState:
     """Add the probe inputs the spec and the tests give (mutations of the examples, the calls
     inside model-written tests, signature values), up to ``max_probes``."""
     cfg = state.config
@@ -53,41 +50,33 @@ def with_probes(state: HealState, ctx: Context, log: CallLog, *, node: str = NOD
     probes = merge_probes(state.probes, pairs, limit=cfg.max_probes + extra, round=state.iteration)
     added = len(probes) - len(state.probes)
     if added:
-        info(log, ctx, state, node, f"{added} probe input(s) (compared across candidates)")
+        log.info(state, f"{added} probe input(s) (compared across candidates)")
     return state.model_copy(update={"probes": probes})
 
 
 def probes_added(state: HealState, ctx: Context, *, node: str) -> HealState:
     """``with_probes`` for a node outside the roles (``execute``): its event is added too."""
-    log = CallLog()
-    return log.apply(with_probes(state, ctx, log, node=node))
+    log = CallLog(ctx, node)
+    return log.apply(with_probes(state, log))
 
 
 async def plan_tests(state: HealState, ctx: Context) -> HealState:
     """Before any code: the spec's examples as trusted tests and the mechanical probe inputs.
     (The spec-blind test writer is asked in ``generate``, at the same time as the candidates.)"""
-    log = CallLog()
-    state = with_examples(state, ctx, log)
-    state = with_probes(state, ctx, log)
+    log = CallLog(ctx, NODE)
+    state = with_examples(state, log)
+    state = with_probes(state, log)
     return log.apply(state)
 
 
-async def _ask_spec_blind(
-    state: HealState, ctx: Context, log: CallLog, *, inputs_only: bool
-) -> str:
+async def _ask_spec_blind(state: HealState, log: CallLog, *, inputs_only: bool) -> str:
     """The test writer's reply (a code block), from the spec alone: one lenient call."""
-    spec = state.spec
     return await ask_for_tests(
-        ctx,
         state,
         log,
-        node="generate",
         role="test_writer",
         prompt="test_writer",
         variables={
-            "spec": spec.text,
-            "signature": spec.signature or "",
-            "entry_point": spec.entry_point or "",
             "max_tests": state.config.max_spec_tests,
             "inputs_only": inputs_only,
         },
@@ -95,12 +84,12 @@ async def _ask_spec_blind(
     )
 
 
-async def spec_blind_tests(state: HealState, ctx: Context, log: CallLog) -> tuple[TestCase, ...]:
+async def spec_blind_tests(state: HealState, log: CallLog) -> tuple[TestCase, ...]:
     """Ask the test writer for tests from the spec alone (one lenient call: a reply without
     usable tests adds none; provider errors propagate). Untrusted; their calls become probes."""
     cfg = state.config
     spec = state.spec
-    code = await _ask_spec_blind(state, ctx, log, inputs_only=False)
+    code = await _ask_spec_blind(state, log, inputs_only=False)
     signature, found = parse_test_block(code, spec.entry_point)
     if spec.entry_point is None:
         name = re.match(r"def\s+(\w+)", signature or "")
@@ -108,7 +97,7 @@ async def spec_blind_tests(state: HealState, ctx: Context, log: CallLog) -> tupl
     new = add_tests(
         state, found, origin="spec_blind", prefix="sb", trusted=False, limit=cfg.max_spec_tests
     )
-    info(log, ctx, state, "generate", f"{len(new)} spec-blind test(s) (untrusted)")
+    log.info(state, f"{len(new)} spec-blind test(s) (untrusted)")
     return new
 
 
@@ -118,14 +107,14 @@ def wants_inputs(state: HealState) -> bool:
     return state.config.spec_blind_form == "inputs" and bool(state.spec.entry_point)
 
 
-async def spec_blind_inputs(state: HealState, ctx: Context, log: CallLog) -> list[str]:
+async def spec_blind_inputs(state: HealState, log: CallLog) -> list[str]:
     """Ask the test writer for calls that exercise the spec, from the spec alone (one lenient
     call: a reply without usable calls adds none; provider errors propagate). Each call becomes
     a probe input: candidates are compared on it, nothing is expected of it."""
-    code = await _ask_spec_blind(state, ctx, log, inputs_only=True)
+    code = await _ask_spec_blind(state, log, inputs_only=True)
     found = calls_in_test(code, state.spec.entry_point)
     calls = list(dict.fromkeys(found))[: state.config.max_spec_tests]
-    info(log, ctx, state, "generate", f"{len(calls)} spec-blind input(s) (probes)")
+    log.info(state, f"{len(calls)} spec-blind input(s) (probes)")
     return calls
 
 

@@ -118,10 +118,6 @@ def chosen_id(state: HealState) -> str | None:
     return None
 
 
-def _outcomes_of(c: Candidate) -> dict[str, str]:
-    return {r.test_id: r.outcome for r in c.report.results} if c.report is not None else {}
-
-
 def short(value: str, width: int = 28) -> str:
     """``value`` on one line, cut to ``width`` characters with an ellipsis."""
     value = " ".join(value.split())
@@ -180,7 +176,7 @@ def candidate_row(
                 "chosen": c.id == chosen,
             }
         )
-    out = _outcomes_of(c)
+    out = {r.test_id: r.outcome for r in c.report.results} if c.report is not None else {}
     t_pass = sum(1 for t in trusted if out.get(t.id) == "passed")
     st: CandidateState = "passes trusted" if t_pass == len(trusted) else "fails trusted"
     return base.model_copy(

@@ -24,10 +24,6 @@ def _md_cell(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
-def _lineage(r_parent: str | None) -> str:
-    return f"from {r_parent}" if r_parent else ""
-
-
 def candidates_text(cv: CandidatesView) -> list[str]:
     """The population panel as text lines (empty before the first candidate)."""
     if not cv.rows:
@@ -51,7 +47,7 @@ def candidates_text(cv: CandidatesView) -> list[str]:
             what = f"{trusted:<12} cluster {cluster:<2} " + " | ".join(x or "·" for x in r.outputs)
         out.append(
             f"  {mark} {r.icon} {r.id:<4} {r.origin:<10} round {r.round} "
-            f"{_lineage(r.parent):<8} {what}".rstrip()
+            f"{f'from {r.parent}' if r.parent else '':<8} {what}".rstrip()
         )
     out.append(f"  {cv.verdict}")
     out += [f"  disputed {d}" for d in cv.disputed]

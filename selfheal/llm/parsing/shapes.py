@@ -49,7 +49,8 @@ def _coerce(value: Any, model: type[BaseModel], path: str, repairs: list[str]) -
     out = dict(value)
     fields = model.model_fields
     if model.model_config.get("extra") == "forbid":
-        unknown = [k for k in out if k not in fields and not _is_alias(model, k)]
+        aliases = {info.alias for info in fields.values()}
+        unknown = [k for k in out if k not in fields and k not in aliases]
         for key in unknown:
             del out[key]
             repairs.append(f"dropped unknown key {path}{key}")
@@ -96,14 +97,6 @@ def _coerce(value: Any, model: type[BaseModel], path: str, repairs: list[str]) -
     return out
 
 
-def _is_alias(model: type[BaseModel], key: str) -> bool:
-    return any(info.alias == key for info in model.model_fields.values())
-
-
-def _field_keys(model: type[BaseModel]) -> set[str]:
-    return {info.alias or name for name, info in model.model_fields.items()}
-
-
 def _sole_list_field(model: type[BaseModel]) -> str | None:
     """The key of the model's only list-typed field, if it has exactly one."""
     keys = [
@@ -140,7 +133,7 @@ def validate_shape(obj: Any, model: type[T]) -> tuple[T, tuple[str, ...]] | str:
         return wrapped[0], (f"wrapped a bare list as {key}", *wrapped[1])
     if not isinstance(obj, dict):
         return f"expected a JSON object, got {type(obj).__name__}"
-    keys = _field_keys(model)
+    keys = {info.alias or name for name, info in model.model_fields.items()}
     if obj and keys and not set(obj) & keys:
         # Records whose fields all have defaults would accept any object: demand overlap.
         unwrapped = _unwrap(obj, model)

@@ -1,20 +1,8 @@
 """The debugger's tools: what it may do to a failing candidate before it diagnoses
-(``roles/investigate.py`` runs the loop), one module each. Code runs only in the kernel
-sandbox:
-
-- ``run_snippet(code)``: run a snippet after the candidate loaded; its value, printed output
-  or exception;
-- ``inspect_function(name)``: signature, docstring, numbered body and complexity (McCabe,
-  branches, loops, nesting, recursion, calls) read from the candidate's AST (parsing runs
-  nothing), and what the name is once the candidate has loaded (in the sandbox);
-- ``diff_candidates(a, b)``: the code diff between two candidates, the probe inputs on which
-  they return different things and the tests they do not agree on (outputs recorded when the
-  population ran; probes one of them lacks are run now);
-- ``trace_failure(test_id)``: the test (or a probe input) run again with the candidate traced
-  line by line: the lines that ran, in which call, with the locals at each step.
-
-Every observation is bounded (``LIMITS``) so that a few of them fit the model's context
-next to the spec and the code.
+(``roles/investigate.py`` runs the loop). ``TOOLS`` describes each as the model reads it;
+``run_snippet`` runs through ``_common.snippet``, the others live in a module of their own name,
+whose docstring says what it shows. Code runs only in the kernel sandbox. Every observation is
+bounded (``LIMITS``) so that a few of them fit the model's context next to the spec and the code.
 """
 
 from __future__ import annotations
@@ -22,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from selfheal.context import Context
 from selfheal.llm.base import ToolSpec
@@ -38,6 +26,7 @@ __all__ = [
     "FINISH",
     "LIMITS",
     "TOOLS",
+    "TOOL_ARGS",
     "TOOL_NAMES",
     "Observation",
     "call_text",
@@ -50,12 +39,7 @@ __all__ = [
 FINISH = "diagnose"
 """The pseudo-tool that ends the investigation."""
 
-TOOL_NAMES: tuple[DebugTool, ...] = (
-    "run_snippet",
-    "inspect_function",
-    "diff_candidates",
-    "trace_failure",
-)
+TOOL_NAMES: tuple[DebugTool, ...] = tuple(t for t in get_args(DebugTool) if t != "unknown")
 
 LIMITS: Mapping[str, int] = {
     "run_snippet": 600,
@@ -71,17 +55,13 @@ its calls (about 1,500 tokens: with the spec, the code, the failing tests and th
 descriptions, a three-call investigation stays inside the local model's 4,096-token slot)."""
 
 
-def _string(description: str) -> dict[str, Any]:
-    return {"type": "string", "description": description}
-
-
 def _spec(tool: str, description: str, /, **params: str) -> ToolSpec:
     return ToolSpec(
         name=tool,
         description=description,
         parameters={
             "type": "object",
-            "properties": {k: _string(v) for k, v in params.items()},
+            "properties": {k: {"type": "string", "description": v} for k, v in params.items()},
             "required": list(params),
         },
     )
@@ -120,6 +100,11 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
 )
 """The tools as a model with native tool calling sees them (``diagnose`` ends the loop)."""
+
+TOOL_ARGS: Mapping[str, tuple[str, ...]] = {
+    t.name: tuple(t.parameters.get("required", ())) for t in TOOLS
+}
+"""Each tool -> the names of its arguments (all required)."""
 
 
 @dataclass(frozen=True)
@@ -166,13 +151,7 @@ async def _dispatch(
 ) -> tuple[str, int]:
     if tool not in TOOL_NAMES:
         return f"there is no tool {tool!r}; the tools are {', '.join(TOOL_NAMES)}", 0
-    need = {
-        "run_snippet": ("code",),
-        "inspect_function": ("name",),
-        "diff_candidates": ("a", "b"),
-        "trace_failure": ("test_id",),
-    }[tool]
-    missing = [k for k in need if not args.get(k, "").strip()]
+    missing = [k for k in TOOL_ARGS[tool] if not args.get(k, "").strip()]
     if missing:
         return f"{tool} needs {', '.join(missing)}", 0
     if tool == "run_snippet":
