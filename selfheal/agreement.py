@@ -23,6 +23,7 @@ import ast
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
+from selfheal._parse import ast_parse, literal
 from selfheal.examples import no_trusted_test
 from selfheal.kernel_sandbox.boundary import weaker_than_landlock
 from selfheal.kernel_sandbox.types import ExecutionReport
@@ -74,7 +75,7 @@ def canonical_literal(source: str) -> str | None:
     from selfheal.kernel_sandbox import canonical
 
     try:
-        value = ast.literal_eval(source.strip())
+        value = literal(source.strip())
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
     return canonical(value)
@@ -94,7 +95,7 @@ def ignores_input(code: str, entry_point: str | None) -> bool:
     if not entry_point:
         return False
     try:
-        tree = ast.parse(code)
+        tree = ast_parse(code)
     except SyntaxError:
         return False
     fn = next(

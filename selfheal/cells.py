@@ -9,6 +9,7 @@ import linecache
 from collections.abc import Sequence
 from types import TracebackType
 
+from selfheal._parse import ast_parse
 from selfheal.errors import ConfigError
 
 __all__ = [
@@ -59,7 +60,7 @@ def split_spec_and_tests(body: str) -> tuple[str, list[str]]:
 def definition(cell: str, function: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The top-level ``def function`` of ``cell`` (None if it has none or does not parse)."""
     try:
-        tree = ast.parse(cell)
+        tree = ast_parse(cell)
     except SyntaxError:
         return None
     for node in tree.body:

@@ -23,6 +23,7 @@ import ast
 import re
 from collections.abc import Sequence
 
+from selfheal._parse import ast_parse, literal
 from selfheal.state import Spec
 from selfheal.state.cases import Example
 
@@ -48,7 +49,7 @@ _LITERAL_NODES += (ast.Call, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div)
 
 def _is_expr(src: str) -> bool:
     try:
-        ast.parse(src, mode="eval")
+        ast_parse(src, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
@@ -57,7 +58,7 @@ def _is_expr(src: str) -> bool:
 def _calls(expr: str, name: str) -> bool:
     """True if ``expr`` is a call of ``name`` whose arguments are plain values."""
     try:
-        tree = ast.parse(expr, mode="eval")
+        tree = ast_parse(expr, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     call = tree.body
@@ -129,7 +130,7 @@ def _doctests(text: str, name: str) -> list[Example]:
             expected = " ".join(out_lines).strip()
             if expected and _calls(call, name) and _is_expr(call) and _is_expr(expected):
                 if "#" in call:  # a trailing comment would swallow the assertion's `== value`
-                    call = ast.unparse(ast.parse(call, mode="eval").body)
+                    call = ast.unparse(ast_parse(call, mode="eval").body)
                 found.append(Example(call=call, expected=expected))
             i = j
             continue
@@ -209,7 +210,7 @@ def _value(rest: str) -> str | None:
             return _WORD_VALUES[word.group(1).lower()]
     value = _longest_expression(rest)
     if value is not None and "#" in value:  # "24 # sum of 21 + 3": the comment is not the value
-        value = ast.unparse(ast.parse(value, mode="eval").body)
+        value = ast.unparse(ast_parse(value, mode="eval").body)
     return value
 
 
@@ -217,13 +218,13 @@ def _same_expression(a: str, b: str) -> bool:
     """``a`` and ``b`` are the same Python expression (a comment aside)."""
     if not (_is_expr(a) and _is_expr(b)):
         return False
-    return ast.dump(ast.parse(a, mode="eval")) == ast.dump(ast.parse(b, mode="eval"))
+    return ast.dump(ast_parse(a, mode="eval")) == ast.dump(ast_parse(b, mode="eval"))
 
 
 def _kind(value: str) -> str:
     """What kind of value ``value`` is (numbers are one kind)."""
     try:
-        v = ast.literal_eval(value)
+        v = literal(value)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return "other"
     if isinstance(v, bool):
@@ -240,7 +241,7 @@ def _parameters(text: str, name: str) -> list[str] | None:
     if end is None:
         return None
     try:
-        tree = ast.parse(f"def _{text[m.end() - 1 : end]}: pass")
+        tree = ast_parse(f"def _{text[m.end() - 1 : end]}: pass")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     fn = tree.body[0]
@@ -254,7 +255,7 @@ def _call_from_inputs(name: str, params: Sequence[str], inputs: str) -> str | No
     """``name(...)`` from written inputs: ``a = 1, b = [2]`` naming exactly the parameters, or
     the bare values of all of them; None otherwise."""
     try:
-        node = ast.parse(f"_({inputs})", mode="eval").body
+        node = ast_parse(f"_({inputs})", mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     if not isinstance(node, ast.Call):
@@ -337,7 +338,7 @@ def _longest_expression(rest: str) -> str | None:
 def _literal_like(src: str) -> bool:
     """Values only: literals, containers of them, negative numbers, True/False/None, float('inf')."""
     try:
-        tree = ast.parse(src, mode="eval")
+        tree = ast_parse(src, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     for node in ast.walk(tree):

@@ -8,11 +8,11 @@ be text, a file to write must be writable.
 
 from __future__ import annotations
 
-import ast
 import os
 from pathlib import Path
 from typing import BinaryIO
 
+from selfheal._parse import ast_parse
 from selfheal.errors import ConfigError
 
 __all__ = [
@@ -143,7 +143,7 @@ def check_python(code: str, what: str) -> str:
     if not code.strip():
         raise ConfigError(f"{what} is empty; write an assertion, e.g. `assert f(2) == 4`.")
     try:
-        ast.parse(code)
+        ast_parse(code)
     except SyntaxError as exc:
         where = f"line {exc.lineno}, column {exc.offset}" if exc.lineno else "somewhere"
         raise ConfigError(

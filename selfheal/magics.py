@@ -42,6 +42,7 @@ from IPython.core.magic_arguments import (
     parse_argstring,
 )
 
+from selfheal._parse import ast_parse
 from selfheal.api import heal
 from selfheal.cells import (
     definition,
@@ -231,7 +232,7 @@ class SelfhealMagics(Magics):
         original = ast.get_source_segment(cell, node) if node is not None else ""
         imports = [
             ast.get_source_segment(cell, n) or ""
-            for n in ast.parse(cell).body
+            for n in ast_parse(cell).body
             if isinstance(n, ast.Import | ast.ImportFrom)
         ]
         if original:

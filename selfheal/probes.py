@@ -13,6 +13,7 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from selfheal._parse import ast_parse
 from selfheal.state import ProbeInput, Spec, TestCase
 
 __all__ = ["calls_in_test", "example_mutations", "merge_probes", "signature_values"]
@@ -24,7 +25,7 @@ _MAX_REPR = 400
 def _parse_call(call: str, name: str | None) -> tuple[list[Any], dict[str, Any]] | None:
     """Literal positional and keyword arguments of ``name(...)``, or None when not literal."""
     try:
-        node = ast.parse(call.strip(), mode="eval").body
+        node = ast_parse(call.strip(), mode="eval").body
     except SyntaxError:
         return None
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
@@ -126,7 +127,7 @@ def calls_in_test(source: str, name: str | None) -> list[str]:
     if not name:
         return []
     try:
-        tree = ast.parse(source)
+        tree = ast_parse(source)
     except SyntaxError:
         return []
     calls = []
@@ -154,7 +155,7 @@ def _values_for(annotation: ast.expr | None, rng: random.Random, depth: int = 0)
         return list(_SIMPLE[annotation.id])
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
         try:
-            return _values_for(ast.parse(annotation.value, mode="eval").body, rng, depth)
+            return _values_for(ast_parse(annotation.value, mode="eval").body, rng, depth)
         except SyntaxError:
             return []
     if isinstance(annotation, ast.Subscript) and isinstance(annotation.value, ast.Name):
@@ -189,7 +190,7 @@ def signature_values(spec: Spec, limit: int, *, seed: int = 0) -> list[str]:
     if not (name and spec.signature) or limit <= 0:
         return []
     try:
-        tree = ast.parse(spec.signature.rstrip().rstrip(":") + ":\n    ...")
+        tree = ast_parse(spec.signature.rstrip().rstrip(":") + ":\n    ...")
     except SyntaxError:
         return []
     fn = tree.body[0] if tree.body else None
@@ -213,7 +214,7 @@ def signature_values(spec: Spec, limit: int, *, seed: int = 0) -> list[str]:
 
 def _normalize(call: str) -> str:
     try:
-        return ast.dump(ast.parse(call.strip(), mode="eval"))
+        return ast.dump(ast_parse(call.strip(), mode="eval"))
     except SyntaxError:
         return call.strip()
 

@@ -11,6 +11,7 @@ import ast
 import keyword
 import re
 
+from selfheal._parse import ast_parse
 from selfheal.errors import ConfigError
 from selfheal.examples import find_examples
 from selfheal.inputs import decode_text
@@ -156,7 +157,7 @@ def _prelude(text: str, name: str | None = None) -> str:
     imports and, when the spec is Python, the helpers it implements in full (HumanEval/32's
     ``poly``), in the spec's order."""
     try:
-        tree = ast.parse(text)
+        tree = ast_parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = None
     if tree is not None:
@@ -194,7 +195,7 @@ def header_of(spec: Spec) -> str | None:
     if name is None:
         return None
     try:
-        tree = ast.parse(spec.text)
+        tree = ast_parse(spec.text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = None
     if tree is not None:

@@ -7,6 +7,7 @@ import ast
 import re
 from collections.abc import Iterable, Sequence
 
+from selfheal._parse import ast_parse
 from selfheal.kernel_sandbox.types import ExecutionReport, Limits, TestResult
 from selfheal.state import HealState, TestCase
 from selfheal.state.cases import Origin
@@ -39,7 +40,7 @@ def parse_test_block(
     top-level statement that checks something and calls ``entry_point`` is one test.
     """
     try:
-        tree = ast.parse(code)
+        tree = ast_parse(code)
     except SyntaxError:
         return None, []
     lines = code.splitlines()
@@ -96,7 +97,7 @@ def _def_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
 
 def _norm(src: str) -> str:
     try:
-        return ast.dump(ast.parse(src))
+        return ast.dump(ast_parse(src))
     except SyntaxError:
         return src.strip()
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from selfheal._parse import ast_parse
 from selfheal.errors import ConfigError
 from selfheal.inputs import check_python, read_text_file
 from selfheal.kernel_sandbox.types import Executor, Limits
@@ -175,7 +176,7 @@ def read_user_tests(
             what = f"Your test {i}"
             code = check_python(t, what)
             origin = f"test {i}"
-        tree = ast.parse(code)
+        tree = ast_parse(code)
         if is_pytest_module(tree):
             code = _fallback_imports(code, tree, entry_point)
             out.append(UserTest(text=code, origin=origin, pytest=True))
@@ -203,7 +204,7 @@ def collect(
 
 def _shown(module: str, item: dict[str, object]) -> str:
     """The item as a reader sees it: its parameters, then the test function's source."""
-    tree = ast.parse(module)
+    tree = ast_parse(module)
     nodes: Iterable[ast.stmt] = tree.body
     if item["cls"]:
         cls = next(
@@ -331,7 +332,7 @@ def tests_module(
 
 def code_spec(code: str, entry_point: str | None) -> str:
     """The spec for healing code you gave without one: make its function pass the tests."""
-    tree = ast.parse(code)
+    tree = ast_parse(code)
     names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
     name = entry_point or (names[0] if names else None)
     if name is None:

@@ -5,12 +5,13 @@ signed, framed requests out, signed result lines in, both awaited on the pool's 
 from __future__ import annotations
 
 import _hashlib
-import ast
 import asyncio
 import hmac
 import marshal
 import os
 from typing import Any
+
+from selfheal._parse import literal
 
 __all__ = ["frame_request", "read_line", "readable", "write_all"]
 
@@ -33,7 +34,7 @@ def read_line(key: bytes, line: bytes) -> tuple[Any, ...] | None:
     if not hmac.compare_digest(good, mac):
         return None
     try:
-        value = ast.literal_eval(payload.decode("utf-8", "surrogatepass"))
+        value = literal(payload.decode("utf-8", "surrogatepass"))
     except (ValueError, SyntaxError, MemoryError, RecursionError, UnicodeDecodeError):
         return None
     if not isinstance(value, tuple) or not value:

@@ -13,6 +13,7 @@ import ast
 import functools
 from typing import Any
 
+from selfheal._parse import ast_parse
 from selfheal.kernel_sandbox._wire import decode_value, encode_value
 
 __all__ = ["decode_value", "encode_value", "pytest_item_test", "rewrite_test", "split_snippet"]
@@ -94,7 +95,7 @@ def rewrite_test(code: str) -> tuple[str, bool]:
     candidate.
     """
     compile(code, "<test>", "exec", dont_inherit=True)
-    tree = _Rewriter().visit(ast.parse(code))
+    tree = _Rewriter().visit(ast_parse(code))
     body = tree.body or [ast.Pass()]
     func = ast.FunctionDef(
         name="__sh_test__",
@@ -124,7 +125,7 @@ def rewrite_test(code: str) -> tuple[str, bool]:
 
 def split_snippet(code: str) -> tuple[str, str | None]:
     """Split a snippet into (statements, last expression or None), like a notebook cell."""
-    tree = ast.parse(code)
+    tree = ast_parse(code)
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = tree.body.pop()
         return ast.unparse(tree), ast.unparse(last)

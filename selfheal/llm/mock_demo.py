@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from selfheal._parse import literal
 from selfheal.llm.base import Message
 
 __all__ = ["DEMO_SCRIPT", "DEMO_SPEC", "Reply"]
@@ -149,14 +150,13 @@ def median(values):
 
 def _demo_oracle(messages: Sequence[Message]) -> str:
     """The demo's spec oracle: the true median of the list in the question."""
-    import ast
     import json
     import re
     import statistics
 
     m = re.search(r"`median\((\[.*?\])\)`", messages[-1].content)
     try:
-        values = ast.literal_eval(m.group(1)) if m else None
+        values = literal(m.group(1)) if m else None
         answer = repr(statistics.median(values)) if values else "ValueError"
     except (ValueError, SyntaxError, TypeError):
         answer = "None"

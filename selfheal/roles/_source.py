@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 
+from selfheal._parse import ast_parse
+
 __all__ = ["entry_point_of", "normalized", "with_prelude"]
 
 
@@ -16,13 +18,13 @@ def with_prelude(code: str, prelude: str) -> str:
     try:
         defined = {
             n.name
-            for n in ast.parse(code).body
+            for n in ast_parse(code).body
             if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         }
     except SyntaxError:
         defined = set()
     try:
-        blocks = ast.parse(prelude).body
+        blocks = ast_parse(prelude).body
     except SyntaxError:
         blocks = []
     missing: list[str] = []
@@ -39,7 +41,7 @@ def with_prelude(code: str, prelude: str) -> str:
 def normalized(code: str) -> str:
     """The code's AST dump (comments and formatting ignored), or the stripped text."""
     try:
-        return ast.dump(ast.parse(code))
+        return ast.dump(ast_parse(code))
     except SyntaxError:
         return code.strip()
 
@@ -47,7 +49,7 @@ def normalized(code: str) -> str:
 def entry_point_of(code: str) -> str | None:
     """The last top-level function the code defines (the usual shape of a reply)."""
     try:
-        tree = ast.parse(code)
+        tree = ast_parse(code)
     except SyntaxError:
         return None
     names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field
 
+from selfheal._parse import ast_parse
 from selfheal.context import Context
 from selfheal.errors import MalformedReply
 from selfheal.probes import calls_in_test, merge_probes
@@ -41,7 +42,7 @@ def _counterexample(text: str, entry_point: str | None) -> str:
     """The critic's counterexample when it is one call of the function on literal inputs
     (else "")."""
     try:
-        node = ast.parse(text.strip().rstrip(";"), mode="eval").body
+        node = ast_parse(text.strip().rstrip(";"), mode="eval").body
     except SyntaxError:
         return ""
     if not (
@@ -86,7 +87,7 @@ async def critic(state: HealState, ctx: Context) -> HealState:
     found: list[tuple[str, str]] = []
     for src in reply.tests:
         try:
-            ast.parse(src)
+            ast_parse(src)
         except SyntaxError:
             continue
         found.extend(parse_test_block(src, state.spec.entry_point)[1])

@@ -9,6 +9,7 @@ from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, BeforeValidator, Field
 
+from selfheal._parse import ast_parse, literal
 from selfheal.context import Context
 from selfheal.errors import MalformedReply
 from selfheal.kernel_sandbox.types import SnippetResult, acall
@@ -27,7 +28,7 @@ CATEGORIES: tuple[DiagnosisCategory, ...] = get_args(DiagnosisCategory)
 def _equality(source: str) -> tuple[str, str] | None:
     """``(call, expected)`` for a test of the form ``assert <call> == <literal>``."""
     try:
-        tree = ast.parse(source)
+        tree = ast_parse(source)
     except SyntaxError:
         return None
     stmts = [n for n in tree.body if not isinstance(n, ast.Import | ast.ImportFrom)]
@@ -48,7 +49,7 @@ def _equality(source: str) -> tuple[str, str] | None:
 
 def _literal(src: str) -> tuple[bool, Any]:
     try:
-        return True, ast.literal_eval(src.strip())
+        return True, literal(src.strip())
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False, None
 

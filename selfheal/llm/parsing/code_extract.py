@@ -13,6 +13,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from selfheal._parse import ast_parse
+
 __all__ = [
     "CODE_LANGS",
     "Fence",
@@ -78,7 +80,7 @@ def prose(text: str, limit: int = 500) -> str:
 def parses(code: str) -> ast.Module | None:
     """The module ``code`` parses to, or None."""
     try:
-        return ast.parse(code)
+        return ast_parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
 
@@ -113,7 +115,7 @@ def _substantial(tree: ast.Module) -> bool:
 def syntax_error(code: str) -> str:
     """``SyntaxError: ... (line N)`` for code that does not parse, else ``""``."""
     try:
-        ast.parse(code)
+        ast_parse(code)
     except SyntaxError as exc:
         return f"SyntaxError: {exc.msg} (line {exc.lineno})"
     except (ValueError, MemoryError, RecursionError) as exc:
@@ -190,7 +192,7 @@ def lenient_block(text: str) -> tuple[str, bool]:
     while lines:
         candidate = "\n".join(lines)
         try:
-            ast.parse(candidate)
+            ast_parse(candidate)
             return candidate, salvaged
         except SyntaxError:
             lines.pop()

@@ -13,7 +13,6 @@ complete item, and is otherwise a failure.
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 from pydantic_core import from_json
 
+from selfheal._parse import literal
 from selfheal._record import Record
 from selfheal.errors import MalformedReply
 from selfheal.llm.parsing.code_extract import fences, strip_thinking
@@ -344,7 +344,7 @@ def _load(candidate: _Candidate) -> tuple[Any, tuple[str, ...]] | str:
     closed = candidate.text + (candidate.closing or "")
     for source in (closed, _json_words_to_python(closed)):
         try:
-            value = ast.literal_eval(source)
+            value = literal(source)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
         return value, ("read as a Python literal",)

@@ -10,6 +10,7 @@ import re
 
 import mccabe
 
+from selfheal._parse import ast_parse, literal
 from selfheal.context import Context
 from selfheal.roles.debugtools._common import current, cut, snippet
 from selfheal.state import HealState
@@ -90,7 +91,7 @@ async def inspect_function(name: str, state: HealState, ctx: Context) -> tuple[s
     if not _NAME.fullmatch(name):
         return f"{name!r} is not a function name (e.g. median or Stack.push)", 0
     try:
-        tree = ast.parse(code)
+        tree = ast_parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
         return f"the candidate does not parse: {e}", 0
     node = _find(tree, name)
@@ -140,7 +141,7 @@ async def inspect_function(name: str, state: HealState, ctx: Context) -> tuple[s
     res = await snippet(state, ctx, probe)
     if res.outcome == "passed" and res.value:
         try:
-            kind, signature = ast.literal_eval(res.value)
+            kind, signature = literal(res.value)
             out.append(f"once loaded: a {kind}" + (f", signature {signature}" if signature else ""))
         except (ValueError, SyntaxError, TypeError):
             out.append(f"once loaded: {res.value[:120]}")

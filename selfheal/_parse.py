@@ -1,0 +1,34 @@
+"""Python source parsed into an AST, one thread at a time.
+
+CPython 3.11 (and 3.12) keep the AST constructor's recursion depth per interpreter, not per
+thread, so two threads building AST objects at once can fail with ``SystemError: AST
+constructor recursion depth mismatch`` (python/cpython#106905). selfheal parses on several
+threads at once (``heal_many``'s workers, the engine's loop, the sandbox pool's loop reading
+verdict frames), so every parse of a string goes through :func:`ast_parse` or
+:func:`literal`, which hold one lock (tests/core/test_parse.py checks that nothing else in
+the package calls ``ast.parse`` or ``ast.literal_eval`` on text)."""
+
+from __future__ import annotations
+
+import ast
+import threading
+from typing import Any, Literal, overload
+
+__all__ = ["ast_parse", "literal"]
+
+_LOCK = threading.Lock()
+
+
+@overload
+def ast_parse(source: str, mode: Literal["exec"] = "exec") -> ast.Module: ...
+@overload
+def ast_parse(source: str, mode: Literal["eval"]) -> ast.Expression: ...
+def ast_parse(source: str, mode: Literal["exec", "eval"] = "exec") -> ast.Module | ast.Expression:
+    """``ast.parse(source, mode=mode)``, under the one lock."""
+    with _LOCK:
+        return ast.parse(source, mode=mode)  # type: ignore[return-value]
+
+
+def literal(source: str) -> Any:
+    """``ast.literal_eval(source)`` for text: parsed under the lock, evaluated outside it."""
+    return ast.literal_eval(ast_parse(source.lstrip(" \t"), mode="eval"))
