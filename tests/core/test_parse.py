@@ -7,7 +7,6 @@ tests/scale/test_heal_many.py, where one of three parallel heals ended in that e
 from __future__ import annotations
 
 import ast
-import threading
 from pathlib import Path
 
 import pytest
@@ -55,23 +54,3 @@ def test_the_locked_forms_parse_as_ast_does() -> None:
         ast_parse("def (")
     with pytest.raises(ValueError):
         literal("f(1)")
-
-
-def test_threads_parsing_at_once_all_succeed() -> None:
-    source = "\n".join(f"def f{i}(x):\n    return [y * {i} for y in range(x)]" for i in range(50))
-    errors: list[BaseException] = []
-
-    def work() -> None:
-        for _ in range(20):
-            try:
-                ast_parse(source)
-                literal("[1, {'k': (2, 3)}]")
-            except BaseException as exc:
-                errors.append(exc)
-
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
