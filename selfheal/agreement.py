@@ -19,16 +19,6 @@ from selfheal.kernel_sandbox.boundary import weaker_than_landlock
 from selfheal.kernel_sandbox.types import ExecutionReport
 from selfheal.state import Candidate, Evidence, HealState, ProbeInput, TestCase
 
-__all__ = [
-    "Selection",
-    "behaviour_of",
-    "outputs_of",
-    "canonical_literal",
-    "distinguishing_probes",
-    "ignores_input",
-    "select",
-]
-
 
 def behaviour_of(candidate: Candidate, probes: Sequence[ProbeInput]) -> dict[str, str]:
     """Probe id -> canonical output (``raise Type``, ``<timeout>``) from the candidate's report."""

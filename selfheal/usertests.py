@@ -25,15 +25,6 @@ from selfheal.inputs import check_python, read_text_file
 from selfheal.kernel_sandbox.types import Executor, Limits
 from selfheal.state import HealState, TestCase
 
-__all__ = [
-    "UserTest",
-    "collect",
-    "is_pytest_module",
-    "read_user_tests",
-    "tests_module",
-    "user_test_cases",
-]
-
 _MARK = "__selfheal_collected__ "
 
 

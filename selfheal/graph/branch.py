@@ -17,8 +17,6 @@ from selfheal.graph.runner import over_budget
 from selfheal.graph.table import GRAPH, after_decision
 from selfheal.state import ForkInfo, HealState, NodeName, new_run_id
 
-__all__ = ["READ_BY", "branch_point", "config_changes", "reading_nodes"]
-
 READ_BY: Mapping[str, tuple[str, ...]] = {name: reads_of(name) for name in FIELD_GROUP}
 """For each ``HealConfig`` setting, the nodes whose work it can change while they run (beyond
 the routes, which ``branch_point`` asks again): a run with the setting changed parts from a
