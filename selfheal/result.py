@@ -203,10 +203,8 @@ class HealResult(Record):
 
     def _final_results(self) -> tuple[TestResult, ...] | None:
         """The results of the final code's last execution (None if it never ran)."""
-        for a in reversed(self.attempts):
-            if a.code == self.code and a.report is not None:
-                return a.report.results
-        return None
+        ran = [a.report for a in self.attempts if a.code == self.code and a.report is not None]
+        return ran[-1].results if ran else None
 
     def test_outcomes(self) -> dict[str, Outcome]:
         """Test id -> outcome on the final code's last execution."""
