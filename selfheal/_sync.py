@@ -21,8 +21,6 @@ import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["run_sync", "sync_iter_twin", "sync_twin"]
-
 P = ParamSpec("P")
 T = TypeVar("T")
 

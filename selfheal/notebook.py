@@ -26,16 +26,6 @@ if TYPE_CHECKING:
 
 NotebookMode = Literal["none", "headless", "live"]
 
-__all__ = [
-    "LiveHeal",
-    "NotebookFrontend",
-    "NotebookMode",
-    "aheal_in_notebook",
-    "heal_in_notebook",
-    "notebook_mode",
-    "start",
-]
-
 
 def kernel_shell() -> Any | None:
     """The IPython shell when running inside an IPython kernel, else None."""
@@ -50,7 +40,9 @@ def kernel_shell() -> Any | None:
 
 
 def notebook_mode() -> NotebookMode:
-    """``none``, ``headless`` or ``live`` (see the module docstring for the rule)."""
+    """``none`` outside a kernel; inside one, ``live`` when the current request allows stdin
+    (a frontend a human watches), else ``headless`` (``SELFHEAL_HEADLESS=1``/``0`` forces
+    either)."""
     shell = kernel_shell()
     if shell is None:
         return "none"

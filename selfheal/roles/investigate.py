@@ -30,8 +30,6 @@ from selfheal.state import HealState
 from selfheal.state.repair import DebugTool, Probe
 from selfheal.testsuite import failure_lines
 
-__all__ = ["StepReply", "investigate", "salvage"]
-
 NODE = "diagnose"
 PROMPT = "debugger_step"
 _CHOICES = (*TOOL_NAMES, FINISH)
