@@ -10,7 +10,7 @@ from selfheal.agreement import behaviour_of
 from selfheal.context import Context
 from selfheal.graph.events import record
 from selfheal.kernel_sandbox.types import ExecutionReport, ProbeCall, SandboxTest, arun_many
-from selfheal.roles._source import normalized
+from selfheal.roles.generator import normalized
 from selfheal.roles.test_writer import probes_added
 from selfheal.state import Candidate, HealState
 from selfheal.testsuite import limits_for

@@ -349,3 +349,6 @@ async def repair(state: HealState, ctx: Context) -> HealState:
     )
     log.info(state, f"{len(kept)} candidate(s): " + ", ".join(f"{c.id} {c.origin}" for c in kept))
     return log.apply(state, pending=proposal, feedback="")
+
+
+__all__ = ["entry_point_of", "generate", "normalized", "repair", "with_prelude"]
