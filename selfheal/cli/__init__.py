@@ -1,13 +1,5 @@
-"""The ``selfheal`` command line.
-
-selfheal heal "SPEC" | --spec-file PATH | -   [--provider P] [--model M] [--max-iterations N]
-                     [--autonomy A] [--out FILE] [--json] [--entry-point NAME] [--test ASSERT ...]
-selfheal runs list [--json] [--status S] [--since WHEN] | show ID [--calls] | fork ID --at K [...]
-              | resume ID [--approve|--reject R|--edit F]
-selfheal memory list | show ID | forget ID... | clear [--yes]
-selfheal doctor [--no-load]
-selfheal install [--dry-run]
-selfheal serve [--port N] [--slots N] [--ctx N] [--threads N] [--model GGUF] [--api-key KEY]
+"""The ``selfheal`` command line: ``heal``, ``runs``, ``memory``, ``doctor``, ``install``,
+``serve`` (``selfheal COMMAND --help``; docs/usage.md).
 
 Every command runs inside one error boundary (``main``): a mistake exits 2 with a message that
 says what to do (``--debug`` or ``SELFHEAL_DEBUG=1`` adds the traceback), and with ``--json``
