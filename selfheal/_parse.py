@@ -14,8 +14,6 @@ import ast
 import threading
 from typing import Any, Literal, overload
 
-__all__ = ["ast_parse", "literal"]
-
 _LOCK = threading.Lock()
 
 

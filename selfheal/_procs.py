@@ -9,8 +9,6 @@ import os
 import signal
 import sys
 
-__all__ = ["die_with_parent"]
-
 try:
     _libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 except OSError:  # pragma: no cover - not glibc/musl

@@ -1,17 +1,11 @@
-"""Async first, sync twins derived in one line (as nbclient does with ``run_sync``)::
-
-    class Pool:
-        async def arun(self, code: str) -> Report: ...
-        run = sync_twin(arun)
-
-An async generator gets its iterator twin the same way: ``heal_many = sync_iter_twin(aheal_many)``.
+"""Async first, sync twins derived in one line (as nbclient does with ``run_sync``):
+``run = sync_twin(arun)``; an async generator's iterator twin: ``sync_iter_twin(agen)``.
 
 The coroutine runs on one long-lived background event loop (a daemon thread named
-``selfheal-sync``) and the caller blocks on its result, so a sync twin works from plain
-code, from other threads, and from inside a running event loop (a notebook cell), where
+``selfheal-sync``) and the caller blocks on its result, so a sync twin works from plain code,
+from other threads, and from inside a running event loop (a notebook cell), where
 ``asyncio.run`` would refuse. An exception in the waiting thread (``KeyboardInterrupt``)
-cancels the coroutine.
-"""
+cancels the coroutine."""
 
 from __future__ import annotations
 
@@ -20,8 +14,6 @@ import functools
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, ParamSpec, TypeVar
-
-__all__ = ["run_sync", "sync_iter_twin", "sync_twin"]
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -1,21 +1,11 @@
 """Agreement as evidence: cluster candidates by behaviour, dispute model-written tests the
-agreeing candidates fail, and choose by standing (trusted tests, then cluster size).
-
-Pure functions over the state. The order of standing, strongest first:
-
-1. loads, and passes every trusted test (the spec's examples, the user's tests) while reading
-   its input (a function that never reads its parameters passed the examples by returning
-   them, and stands behind every candidate that passes them honestly);
-2. the size of its behaviour cluster among those candidates (plus one vote per spec-oracle
-   answer it matches, the tie-breaker for inputs where clusters disagree; an oracle answer on a
-   critic's counterexample weighs as much as every passing candidate);
-3. the credible (not disputed) model-written tests it passes;
-4. the greedy answer, then the earliest candidate.
+agreeing candidates fail, and choose by standing: trusted tests (passed while reading the
+input), then cluster size plus spec-oracle votes, then credible model-written tests, then the
+greedy answer and the earliest candidate (docs/loop.md, "The tournament"). Pure functions over
+the state.
 
 A model-written test is *disputed* when a cluster of at least two candidates that pass every
-trusted test all fail it: it is kept and shown, but no longer blocks. Any form of test counts
-(``==``, ``is``, tolerances, must-raise), because the test's outcome is what is compared.
-"""
+trusted test all fail it: it is kept and shown, but no longer blocks."""
 
 from __future__ import annotations
 
@@ -28,16 +18,6 @@ from selfheal.examples import no_trusted_test
 from selfheal.kernel_sandbox.boundary import weaker_than_landlock
 from selfheal.kernel_sandbox.types import ExecutionReport
 from selfheal.state import Candidate, Evidence, HealState, ProbeInput, TestCase
-
-__all__ = [
-    "Selection",
-    "behaviour_of",
-    "outputs_of",
-    "canonical_literal",
-    "distinguishing_probes",
-    "ignores_input",
-    "select",
-]
 
 
 def behaviour_of(candidate: Candidate, probes: Sequence[ProbeInput]) -> dict[str, str]:

@@ -21,8 +21,6 @@ from selfheal.request import HealRequest, ProviderArg
 from selfheal.result import HealResult
 from selfheal.state import Decision
 
-__all__ = ["Frontend", "aheal", "heal", "resume", "use_frontend"]
-
 P = ParamSpec("P")
 R = TypeVar("R")
 

@@ -12,16 +12,6 @@ from types import TracebackType
 from selfheal._parse import ast_parse
 from selfheal.errors import ConfigError
 
-__all__ = [
-    "cell_source",
-    "definition",
-    "failing_function",
-    "fixed_cell",
-    "repair_spec",
-    "split_spec_and_tests",
-]
-
-
 _PYTEST_START = ("def test", "class Test", "@pytest.", "import pytest", "from pytest ")
 
 

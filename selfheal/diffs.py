@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import difflib
 
-__all__ = ["unified_diff"]
-
 
 def _lines(src: str) -> list[str]:
     if not src:

@@ -30,8 +30,6 @@ from selfheal.local.probe import (
     server_build,
 )
 
-__all__ = ["DoctorReport", "ProviderCheck", "doctor", "format_report"]
-
 ProviderName = Literal["anthropic", "ollama", "hf", "openai", "local"]
 
 _CPU_FLAGS = (

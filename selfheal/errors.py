@@ -23,24 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = [
-    "ApprovalRequired",
-    "AuthenticationFailed",
-    "LOCAL_MODEL_INSTALL",
-    "CandidateTimeout",
-    "ConfigError",
-    "MalformedReply",
-    "MemoryUnavailable",
-    "MissingDependency",
-    "ModelNotFound",
-    "ProviderError",
-    "ProviderTimeout",
-    "ProviderUnavailable",
-    "SandboxError",
-    "SelfHealError",
-]
-
-
 LOCAL_MODEL_INSTALL = (
     '`selfheal install` (after `pip install "selfheal[local]"`; in a clone of the repository: '
     "`make install`)"

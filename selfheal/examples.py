@@ -27,8 +27,6 @@ from selfheal._parse import ast_parse, literal
 from selfheal.state import Spec
 from selfheal.state.cases import Example
 
-__all__ = ["example_assert", "find_examples", "no_trusted_test", "unread_examples"]
-
 _ARROW_RE = re.compile(r"^\s*(?:#\s*)?(?:==>|==|->|=>|➞|→|should return|returns|gives|is)\s*")
 _EQUALS_RE = re.compile(r"^\s*=(?![=>])\s*")
 _FOR_RE = re.compile(

@@ -15,14 +15,6 @@ from typing import BinaryIO
 from selfheal._parse import ast_parse
 from selfheal.errors import ConfigError
 
-__all__ = [
-    "check_output_path",
-    "check_python",
-    "decode_text",
-    "read_text_file",
-    "read_text_stream",
-]
-
 _BOMS = {
     b"\xff\xfe\x00\x00": "UTF-32",
     b"\x00\x00\xfe\xff": "UTF-32",

@@ -1,24 +1,9 @@
-"""IPython magics: ``%%selfheal``, ``%selfheal`` and ``%selfheal_config``.
+"""IPython magics: ``%%selfheal``, ``%selfheal`` and ``%selfheal_config`` (docs/notebook.md).
 
-Thin on purpose: a ``Magics`` class whose arguments IPython's ``magic_arguments`` parses; each
-magic builds a spec and calls ``selfheal.heal``; everything else (running, the view,
-approvals) lives in ``selfheal.notebook`` and ``selfheal.widgets``. ``%selfheal`` takes the
-last error from a custom exception handler (``set_custom_exc``) and finds the cell defining the
-failing function through ``linecache``, where IPython keeps every cell's source.
-
-- ``%%selfheal [--name FN] [--model M] [--tests] [--max-iterations N] [--autonomy A] ...``:
-  the cell body is the spec; every ``HealConfig`` setting is an option, as in the CLI. With ``--tests``, every line after the spec that starts with
-  ``assert`` (at column 0) begins one trusted test; indented lines below it continue it.
-  The healed, verified function is defined in the notebook's namespace and its code is
-  offered as the next cell.
-- ``%selfheal [message]``: after a cell raised, heal the function the error came from (the
-  cell plus your message are the intent; an example in the message, ``f(x) -> y``, is a
-  trusted test, and without one the fix cannot be verified), show the change for approval
-  (autonomy ``review_all`` by default) and, once verified, offer the fixed cell.
-- ``%selfheal_config [key=value ...]``: show or set the defaults the magics use in this
-  notebook (``model``, ``autonomy``, ``max_iterations``, ``on_headless``, ``memory=off`` and
-  any other ``HealConfig`` field).
-"""
+Thin on purpose: each magic builds a spec and calls ``selfheal.heal``; running, the view and
+approvals live in ``selfheal.notebook`` and ``selfheal.widgets``. ``%selfheal`` takes the last
+error from a custom exception handler (``set_custom_exc``) and finds the cell defining the
+failing function through ``linecache``, where IPython keeps every cell's source."""
 
 from __future__ import annotations
 

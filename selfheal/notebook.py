@@ -1,26 +1,6 @@
-"""Running inside Jupyter: where we are, and the live handle of a run in a notebook.
-
-**Where we are** (``notebook_mode()``):
-
-- ``none``: not inside a Jupyter kernel (plain Python, terminal IPython). ``heal`` behaves
-  exactly as documented in ``selfheal.api``.
-- ``headless``: inside a kernel that no human is watching: nbclient, nbconvert ``--execute``,
-  nbmake, papermill. They all send ``execute_request`` with ``allow_stdin=False`` (a frontend
-  that cannot answer ``input()`` cannot answer a button either). An approval then follows
-  ``config.on_headless``: ``error`` raises ``ApprovalRequired`` at once, never hangs.
-- ``live``: inside a kernel whose current request allows stdin (JupyterLab, Notebook 7,
-  VS Code, Colab). The view is shown and updates live.
-
-``SELFHEAL_HEADLESS=1`` forces ``headless`` and ``SELFHEAL_HEADLESS=0`` forces ``live``
-(inside a kernel).
-
-**The live handle**: a button click is a message queued behind the running cell, so a cell
-that runs ``heal`` cannot wait for one (an approval no ``approver`` answers follows
-``config.on_headless``). ``start`` (the same keywords) returns a ``LiveHeal`` at once instead:
-the run goes on as an asyncio task on the kernel's event loop, the view's buttons resolve its
-approvals, ``await handle`` (in a later cell) gives the ``HealResult``, and
-``handle.code``/``.status``/... always reflect the latest state.
-"""
+"""Running inside Jupyter: where we are (``notebook_mode()``: ``none``, ``headless`` or
+``live``; ``SELFHEAL_HEADLESS`` forces one) and ``start``, the live handle of a run whose
+approvals the view's buttons answer (docs/notebook.md)."""
 
 from __future__ import annotations
 
@@ -46,16 +26,6 @@ if TYPE_CHECKING:
 
 NotebookMode = Literal["none", "headless", "live"]
 
-__all__ = [
-    "LiveHeal",
-    "NotebookFrontend",
-    "NotebookMode",
-    "aheal_in_notebook",
-    "heal_in_notebook",
-    "notebook_mode",
-    "start",
-]
-
 
 def kernel_shell() -> Any | None:
     """The IPython shell when running inside an IPython kernel, else None."""
@@ -70,7 +40,9 @@ def kernel_shell() -> Any | None:
 
 
 def notebook_mode() -> NotebookMode:
-    """``none``, ``headless`` or ``live`` (see the module docstring for the rule)."""
+    """``none`` outside a kernel; inside one, ``live`` when the current request allows stdin
+    (a frontend a human watches), else ``headless`` (``SELFHEAL_HEADLESS=1``/``0`` forces
+    either)."""
     shell = kernel_shell()
     if shell is None:
         return "none"

@@ -16,8 +16,6 @@ from typing import Any
 from selfheal._parse import ast_parse
 from selfheal.state import ProbeInput, Spec, TestCase
 
-__all__ = ["calls_in_test", "example_mutations", "merge_probes", "signature_values"]
-
 _MAX_REPR = 400
 """Longest argument text a mutated probe may have (a probe is an input, not a stress test)."""
 

@@ -23,8 +23,6 @@ from selfheal.spec import check_spec, parse_spec
 from selfheal.state import HealState, TestCase
 from selfheal.usertests import UserTest, read_user_tests, user_test_cases
 
-__all__ = ["HealRequest", "ProviderArg"]
-
 ProviderArg = str | Provider | None
 """A model string (``"local"``, ``"ollama:<model>"``, ...), a Provider object, or None for
 ``config.model`` / ``$SELFHEAL_MODEL`` / auto-detection."""

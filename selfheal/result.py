@@ -39,15 +39,13 @@ def _pending(s: HealState) -> dict[str, Any] | None:
     if p is None or s.status != "awaiting_approval":
         return None
     return {
-        "kind": p.kind,
-        "strategy": p.strategy,
-        "diagnosis": p.diagnosis.model_dump(mode="json") if p.diagnosis is not None else None,
-        "diff": p.diff,
-        "code": p.code,
-        "previous_code": p.previous_code,
-        "rationale": p.rationale,
+        **p.model_dump(mode="json", exclude={"candidates"}),
         "candidates": [c.id for c in p.candidates],
     }
+
+
+_CANDIDATE_KEYS = {"id", "origin", "round", "parent", "memory_id", "cluster", "behaviour"}
+"""The fields of a candidate in ``HealResult.to_dict`` (its code is in the attempts)."""
 
 
 class HealResult(Record):
@@ -205,10 +203,8 @@ class HealResult(Record):
 
     def _final_results(self) -> tuple[TestResult, ...] | None:
         """The results of the final code's last execution (None if it never ran)."""
-        for a in reversed(self.attempts):
-            if a.code == self.code and a.report is not None:
-                return a.report.results
-        return None
+        ran = [a.report for a in self.attempts if a.code == self.code and a.report is not None]
+        return ran[-1].results if ran else None
 
     def test_outcomes(self) -> dict[str, Outcome]:
         """Test id -> outcome on the final code's last execution."""
@@ -231,7 +227,7 @@ class HealResult(Record):
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict of everything (the CLI's ``--json``)."""
         s = self.state
-        d: dict[str, Any] = {
+        return {
             "code": self.code,
             "verified": self.verified,
             "status": self.status,
@@ -250,23 +246,16 @@ class HealResult(Record):
             "error": self.error,
             "path": self.path,
             "pending": _pending(s),
+            "final_outcomes": self.test_outcomes(),
+            "evidence": self.evidence.model_dump(mode="json"),
+            "candidates": [
+                {
+                    **c.model_dump(mode="json", include=_CANDIDATE_KEYS),
+                    "loaded": bool(c.report and c.report.load.ok),
+                }
+                for c in self.candidates
+            ],
         }
-        d["final_outcomes"] = self.test_outcomes()
-        d["evidence"] = self.evidence.model_dump(mode="json")
-        d["candidates"] = [
-            {
-                "id": c.id,
-                "origin": c.origin,
-                "round": c.round,
-                "parent": c.parent,
-                "memory_id": c.memory_id,
-                "cluster": c.cluster,
-                "loaded": bool(c.report and c.report.load.ok),
-                "behaviour": c.behaviour,
-            }
-            for c in self.candidates
-        ]
-        return d
 
     def to_json(self, **kw: Any) -> str:
         return json.dumps(self.to_dict(), **kw)

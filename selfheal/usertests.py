@@ -1,18 +1,11 @@
 """Your own tests: assert lines, or a pytest module, made into trusted test cases.
 
-A test you give (text, a path to a file, or a list of either) is one of two forms:
-
-* **statements**, usually ``assert`` lines (a bare comparison becomes an assert): one test;
-* **a pytest module** (it defines ``test_*`` functions or ``Test*`` classes): pytest collects
-  it once per run, in the sandbox, and every item it finds (each ``parametrize`` case on its
-  own) is one trusted test with its own id, ``u1::test_median[even]``. Each item runs in the
-  candidate's sandbox run through the harness (``kernel_sandbox/_harness/pytest_item.py``),
-  so a test function that is defined is a test function that runs.
-
-A test that checks nothing (no assert, no raise, no test function) or defines a function it
-never calls, a file with nothing to collect, and a file pytest cannot collect are
-``ConfigError``s that say what to change, before any candidate runs.
-"""
+A test you give (text, a path to a file, or a list of either) is **statements**, usually
+``assert`` lines (a bare comparison becomes an assert): one test; or **a pytest module**,
+collected once per run in the sandbox, every item one trusted test (``u1::test_median[even]``;
+docs/sandbox.md). A test that checks nothing, defines a function it never calls, or a file
+with nothing to collect or that pytest cannot collect is a ``ConfigError``, before any
+candidate runs."""
 
 from __future__ import annotations
 
@@ -31,15 +24,6 @@ from selfheal.errors import ConfigError
 from selfheal.inputs import check_python, read_text_file
 from selfheal.kernel_sandbox.types import Executor, Limits
 from selfheal.state import HealState, TestCase
-
-__all__ = [
-    "UserTest",
-    "collect",
-    "is_pytest_module",
-    "read_user_tests",
-    "tests_module",
-    "user_test_cases",
-]
 
 _MARK = "__selfheal_collected__ "
 

@@ -1,13 +1,5 @@
-"""The ``selfheal`` command line.
-
-selfheal heal "SPEC" | --spec-file PATH | -   [--provider P] [--model M] [--max-iterations N]
-                     [--autonomy A] [--out FILE] [--json] [--entry-point NAME] [--test ASSERT ...]
-selfheal runs list [--json] [--status S] [--since WHEN] | show ID [--calls] | fork ID --at K [...]
-              | resume ID [--approve|--reject R|--edit F]
-selfheal memory list | show ID | forget ID... | clear [--yes]
-selfheal doctor [--no-load]
-selfheal install [--dry-run]
-selfheal serve [--port N] [--slots N] [--ctx N] [--threads N] [--model GGUF] [--api-key KEY]
+"""The ``selfheal`` command line: ``heal``, ``runs``, ``memory``, ``doctor``, ``install``,
+``serve`` (``selfheal COMMAND --help``; docs/usage.md).
 
 Every command runs inside one error boundary (``main``): a mistake exits 2 with a message that
 says what to do (``--debug`` or ``SELFHEAL_DEBUG=1`` adds the traceback), and with ``--json``
@@ -36,10 +28,6 @@ from selfheal.result import HealResult
 
 JSON_HELP = "print the result as one JSON object"
 RUN_ID_HELP = "a run id (`selfheal runs list`), or a unique start of one"
-PROVIDER_OBJECT_HELP = (
-    "the model string for a run started with a provider object (a run started from a model "
-    "string uses that one)"
-)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -140,32 +128,33 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument(
         "--calls", action="store_true", help="print every model call: messages sent, raw reply"
     )
-    fork = rs.add_parser(
-        "fork", help="start a new run from iteration K of a run, with changes", parents=[common]
+    again = _Parser(add_help=False, parents=[common])  # what fork and resume share
+    again.add_argument("id", help=RUN_ID_HELP)
+    again.add_argument(
+        "--provider",
+        help="the model string for a run started with a provider object (a run started from "
+        "a model string uses that one)",
     )
-    fork.add_argument("id", help=RUN_ID_HELP)
+    again.add_argument("--json", action="store_true", help=JSON_HELP)
+    again.add_argument("--out", help="write the final code to this file")
+    fork = rs.add_parser(
+        "fork", help="start a new run from iteration K of a run, with changes", parents=[again]
+    )
     fork.add_argument(
         "--at", type=int, required=True, help="iteration to fork from (0 = before any code)"
     )
     fork.add_argument("--lesson", action="append", help="replace the lessons (repeatable)")
     fork.add_argument("--model", help="another model string for every role")
     fork.add_argument("--code-file", help="replace attempt K's code with this file")
-    fork.add_argument("--provider", help=PROVIDER_OBJECT_HELP)
-    fork.add_argument("--json", action="store_true", help=JSON_HELP)
-    fork.add_argument("--out", help="write the final code to this file")
     res = rs.add_parser(
-        "resume", help="continue a run (after a crash, or answer its approval)", parents=[common]
+        "resume", help="continue a run (after a crash, or answer its approval)", parents=[again]
     )
-    res.add_argument("id", help=RUN_ID_HELP)
     g = res.add_mutually_exclusive_group()
     g.add_argument("--approve", action="store_true", help="run the proposed code as it is")
     g.add_argument(
         "--reject", metavar="REASON", help="refuse the proposal; the reason guides the next one"
     )
     g.add_argument("--edit", metavar="FILE", help="run this file's code instead of the proposal")
-    res.add_argument("--provider", help=PROVIDER_OBJECT_HELP)
-    res.add_argument("--json", action="store_true", help=JSON_HELP)
-    res.add_argument("--out", help="write the final code to this file")
     r.set_defaults(func=cmd_runs)
 
     add_memory_parser(sub)

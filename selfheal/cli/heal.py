@@ -49,12 +49,9 @@ class Progress:
             line = f"  {_ICONS[e.kind]} {e.node:<11} {e.detail}"
         elif e.kind == "tool":  # one of the debugger's tool calls
             line = f"    {e.node:<11} {e.duration:6.2f}s  {e.detail}"
-        elif e.kind == "start":
-            line = ""
         else:
             return
-        if line:
-            print(line[:220], file=self.stream, flush=True)
+        print(line[:220], file=self.stream, flush=True)
 
 
 def _model_string(provider: str | None, model: str | None) -> str | None:

@@ -76,40 +76,32 @@ class Generation(Group):
     candidates: Annotated[int | Literal["auto"], Reads("generate", "repair")] = "auto"
     """Independent candidates in the first round (1 to 16): the greedy answer plus
     ``candidates - 1`` sampled at ``sample_temperature``, requested concurrently. ``auto``: as
-    many as the generator's backend decodes at once (its ``batch_hint``: llama-server's slots,
-    a GPU batch), at least 4 and at most 16 (:func:`population_size`); the run records the
-    number chosen in its config."""
+    many as the generator's backend decodes at once, at least 4 and at most 16
+    (:func:`population_size`); the run records the number chosen in its config."""
     first_sample: int = Field(default=2, ge=1, le=16)
     """Candidates asked for first, the greedy one and confirming samples. When the greedy one
     passes every trusted test and they all agree on every probe, the round stops there,
     otherwise it tops up to ``candidates``. Set it to ``candidates`` to always ask for all."""
     top_up: Annotated[Literal["to_agree", "when_failing"], Reads()] = "to_agree"
-    """When the first round asks for the rest of its ``candidates``: ``to_agree`` or
-    ``when_failing``. After the first ``first_sample``, ``to_agree`` asks also when the greedy
-    answer passes every trusted test but the first answers disagree (or there is no trusted
-    test), to find a majority that can verify it; ``when_failing`` only when no candidate
-    passes every trusted test, as plain sampling does (faster; a passing greedy answer the first
-    sample does not confirm is then unverified)."""
+    """When the first round asks for the rest of its ``candidates`` after the first
+    ``first_sample``: ``to_agree`` also when the greedy answer passes every trusted test but
+    the first answers disagree (or there is no trusted test), to find a majority that can
+    verify it; ``when_failing`` only when no candidate passes every trusted test (faster; a
+    passing greedy answer the first sample does not confirm is then unverified)."""
     sample_temperature: Annotated[float, Reads("generate", "repair")] = Field(
         default=0.8, ge=0.0, le=2.0
     )
     """Temperature of the sampled candidates and of fresh samples in repair rounds."""
     seed: Annotated[int | None, Reads("generate", "repair")] = Field(default=None, ge=0)
     """Base of the sampled candidates' seeds, where the backend takes one (none: random). Each
-    request's seed is derived from it and the request's place in the run (llama-server,
-    OpenAI-compatible servers and Ollama take one): the same seed, spec and model ask the same questions with the same seeds,
-    so two configurations can be compared on the same samples. The benchmark derives one from each task's id."""
+    request's seed is derived from it and the request's place in the run, so two configurations
+    can be compared on the same samples."""
     first_answer: Literal["instruct", "complete", "both"] = "instruct"
     """How the first round asks the model (the prompt form; docs/loop.md): ``instruct`` (the
-    spec, then "write this function"); ``complete``: the model completes the spec's own header
-    (the ``def`` line and docstring when the spec is code, ``def name(`` when it is prose),
-    prefilled as the start of its reply, and a reply that does not complete it is asked again as
-    ``instruct``; ``both``: the greedy answer in each form (completing first: it is the lead and
-    the single shot), and the samples take turns across the two. Measured with the local 1.5B
-    on HumanEval-164, greedy, outside selfheal: 117 passed completing against 106 instructed,
-    with half the tokens, and the two answers together 124: the forms fail differently, so the
-    second greedy answer is a cheap, deterministic second opinion. The default stays
-    ``instruct`` until the benchmark of issue 32 (``heal-both`` against ``heal-r4``) decides."""
+    spec, then "write this function"); ``complete``: the model completes the spec's own header,
+    prefilled as the start of its reply (a reply that does not complete it is asked again as
+    ``instruct``); ``both``: the greedy answer in each form (completing first), and the samples
+    take turns across the two."""
 
     @field_validator("candidates", mode="before")
     @classmethod
@@ -136,15 +128,11 @@ class Tests(Group):
     spec_blind_tests: Annotated[bool | Literal["auto"], Flag("--spec-tests")] = "auto"
     """Ask the test writer for tests from the spec alone, at the same time as the first
     candidates: their calls become probe inputs, their expected values untrusted claims.
-    ``auto`` asks only when the spec gives no trusted test or too few probe inputs (fewer than
-    4): with examples, mutations of them are the probes, and the test writer's longer reply
-    would be the slowest request of the first round."""
+    ``auto`` asks only when the spec gives no trusted test or fewer than 4 probe inputs."""
     spec_blind_form: Literal["tests", "inputs"] = "tests"
-    """What the spec-blind test writer writes: ``tests`` (asserts) or ``inputs`` (calls alone).
-    A test's expected value is an untrusted claim (its call becomes a probe input too); an
-    input is a probe input alone: no guessed value to dispute and a shorter reply (it is asked at the same time
-    as the first candidates, and the round waits for it). A spec whose function has no name
-    yet always gets ``tests`` (the test writer names it)."""
+    """What the spec-blind test writer writes: ``tests`` (asserts, whose expected values are
+    untrusted claims) or ``inputs`` (calls alone, each a probe input: a shorter reply). A spec
+    whose function has no name yet always gets ``tests`` (the test writer names it)."""
     max_spec_tests: int = Field(default=4, ge=0, le=30)
     """Most spec-blind tests to keep."""
     probes: Annotated[bool, Reads("plan_tests", "execute")] = True
@@ -163,10 +151,8 @@ class Selection(Group):
 
     agreement: Annotated[int, Reads(EVERY)] = Field(default=2, ge=1, le=16)
     """Candidates that must pass every trusted test and behave alike on every probe for the
-    status ``verified``; 1 accepts a lone candidate. A lone candidate that passes the spec's
-    examples is the best there is, not evidence: on HumanEval with the local model, 3 of the 17
-    lone winners the first 164-task run called verified failed the reference tests. A
-    remembered solution (``memory``; it was verified in an earlier run) counts twice."""
+    status ``verified`` (docs/loop.md); 1 accepts a lone candidate. A remembered solution
+    (``memory``) counts twice."""
     oracle_calls: Annotated[int, Reads("consult", "diagnose")] = Field(default=3, ge=0, le=20)
     """Most spec-oracle questions per run, asked for inputs where passing clusters disagree
     (and for failing model-written equality tests of a lone candidate)."""
@@ -196,21 +182,16 @@ class Repairs(Group):
     (self-debugging), with fresh rewrites beside them; failing model-written tests are still
     judged against the spec oracle first."""
     debugger_steps: Annotated[int, Reads("diagnose")] = Field(default=0, ge=0, le=10)
-    """Tool calls the debugger may make before it diagnoses (run a snippet, inspect a function,
-    diff two candidates, trace a failing test). Each is ``run_snippet``, ``inspect_function``,
-    ``diff_candidates`` or ``trace_failure``, all run through the kernel sandbox. 0 (the
-    default) means one structured diagnosis from the failing tests alone: with the local 1.5B
-    model, 3 steps gained one problem in 18 diagnosed at four times the diagnosis time
-    (docs/loop.md)."""
+    """Tool calls the debugger may make before it diagnoses (``run_snippet``,
+    ``inspect_function``, ``diff_candidates``, ``trace_failure``, all run through the kernel
+    sandbox). 0 means one structured diagnosis from the failing tests alone (docs/loop.md)."""
     debugger_tool_calls: Annotated[Literal["native", "structured"], Reads("diagnose")] = "native"
-    """How the debugger calls its tools: ``native`` or ``structured``. ``native`` through the
-    provider's own tool calling where it has one (OpenAI-compatible servers, the local llama-server, Anthropic) and a
-    structured JSON reply otherwise; ``structured`` always the JSON reply."""
+    """How the debugger calls its tools: ``native`` through the provider's own tool calling
+    where it has one and a structured JSON reply otherwise; ``structured`` always the JSON
+    reply."""
     lessons: bool = False
-    """Keep lessons from failures and show them to the repairer. A rolling list of at most
-    five, one more model call before every repair round; off by default: HumanEval runs showed
-    no repair it made possible, and it costs a sequential call per round. Generate and repair
-    show what the lessons node wrote, which a route reaches first."""
+    """Keep lessons from failures and show them to the repairer: a rolling list of at most
+    five, one more model call before every repair round (off by default: docs/results.md)."""
 
 
 class Calls(Group):
@@ -239,9 +220,8 @@ class SandboxLimits(Limits, Group):
 
     sandbox: BoundaryMode | None = None
     """The boundary the operating system enforces around candidates (docs/sandbox.md); none:
-    ``$SELFHEAL_SANDBOX``, else ``auto``. ``strict``: Landlock, or no run; ``auto``: Landlock,
-    else a weaker fallback that the evidence names; ``fallback``; ``off``: the audit hook alone. Applies to the shared pool, not to an
-    ``executor`` passed in."""
+    ``$SELFHEAL_SANDBOX``, else ``auto``. Applies to the shared pool, not to an ``executor``
+    passed in."""
 
 
 class Budgets(Group):
@@ -252,8 +232,7 @@ class Budgets(Group):
     time_budget: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Stop after this many seconds: status ``exhausted``."""
     max_spec_chars: int = Field(default=20_000, ge=100)
-    """Longest spec accepted, in characters (about 5,700 tokens): the spec goes into every
-    model call and every checkpoint, so a longer one is refused before the run starts."""
+    """Longest spec accepted, in characters: a longer one is refused before the run starts."""
 
 
 class Storage(Group):
@@ -265,10 +244,7 @@ class Storage(Group):
     """Where run logs go; default ``$SELFHEAL_RUNS_DIR`` or ``~/.local/state/selfheal/runs``."""
     memory: bool = True
     """Recall lessons and verified solutions from earlier runs, and remember this one
-    (``selfheal.memory``). At the start, a few lessons learnt on similar specs go into the
-    generator's prompts and a verified solution of a very similar spec joins the first round
-    as one more candidate (it must pass this spec's trusted tests like any other); at the end,
-    the run's lessons and, when verified, its solution are written down."""
+    (``selfheal.memory``; docs/memory.md)."""
     memory_path: str | None = None
     """The memory's SQLite file; default ``$SELFHEAL_MEMORY``, else ``memory.sqlite3`` beside the
     run logs in the runs directory (so a runs directory and its memory go together)."""

@@ -14,8 +14,6 @@ from selfheal.config import FIELD_GROUP, GROUPS, field_info
 from selfheal.config.groups import Flag
 from selfheal.errors import ConfigError
 
-__all__ = ["FLAGS", "add_config_options", "config_values", "default_text", "setting"]
-
 
 def _flag(name: str) -> str | None:
     marks = [m.name for m in field_info(name).metadata if isinstance(m, Flag)]

@@ -1,24 +1,10 @@
 """What-if from a finished run: the first state at which a run with another ``HealConfig`` would
-have parted from it, ready to continue from there.
+have parted from it, ready to continue from there (paired ablations, docs/evaluation.md).
 
-A paired ablation (``evaluation --paired``) uses it: a mode that differs from ``heal`` only in
-a role's switch continues ``heal``'s own run from the point where the switch first matters,
-instead of drawing a new first round. Everything before that point is shared, so the two modes
-differ by what the switch does, not by the luck of their samples.
-
-A switch matters at the first state where
-
-* a route, asked again with the new config, answers another node (``critic=True`` turns
-  ``select``'s answer from ``finish`` to ``critic``; ``adversarial_tests``, ``lessons``,
-  ``max_iterations`` and ``candidates`` act through routes too);
-* the next node is one that reads the switch while it runs (``READ_BY``: the debugger's
-  ``debugger_steps`` is read by ``diagnose``); or
-* the new config's token or time budget is already spent where the old one's was not.
-
-Routes only read the state, so re-asking them is exact; a node's own reading of the config is
-not visible from outside, hence ``READ_BY``, which names for every setting the nodes whose
-work it can change (derived from the config's groups, so it names every setting).
-"""
+A switch matters at the first state where a route, asked again with the new config, answers
+another node; where the next node is one that reads the switch while it runs (``READ_BY``,
+derived from the config's groups); or where the new config's token or time budget is already
+spent where the old one's was not. Routes only read the state, so re-asking them is exact."""
 
 from __future__ import annotations
 
@@ -30,8 +16,6 @@ from selfheal.config.groups import EVERY
 from selfheal.graph.runner import over_budget
 from selfheal.graph.table import GRAPH, after_decision
 from selfheal.state import ForkInfo, HealState, NodeName, new_run_id
-
-__all__ = ["READ_BY", "branch_point", "config_changes", "reading_nodes"]
 
 READ_BY: Mapping[str, tuple[str, ...]] = {name: reads_of(name) for name in FIELD_GROUP}
 """For each ``HealConfig`` setting, the nodes whose work it can change while they run (beyond

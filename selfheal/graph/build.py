@@ -19,15 +19,6 @@ from selfheal.memory import open_memory
 from selfheal.request import HealRequest, ProviderArg
 from selfheal.state import Event, HealState
 
-__all__ = [
-    "check_models",
-    "context_for",
-    "make_context",
-    "make_router",
-    "with_population",
-    "with_resolved_models",
-]
-
 
 def make_router(config: HealConfig, provider: ProviderArg) -> ModelRouter:
     """The router for a run: ``provider`` (a string or an object) or ``config.model``, with

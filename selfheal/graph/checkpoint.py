@@ -8,18 +8,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from selfheal.config import default_runs_dir, runs_dir_for
+from selfheal.config import runs_dir_for
 from selfheal.errors import ConfigError
 from selfheal.state import HealState
-
-__all__ = [
-    "RunLog",
-    "default_runs_dir",
-    "find_run",
-    "list_runs",
-    "read_states",
-    "runs_dir_for",
-]
 
 
 class RunLog:

@@ -10,8 +10,6 @@ from selfheal.context import Context
 from selfheal.state import Event, HealState
 from selfheal.state.timeline import EventKind
 
-__all__ = ["event", "record"]
-
 
 def event(
     ctx: Context, state: HealState, node: str, kind: EventKind, detail: str = "", **fields: Any

@@ -32,8 +32,6 @@ class Forkable(Protocol):
 
 Run = TypeVar("Run", bound=Forkable)
 
-__all__ = ["fork", "state_at"]
-
 
 def fork(
     run: Run,

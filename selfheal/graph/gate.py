@@ -142,14 +142,9 @@ def _unrun(state: HealState) -> Attempt | None:
 
 
 def finish(state: HealState, ctx: Context) -> HealState:
-    """Settle on the chosen attempt and the final status.
-
-    ``verified`` needs at least one trusted test, the chosen code passing every trusted test,
-    no undisputed failure, at least ``config.agreement`` candidates sharing the chosen behaviour
-    (``Evidence.agreed``), and that behaviour held by a strict majority of the candidates passing
-    the trusted tests (``Evidence.majority``). Otherwise the status is ``unverified``: the chosen
-    code is the best there is, not evidence.
-    """
+    """Settle on the chosen attempt and the final status: ``verified`` by the rule of
+    docs/loop.md ("Statuses": trusted tests, ``Evidence.agreed``, ``Evidence.majority``), else
+    ``unverified``: the chosen code is the best there is, not evidence."""
     best = (state.current if state.candidates else best_attempt(state)) or _unrun(state)
     if state.status == "failed":
         return state.model_copy(update={"final_code": best.code if best else None})

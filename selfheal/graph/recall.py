@@ -9,8 +9,6 @@ from selfheal.errors import MemoryUnavailable
 from selfheal.graph.events import record
 from selfheal.state import HealState, Remembered
 
-__all__ = ["recall", "recalled_text", "remember"]
-
 NODE = "recall"
 
 

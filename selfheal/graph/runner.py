@@ -36,8 +36,6 @@ from selfheal.request import HealRequest, ProviderArg
 from selfheal.result import HealResult
 from selfheal.state import Decision, HealState
 
-__all__ = ["Run"]
-
 
 def over_budget(s: HealState) -> str:
     """Why ``s`` may not run another node (its token or time budget is spent), or ""."""

@@ -12,7 +12,6 @@ from pydantic import BaseModel
 
 from selfheal.config import RoleName
 from selfheal.context import Context
-from selfheal.errors import MalformedReply
 from selfheal.llm.ask import aask_code, aask_structured
 from selfheal.llm.base import (
     Completion,
@@ -336,13 +335,3 @@ async def fan_out(
     async with asyncio.TaskGroup() as group:
         tasks = [group.create_task(guarded(j)) for j in jobs]
     return [t.result() for t in tasks]
-
-
-__all__ = [
-    "CallLog",
-    "MalformedReply",
-    "ask_for_code",
-    "ask_for_json",
-    "ask_with_tools",
-    "fan_out",
-]

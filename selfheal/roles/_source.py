@@ -7,8 +7,6 @@ import ast
 
 from selfheal._parse import ast_parse
 
-__all__ = ["entry_point_of", "normalized", "with_prelude"]
-
 
 def with_prelude(code: str, prelude: str) -> str:
     """Prepend what the spec's prelude defines and the code lacks: its imports

@@ -1,17 +1,8 @@
-"""The debugger's investigation: think, call a tool, read what it shows, a bounded number of
-times, before the structured diagnosis.
-
-With ``HealConfig.debugger_steps`` > 0 the debugger may make that many tool calls
-(``roles/debugtools/``: ``run_snippet``, ``inspect_function``, ``diff_candidates``,
-``trace_failure``; every one runs through the kernel sandbox). It calls them through the
-provider's native tool calling where the provider has it (``supports_tools``: OpenAI-compatible
-servers including the local llama-server, Anthropic), as one conversation of tool calls and
-tool results; otherwise (and with ``debugger_tool_calls="structured"``) each step is a
-structured JSON reply (``prompts/debugger_step.yaml``) that names the tool and its arguments.
-It stops when the debugger calls ``diagnose``, repeats a call, or replies with nothing usable.
-Every call is on the timeline (the model call, then a ``tool`` event with the sandbox time and
-what came back) and on the ``Diagnosis`` as a ``Probe``.
-"""
+"""The debugger's investigation (``HealConfig.debugger_steps`` > 0; docs/loop.md): think, call a
+tool (``roles/debugtools/``, each run through the kernel sandbox), read what it shows, a bounded
+number of times, before the structured diagnosis. Tools are called natively where the provider
+supports it, else as structured JSON replies (``prompts/debugger_step.yaml``). It stops when
+the debugger calls ``diagnose``, repeats a call, or replies with nothing usable."""
 
 from __future__ import annotations
 
@@ -38,8 +29,6 @@ from selfheal.roles.debugtools import (
 from selfheal.state import HealState
 from selfheal.state.repair import DebugTool, Probe
 from selfheal.testsuite import failure_lines
-
-__all__ = ["StepReply", "investigate", "salvage"]
 
 NODE = "diagnose"
 PROMPT = "debugger_step"

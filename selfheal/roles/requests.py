@@ -13,8 +13,6 @@ from selfheal.spec import header_of
 from selfheal.state import HealState
 from selfheal.state.candidates import CandidateOrigin
 
-__all__ = ["Request", "base_variables", "first_answers", "samples_in_turn", "seed_for"]
-
 
 @dataclass(frozen=True)
 class Request:

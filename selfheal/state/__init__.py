@@ -141,10 +141,8 @@ class HealState(Record):
         return tuple(t for t in self.tests if not t.quarantined)
 
     def test(self, test_id: str) -> TestCase | None:
-        for t in self.tests:
-            if t.id == test_id:
-                return t
-        return None
+        """The test ``test_id`` (None if there is none)."""
+        return next((t for t in self.tests if t.id == test_id), None)
 
     def outcomes(self, attempt: Attempt | None = None) -> dict[str, Outcome]:
         """Test id -> outcome for an attempt (default: the latest executed one)."""

@@ -112,10 +112,7 @@ class CandidatesView(Record):
 
 def chosen_id(state: HealState) -> str | None:
     """The candidate the latest selection chose (the latest attempt's)."""
-    for a in reversed(state.attempts):
-        if a.candidate:
-            return a.candidate
-    return None
+    return next((a.candidate for a in reversed(state.attempts) if a.candidate), None)
 
 
 def short(value: str, width: int = 28) -> str:

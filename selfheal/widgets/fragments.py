@@ -9,8 +9,6 @@ from selfheal.widgets.candidates import CandidatesView
 from selfheal.widgets.detail import CallTranscript
 from selfheal.widgets.viewmodel import TimelineRow
 
-__all__ = ["CSS", "candidates_html", "diff_html", "pre", "row_label", "transcript_html"]
-
 CSS = """
 <style>
 .selfheal-row button, button.selfheal-row { text-align: left !important; font-family: monospace; }

@@ -72,16 +72,11 @@ class HealView(w.VBox):  # type: ignore[misc]
         self._selected: int | None = None
         self._lock = threading.RLock()
 
-        self.header = w.HTML()
-        self.header.add_class("selfheal-header")
-        self.timeline_box = w.VBox(layout=w.Layout(width="100%"))
-        self.timeline_box.add_class("selfheal-timeline")
-        self.detail = w.HTML()
-        self.detail.add_class("selfheal-detail")
-        self.candidates_html = w.HTML()
-        self.candidates_html.add_class("selfheal-candidates")
-        self.tests_html = w.HTML()
-        self.tests_html.add_class("selfheal-tests")
+        self.header = w.HTML().add_class("selfheal-header")
+        self.timeline_box = w.VBox(layout=w.Layout(width="100%")).add_class("selfheal-timeline")
+        self.detail = w.HTML().add_class("selfheal-detail")
+        self.candidates_html = w.HTML().add_class("selfheal-candidates")
+        self.tests_html = w.HTML().add_class("selfheal-tests")
         # "copy as pytest": the tests behind the result as a pytest file, to copy or save
         self.pytest_button = w.Button(description="Copy as pytest", icon="copy")
         self.pytest_button.add_class("selfheal-copy-pytest")
@@ -92,10 +87,8 @@ class HealView(w.VBox):  # type: ignore[misc]
         self.save_note = w.HTML()
         self.pytest_button.on_click(lambda _b: self.show_pytest())
         self.save_button.on_click(lambda _b: self.save_pytest())
-        self.code_html = w.HTML()
-        self.code_html.add_class("selfheal-code")
-        self.lessons_html = w.HTML()
-        self.lessons_html.add_class("selfheal-lessons")
+        self.code_html = w.HTML().add_class("selfheal-code")
+        self.lessons_html = w.HTML().add_class("selfheal-lessons")
         self.tabs = w.Tab(
             children=[
                 w.VBox([self.timeline_box, self.detail]),

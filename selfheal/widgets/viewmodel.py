@@ -225,10 +225,7 @@ def _rows(events: tuple[Event, ...], *, waiting: bool, live: bool) -> list[Timel
 
 def attempt_at(state: HealState, iteration: int) -> Attempt | None:
     """The attempt of ``iteration`` (None if there is none)."""
-    for a in state.attempts:
-        if a.iteration == iteration:
-            return a
-    return None
+    return next((a for a in state.attempts if a.iteration == iteration), None)
 
 
 # -- tests ------------------------------------------------------------------------------------
