@@ -1,8 +1,5 @@
 """Kernel side: pytest's collection of your test module, once per heal (see
-``pytest_item.py``): the items with the index of their parameter set, the items pytest's marks
-skip, and the collection errors, printed as one JSON line.
-
-Shipped to the kernel as source (see ``_harness/__init__.py``).
+``pytest_item.py``), printed as one JSON line. Shipped to the kernel as source (see ``_harness/__init__.py``).
 """
 
 from __future__ import annotations
