@@ -19,8 +19,6 @@ from fractions import Fraction as _Fraction
 from hashlib import sha256 as _sha256
 from typing import Any
 
-__all__ = ["LIMIT", "MAX_ITEMS", "canonical", "raised"]
-
 LIMIT = 2000
 """Most characters of a canonical text."""
 MAX_ITEMS = 1000

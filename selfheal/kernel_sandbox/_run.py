@@ -23,8 +23,6 @@ from selfheal.kernel_sandbox.types import (
     TestResult,
 )
 
-__all__ = ["KILL_GRACE", "KernelRun", "KernelSource"]
-
 KILL_GRACE = 0.5
 """Seconds past a limit after which the host kills the process of a run whose harness did
 not stop the code itself (code that swallows the harness's interrupt, or blocks signals)."""

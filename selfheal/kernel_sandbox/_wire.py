@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["decode_value", "encode_value"]
-
 _NoneType = type(None)
 _SCALARS = (int, str, bytes, bool, _NoneType)
 

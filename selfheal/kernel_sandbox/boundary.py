@@ -20,16 +20,6 @@ from selfheal.errors import ConfigError, SandboxError
 from selfheal.kernel_sandbox._harness.landlock import landlock_abi
 from selfheal.kernel_sandbox.containment import unshare_works
 
-__all__ = [
-    "BoundaryInfo",
-    "BoundaryKind",
-    "BoundaryMode",
-    "boundary_for",
-    "entry_cost",
-    "mode_from_env",
-    "weaker_than_landlock",
-]
-
 BoundaryMode = Literal["auto", "strict", "fallback", "off"]
 BoundaryKind = Literal["landlock", "fallback", "off"]
 ENV = "SELFHEAL_SANDBOX"

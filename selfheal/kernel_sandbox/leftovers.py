@@ -21,8 +21,6 @@ import psutil
 
 from selfheal.kernel_sandbox.containment import CgroupSet
 
-__all__ = ["MARKER", "mark_owner", "sweep_leftovers", "sweep_once"]
-
 MARKER = "owner.json"
 """The marker file in a kernel's or fork server's directory."""
 

@@ -36,8 +36,6 @@ from selfheal.kernel_sandbox.types import (
 )
 from selfheal.kernel_sandbox.zygote import Zygote
 
-__all__ = ["KernelPool", "get_default_pool"]
-
 T = TypeVar("T")
 
 

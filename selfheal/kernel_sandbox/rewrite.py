@@ -11,9 +11,6 @@ import functools
 from typing import Any
 
 from selfheal._parse import ast_parse
-from selfheal.kernel_sandbox._wire import decode_value, encode_value
-
-__all__ = ["decode_value", "encode_value", "pytest_item_test", "rewrite_test", "split_snippet"]
 
 _OPS: dict[type[ast.cmpop], str] = {
     ast.Eq: "Eq",

@@ -27,8 +27,6 @@ from selfheal.errors import SandboxError
 from selfheal.kernel_sandbox.containment import kernel_env, kill_tree
 from selfheal.kernel_sandbox.leftovers import mark_owner
 
-__all__ = ["ForkedProcess", "Zygote"]
-
 _ZYGOTE_SRC = r"""
 import ctypes, json, os, random, resource, select, signal, sys
 from ipykernel.kernelapp import IPKernelApp

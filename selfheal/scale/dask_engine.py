@@ -28,8 +28,6 @@ except ImportError:  # pragma: no cover - exercised by the optional-dependency t
     distributed = None  # type: ignore[assignment]
     WorkerPlugin = object  # type: ignore[assignment,misc]
 
-__all__ = ["DaskEngine", "DaskGate", "SelfhealWorker", "require_dask"]
-
 J = TypeVar("J")
 R = TypeVar("R")
 

@@ -18,8 +18,6 @@ from selfheal.llm.limits import ModelLimits, configure_limits, configured_limits
 from selfheal.scale.base import Engine, EngineName, Finished
 from selfheal.scale.resources import WorkerResources, using
 
-__all__ = ["LocalEngine", "astream", "make_engine", "stream"]
-
 J = TypeVar("J")
 R = TypeVar("R")
 

@@ -24,8 +24,6 @@ from selfheal.scale.base import Engine, EngineName
 from selfheal.scale.engine import astream, make_engine
 from selfheal.scale.resources import ProviderSource, current
 
-__all__ = ["HealJob", "HealOutcome", "aheal_many", "heal_many", "shippable_source"]
-
 
 class HealJob(Record):
     """One spec to heal."""

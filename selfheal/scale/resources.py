@@ -16,14 +16,6 @@ from selfheal.kernel_sandbox import KernelPool
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.llm.base import Provider
 
-__all__ = [
-    "ProviderSource",
-    "WorkerResources",
-    "build_provider_from",
-    "current",
-    "using",
-]
-
 ProviderSource = str | Provider | Callable[[], Provider] | None
 """How a worker gets its model: a model string (built on the worker, from the worker's
 environment), a zero-argument function that builds the provider there (it must pickle for a

@@ -28,8 +28,6 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
         static_rules,
     )
 
-__all__ = ["Boundary", "enter", "for_run", "prepare"]
-
 
 class Boundary:
     """What a kernel's run processes enter (see the module docstring)."""

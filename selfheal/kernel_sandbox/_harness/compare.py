@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["APPROX_EQ", "assert_", "assert_cmp", "cmp", "pure", "srepr", "truth"]
-
 _NoneType = type(None)
 _PURE_SCALARS = frozenset({int, float, complex, str, bytes, bool, _NoneType, range})
 _PURE_CONTAINERS = frozenset({list, tuple, dict, set, frozenset, bytearray})

@@ -12,8 +12,6 @@ import struct as _struct
 import sys as _sysmod
 from typing import Any
 
-__all__ = ["drop_capabilities", "private_mounts", "seccomp", "seccomp_filter", "seccomp_program"]
-
 _CLONE_NEWNS = 0x00020000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18

@@ -12,8 +12,6 @@ import signal as _signalmod
 import sys as _sysmod
 from typing import Any
 
-__all__ = ["Guard", "Timeout", "audit", "guarded"]
-
 _realpath = _os.path.realpath
 _getpid = _os.getpid
 _setitimer = _signalmod.setitimer

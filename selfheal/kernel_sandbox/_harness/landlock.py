@@ -15,8 +15,6 @@ import os as _os
 import sys as _sysmod
 from typing import Any
 
-__all__ = ["kernel_rulesets", "landlock_abi", "restrict", "run_ruleset", "static_rules"]
-
 _SYS_CREATE_RULESET = 444  # the same numbers on x86_64 and aarch64
 _SYS_ADD_RULE = 445
 _SYS_RESTRICT_SELF = 446

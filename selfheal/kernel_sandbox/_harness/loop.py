@@ -22,8 +22,6 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
     from selfheal.kernel_sandbox._harness.channel import Harness, read_exact, read_request
     from selfheal.kernel_sandbox._harness.session import compile_tests, run_candidate
 
-__all__ = ["Loop"]
-
 _dumps = _marshal.dumps
 _loads = _marshal.loads
 _os_read = _os.read

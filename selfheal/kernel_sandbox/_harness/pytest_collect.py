@@ -10,8 +10,6 @@ from typing import Any
 if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
     from selfheal.kernel_sandbox._harness.pytest_item import _PT, _PT_FILE, pt_combos, pt_run
 
-__all__ = ["pt_collect", "pytest_item"]
-
 
 def pt_collect(text: str) -> None:
     """Collect ``text`` with pytest and print the items as one JSON line (see the module

@@ -11,8 +11,6 @@ from __future__ import annotations
 import sys as _pt_sys
 from typing import Any
 
-__all__ = ["pt_combos", "pt_install", "pt_run"]
-
 _PT: dict[str, Any] = {}
 """Filled by ``pt_install``: the pytest module and the snapshots of what tests rely on."""
 _PT_MODULES = (

@@ -20,8 +20,6 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
     from selfheal.kernel_sandbox._harness.pytest_item import pt_install
     from selfheal.kernel_sandbox._harness.session import Checks
 
-__all__ = ["install", "serve"]
-
 _PR_SET_CHILD_SUBREAPER = 36
 
 

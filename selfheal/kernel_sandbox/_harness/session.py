@@ -33,8 +33,6 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
     )
     from selfheal.kernel_sandbox._wire import decode_value, encode_value
 
-__all__ = ["Checks", "compile_tests", "restore_namespace", "run_candidate"]
-
 _perf = _time.perf_counter
 _settrace = _sysmod.settrace
 _ModuleType = _types.ModuleType

@@ -16,8 +16,6 @@ import sys as _sysmod
 import types as _types
 from typing import Any
 
-__all__ = ["Tracer", "brief", "code_objects", "hide_tracer", "traced"]
-
 _settrace = _sysmod.settrace
 _gettrace = _sysmod.gettrace
 _FrameType = _types.FrameType
