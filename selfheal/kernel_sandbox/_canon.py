@@ -1,21 +1,6 @@
-"""The canonical text of a value, for comparing the behaviour of candidates (``ProbeCall``).
-
-Equal values give equal text across different implementations:
-
-- numbers are compared as numbers: floats are rounded to 9 significant digits, an integral
-  result is written like an int (``2``, ``2.0`` and ``(2+0j)`` all give ``2``; ``-0.0`` gives
-  ``0``), ``nan``/``inf``/``-inf`` are spelled out; ``bool`` stays apart (``True``, not ``1``);
-  ``Fraction`` and ``Decimal`` become floats; subclasses of builtin types (``IntEnum``,
-  ``namedtuple``, ``defaultdict``, ``Counter``, ...) are read through their base type;
-- lists and tuples stay distinct; sets and frozensets are the same (they compare equal),
-  sorted; dicts are sorted by key, whatever their insertion order; ``bytearray`` reads as
-  ``bytes``; equal ``range`` objects give the same text;
-- NumPy scalars and arrays (when NumPy is already imported) become Python values;
-- iterators and generators are consumed up to ``MAX_ITEMS`` items and marked;
-- other objects give their ``repr`` with memory addresses (`` at 0x...``) removed;
-- cycles, deep nesting, huge values and long strings are cut in a deterministic way; text
-  over ``limit`` characters keeps its start and ends with the SHA-256 of the whole text, so
-  two long values still compare equal only when their whole text is equal.
+"""The canonical text of a value, for comparing the behaviour of candidates (``ProbeCall``):
+equal values give equal text across implementations (the rules: docs/sandbox.md, "Probe
+values: canonical text").
 
 This file is imported on the host (for tests) and its *source* is also executed inside each
 sandbox kernel by the harness, in a private namespace with its own copy of the builtins,
@@ -33,8 +18,6 @@ from decimal import Decimal as _Decimal
 from fractions import Fraction as _Fraction
 from hashlib import sha256 as _sha256
 from typing import Any
-
-__all__ = ["LIMIT", "MAX_ITEMS", "canonical", "raised"]
 
 LIMIT = 2000
 """Most characters of a canonical text."""

@@ -13,8 +13,6 @@ from typing import Any
 
 from selfheal._parse import literal
 
-__all__ = ["frame_request", "read_line", "readable", "write_all"]
-
 _hmac = _hashlib.hmac_digest
 
 

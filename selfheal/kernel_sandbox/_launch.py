@@ -27,8 +27,6 @@ from selfheal.kernel_sandbox.containment import (
 from selfheal.kernel_sandbox.types import Limits
 from selfheal.kernel_sandbox.zygote import ForkedProcess, Zygote
 
-__all__ = ["KernelProcess", "cleanup", "connection", "launch"]
-
 KernelProcess = subprocess.Popen[bytes] | ForkedProcess
 
 

@@ -1,10 +1,7 @@
 """The state of one run across one or more candidate processes: it turns the harness's
-signed messages into results and enforces the limits from the host.
-
-The fast path is one request: the harness forks a process that loads the candidate and runs
-every test. After a crash, or a test the harness could not stop (the host kills that
-process), the run continues from the next test in a fresh process with the candidate
-re-loaded (on the same kernel when it is still serving), until the run budget is spent.
+signed messages into results and enforces the limits from the host. After a crash, or a
+test the harness could not stop, the run goes on from the next test in a fresh process
+(docs/sandbox.md, "How a run works", step 4).
 """
 
 from __future__ import annotations
@@ -25,8 +22,6 @@ from selfheal.kernel_sandbox.types import (
     SandboxTest,
     TestResult,
 )
-
-__all__ = ["KILL_GRACE", "KernelRun", "KernelSource"]
 
 KILL_GRACE = 0.5
 """Seconds past a limit after which the host kills the process of a run whose harness did

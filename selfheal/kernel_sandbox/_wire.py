@@ -1,16 +1,11 @@
 """The value codec shared by the host and the kernel harness: plain builtin values as tagged
-tuples, written with ``repr`` and read back with ``ast.literal_eval`` (on the host) or a
-literal evaluated without builtins (in the kernel).
-
-The host imports this module; its *source* is also executed inside every sandbox kernel
-(see ``_harness``), so both sides run the same code. Plain Python, no selfheal imports.
+tuples, written with ``repr`` and read back as a literal. Its *source* also runs inside
+every sandbox kernel (see ``_harness``), so it stays plain Python with no selfheal imports.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-__all__ = ["decode_value", "encode_value"]
 
 _NoneType = type(None)
 _SCALARS = (int, str, bytes, bool, _NoneType)

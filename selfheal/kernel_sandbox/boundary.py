@@ -1,18 +1,8 @@
-"""Which boundary the operating system enforces around candidates here, and the switch that
-asks for one (``SELFHEAL_SANDBOX``, ``HealConfig.sandbox``, ``KernelPool(boundary=...)``).
-
-- ``landlock``: each run's process restricts itself with Landlock before the candidate
-  loads (``_harness/landlock.py``): it reads only the Python installation and the system's
-  libraries, writes only in its own directory, starts no program, opens no TCP connection;
-- ``fallback``: where Landlock is missing, a private mount namespace that hides the home
-  folders and leaves only the run's directory writable (where the host may create one:
-  root, or user namespaces) and a seccomp filter that refuses starting programs, ``ptrace``
-  and mounts (``_harness/fallback.py``); weaker (see docs/sandbox.md);
-- ``off``: the audit hook alone (tests use it to show what the boundary stops).
-
-Modes: ``auto`` (the default) takes Landlock where the kernel offers it, else the fallback,
-and says so; ``strict`` refuses to start without Landlock; ``fallback`` and ``off`` ask for
-those boundaries by name.
+"""Which boundary the operating system enforces around candidates here (``landlock``,
+``fallback``, ``off``), and the switch that asks for one (``SELFHEAL_SANDBOX``,
+``HealConfig.sandbox``, ``KernelPool(boundary=...)``): modes ``auto``, ``strict``,
+``fallback``, ``off``. What each enforces: docs/sandbox.md, "The boundary the operating
+system enforces".
 """
 
 from __future__ import annotations
@@ -29,16 +19,6 @@ from selfheal._record import Record
 from selfheal.errors import ConfigError, SandboxError
 from selfheal.kernel_sandbox._harness.landlock import landlock_abi
 from selfheal.kernel_sandbox.containment import unshare_works
-
-__all__ = [
-    "BoundaryInfo",
-    "BoundaryKind",
-    "BoundaryMode",
-    "boundary_for",
-    "entry_cost",
-    "mode_from_env",
-    "weaker_than_landlock",
-]
 
 BoundaryMode = Literal["auto", "strict", "fallback", "off"]
 BoundaryKind = Literal["landlock", "fallback", "off"]

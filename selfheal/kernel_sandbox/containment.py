@@ -24,19 +24,6 @@ import psutil
 from selfheal._procs import die_with_parent
 from selfheal.kernel_sandbox.types import Limits
 
-__all__ = [
-    "CgroupSet",
-    "kernel_env",
-    "kill_tree",
-    "make_preexec",
-    "netns_available",
-    "apply_rlimits",
-    "nproc_budget",
-    "process_limits",
-    "rlimit_pairs",
-    "unshare_works",
-]
-
 _ENV_KEEP = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 _MiB = 1024 * 1024
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from selfheal.errors import ConfigError
-from selfheal.kernel_sandbox._run import KILL_GRACE, KernelRun, KernelSource
+from selfheal.kernel_sandbox._run import KernelRun, KernelSource
 from selfheal.kernel_sandbox._wire import encode_value
 from selfheal.kernel_sandbox.rewrite import rewrite_test, split_snippet
 from selfheal.kernel_sandbox.traces import read_steps
@@ -25,15 +25,6 @@ from selfheal.kernel_sandbox.types import (
     TraceLimits,
     TraceResult,
 )
-
-__all__ = [
-    "KILL_GRACE",
-    "KernelSource",
-    "run_candidate",
-    "run_snippet",
-    "run_trace",
-    "normalize_tests",
-]
 
 
 def normalize_tests(tests: Sequence[str | SandboxTest]) -> list[SandboxTest]:

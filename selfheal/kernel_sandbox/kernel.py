@@ -42,8 +42,6 @@ from selfheal.kernel_sandbox.leftovers import mark_owner
 from selfheal.kernel_sandbox.types import Limits
 from selfheal.kernel_sandbox.zygote import Zygote
 
-__all__ = ["KernelEvent", "SandboxKernel", "killed_roots", "live_kernels", "shutdown_all_kernels"]
-
 MAX_USES = 1000
 """Runs one kernel serves before it is replaced (each run has a fresh forked process)."""
 

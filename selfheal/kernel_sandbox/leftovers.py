@@ -1,11 +1,7 @@
-"""What a killed host leaves behind, and cleaning it up.
-
-A host process that exits normally removes its kernels' directories (``<tmp>/selfheal-k-*``,
-their runs' ``-r<n>`` siblings, the fork server's ``selfheal-z-*``) and cgroups. One killed
-with SIGKILL cannot: its kernels die with it (``die_with_parent``), but their files stay. So
-every such directory carries an *owner* marker (the host's pid and start time, and the cgroups
-it made), and the first pool a later process starts removes what belonged to a host that is
-gone. Directories without a marker, or whose host still runs, are never touched.
+"""What a killed host leaves behind, and cleaning it up: every sandbox directory carries an
+*owner* marker (the host's pid and start time, the cgroups it made), and the first pool a
+later process starts removes what belonged to a host that is gone. Directories without a
+marker, or whose host still runs, are never touched (docs/sandbox.md, "orphans").
 """
 
 from __future__ import annotations
@@ -24,8 +20,6 @@ from pathlib import Path
 import psutil
 
 from selfheal.kernel_sandbox.containment import CgroupSet
-
-__all__ = ["MARKER", "mark_owner", "sweep_leftovers", "sweep_once"]
 
 MARKER = "owner.json"
 """The marker file in a kernel's or fork server's directory."""

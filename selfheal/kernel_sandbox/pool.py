@@ -36,31 +36,17 @@ from selfheal.kernel_sandbox.types import (
 )
 from selfheal.kernel_sandbox.zygote import Zygote
 
-__all__ = ["KernelPool", "get_default_pool"]
-
 T = TypeVar("T")
 
 
 class KernelPool:
     """A pool of warm sandbox kernels. Implements the ``Executor`` protocol.
 
-    Every run gets a fresh process forked from a warm kernel (nothing one candidate
-    defines, imports or patches is visible to the next), so a kernel serves run after run
-    and a run costs no kernel start. At most ``size`` runs at once (one per kernel); more
-    callers wait for a kernel to be free. A kernel that served a run with other containment
-    limits, with subprocesses or network allowed, or whose harness stopped answering, is
-    killed and replaced in the background.
-
-    Async at its core: all of the pool's state and work (idle kernels, the capacity
-    condition, refills, kernel I/O, timeouts, kills) are coroutines on the pool's own event
-    loop, in one daemon thread (``selfheal-sandbox``). ``arun`` and its siblings hand a run
-    to it from any caller's loop; cancelling the caller cancels the run there (its process
-    killed, the kernel back in the pool). The blocking methods are their sync twins.
-
-    ``network_namespace``: ``None`` (default) uses a fresh network namespace with no route
-    out where the host allows it (root or user namespaces), ``True`` requires it, ``False``
-    disables it. ``fast_start`` forks kernels from a fork server that has already imported
-    ipykernel (falls back to a plain ``python -m ipykernel_launcher`` if that fails).
+    Every run gets a fresh process forked from a warm kernel, so a kernel serves run after
+    run; at most ``size`` runs at once (one per kernel), more callers wait. Async at its
+    core: its state and work are coroutines on its own event loop, in one daemon thread
+    (``selfheal-sandbox``); cancelling a caller cancels its run there, and the blocking
+    methods are sync twins. The options: docs/sandbox.md, "API".
     """
 
     def __init__(

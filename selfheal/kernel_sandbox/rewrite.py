@@ -1,10 +1,7 @@
-"""Host-side rewriting of test code so comparisons cannot be fooled by candidate objects.
-
-Every comparison in a test (``a == b``, ``a < b``, ``x in xs``, ...) becomes a call to the
-harness's ``__sh_cmp__``, and every ``assert`` becomes ``__sh_assert__`` /
-``__sh_assert_cmp__``. The harness compares plain builtin values natively (their dunder
-methods cannot be overridden) and refuses to let a candidate object be equal to, or be
-ordered against, a plain value. See ``docs/sandbox.md`` for what is and is not covered.
+"""Host-side rewriting of test code so comparisons cannot be fooled by candidate objects:
+every comparison becomes a call to the harness's ``__sh_cmp__`` and every ``assert`` one to
+``__sh_assert__`` / ``__sh_assert_cmp__`` (docs/sandbox.md, "Comparisons that cannot be
+fooled", says what is and is not covered).
 """
 
 from __future__ import annotations
@@ -14,9 +11,6 @@ import functools
 from typing import Any
 
 from selfheal._parse import ast_parse
-from selfheal.kernel_sandbox._wire import decode_value, encode_value
-
-__all__ = ["decode_value", "encode_value", "pytest_item_test", "rewrite_test", "split_snippet"]
 
 _OPS: dict[type[ast.cmpop], str] = {
     ast.Eq: "Eq",

@@ -12,8 +12,6 @@ from typing import Any
 
 from selfheal.kernel_sandbox.types import TraceResult, TraceStep, TraceStepKind
 
-__all__ = ["read_steps", "trace_text"]
-
 _KINDS: frozenset[str] = frozenset({"call", "line", "exception", "return", "raise"})
 _MAX_TEXT = 1000
 _MAX_STEPS = 20_000

@@ -1,11 +1,8 @@
 """A fork server for sandbox kernels: one process that has already imported ipykernel and
-IPython (about 0.8 s of CPU per kernel on the reference machine) forks each new kernel.
-
-The zygote is trusted code started with the same allow-listed environment as a kernel; it
-never runs candidate code. Each forked child, before starting the kernel, makes itself a
-session leader, joins its cgroups, enters a fresh network namespace (``unshare(2)``), sets
-its rlimits, its environment and cwd, and points stdin/stdout/stderr at ``/dev/null``. The
-host then treats it like any other kernel process (``ForkedProcess``).
+IPython forks each new kernel (docs/sandbox.md, "How a run works", step 1). It is trusted
+code with a kernel's allow-listed environment and never runs candidate code; each forked
+child sets up its own containment before starting the kernel, and the host then treats it
+like any other kernel process (``ForkedProcess``).
 """
 
 from __future__ import annotations
@@ -29,8 +26,6 @@ from selfheal._procs import die_with_parent
 from selfheal.errors import SandboxError
 from selfheal.kernel_sandbox.containment import kernel_env, kill_tree
 from selfheal.kernel_sandbox.leftovers import mark_owner
-
-__all__ = ["ForkedProcess", "Zygote"]
 
 _ZYGOTE_SRC = r"""
 import ctypes, json, os, random, resource, select, signal, sys

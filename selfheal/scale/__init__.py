@@ -1,13 +1,6 @@
-"""Scale out: heal and evaluate many specs at once, here or on a Dask cluster.
-
-* :func:`heal_many` / :func:`aheal_many`: every spec healed, each result as it finishes;
-* engines (:class:`LocalEngine`, :class:`DaskEngine`, the :class:`Engine` protocol) that fan
-  jobs out to workers, each worker with its own kernel pool and providers
-  (:class:`WorkerResources`);
-* model limits held across the workers (:mod:`selfheal.llm.limits`).
-
-``DaskEngine`` needs the ``dask`` extra (``pip install "selfheal[dask]"``); everything else
-needs only the base install. See docs/scale.md.
+"""Scale out: heal and evaluate many specs at once, here or on a Dask cluster (docs/scale.md):
+``heal_many``, the engines that fan jobs out to workers, and what each worker holds.
+``DaskEngine`` needs the ``dask`` extra (``pip install "selfheal[dask]"``).
 """
 
 from __future__ import annotations

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Generic, Literal, Protocol, TypeVar
 
-__all__ = ["Engine", "EngineName", "Finished"]
-
 J = TypeVar("J")
 R = TypeVar("R")
 

@@ -1,24 +1,7 @@
-"""``DaskEngine``: jobs on a Dask cluster, each worker with its own kernel pool.
-
-    from selfheal.scale import DaskEngine
-    engine = DaskEngine(address="tcp://scheduler:8786")   # an existing cluster
-    engine = DaskEngine(workers=2)                        # a local cluster on 127.0.0.1
-
-What it adds to Dask:
-
-* a worker plugin (:class:`SelfhealWorker`) that gives each worker its own
-  :class:`~selfheal.scale.resources.WorkerResources` (kernel pools, one provider per model)
-  and tears them down when the run ends; a worker that joins late (or one the nanny restarts)
-  gets it too;
-* model limits that hold across the cluster: a gate per model made of Dask semaphores on the
-  scheduler (:class:`DaskGate`), so 8 workers sharing one vLLM server keep to its
-  ``max_concurrency`` and ``requests_per_minute`` together;
-* results gathered as they finish and released at once: a result the client has received is
-  never lost with its worker; a job whose worker dies before it finishes is run again on
-  another worker by the scheduler (up to ``distributed.scheduler.allowed-failures`` times,
-  then its ``Finished`` carries Dask's ``KilledWorker``).
-
-Needs the ``dask`` extra: ``pip install "selfheal[dask]"``.
+"""``DaskEngine``: jobs on a Dask cluster, each worker with its own resources
+(:class:`SelfhealWorker`), model limits held across the cluster (:class:`DaskGate`), each
+result released once the client has it (docs/scale.md: what a dying worker costs). Needs the
+``dask`` extra.
 """
 
 from __future__ import annotations
@@ -26,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -44,8 +27,6 @@ try:
 except ImportError:  # pragma: no cover - exercised by the optional-dependency test
     distributed = None  # type: ignore[assignment]
     WorkerPlugin = object  # type: ignore[assignment,misc]
-
-__all__ = ["DaskEngine", "DaskGate", "SelfhealWorker", "require_dask"]
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -72,20 +53,19 @@ class DaskGate:
         self._concurrency: Semaphore | None = None
         self._rate: Semaphore | None = None
         self._releasing: set[asyncio.Future[Any]] = set()
+
+        def semaphore(kind: str, leases: int) -> Semaphore:
+            return distributed.Semaphore(
+                max_leases=leases,
+                name=f"{name}-{kind}",
+                scheduler_rpc=worker.scheduler,
+                loop=worker.loop,
+            )
+
         if limits.max_concurrency is not None:
-            self._concurrency = distributed.Semaphore(
-                max_leases=limits.max_concurrency,
-                name=f"{name}-concurrency",
-                scheduler_rpc=worker.scheduler,
-                loop=worker.loop,
-            )
+            self._concurrency = semaphore("concurrency", limits.max_concurrency)
         if self._window is not None:
-            self._rate = distributed.Semaphore(
-                max_leases=self._window[0],
-                name=f"{name}-rate",
-                scheduler_rpc=worker.scheduler,
-                loop=worker.loop,
-            )
+            self._rate = semaphore("rate", self._window[0])
 
     async def _on_worker_loop(self, make: Callable[[], Any]) -> Any:
         """Await ``make()`` on the worker's event loop (the semaphores belong to it) from
@@ -234,11 +214,9 @@ class DaskEngine:
         client, self._client = self._client, None
         cluster, self._cluster = self._cluster, None
         if client is not None:
-            try:
+            with suppress(Exception):  # workers that are gone have nothing to tear down
                 if client.status == "running":
                     await client.unregister_worker_plugin(self.run_id)
-            except Exception:
-                pass  # workers that are gone have nothing to tear down
             await client.close()
         if cluster is not None:
             await cluster.close()

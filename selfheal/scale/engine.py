@@ -1,16 +1,6 @@
-"""Engines: fan jobs out to workers and hand back each result as it finishes.
-
-An :class:`Engine` runs a function on many jobs and streams ``Finished`` records back in the
-order they finish. Two are built in:
-
-* :class:`LocalEngine` runs ``workers`` jobs at once in threads of this process (heals spend
-  their time waiting for a model and for the kernel pool, not on this process's CPU);
-* :class:`~selfheal.scale.dask_engine.DaskEngine` runs them on a Dask cluster (an existing
-  one, or a local one it starts), each worker with its own kernel pool; a worker that dies
-  takes no finished result with it, and its unfinished jobs run again on another worker.
-
-Each job runs with its worker's :class:`~selfheal.scale.resources.WorkerResources`
-(:func:`selfheal.scale.resources.current`).
+"""Engines: fan jobs out to workers and hand back each result as it finishes:
+:class:`LocalEngine` (threads of this process) here, ``DaskEngine`` in ``dask_engine.py``
+(docs/scale.md). Each job runs with its worker's resources (``resources.current``).
 """
 
 from __future__ import annotations
@@ -27,8 +17,6 @@ from selfheal.errors import ConfigError
 from selfheal.llm.limits import ModelLimits, configure_limits, configured_limits
 from selfheal.scale.base import Engine, EngineName, Finished
 from selfheal.scale.resources import WorkerResources, using
-
-__all__ = ["LocalEngine", "astream", "make_engine", "stream"]
 
 J = TypeVar("J")
 R = TypeVar("R")

@@ -1,14 +1,6 @@
-"""``heal_many``: heal many specs at once, on this machine or on a Dask cluster, and get each
-result as soon as it is there.
-
-    for done in selfheal.heal_many(specs, provider="openai:qwen2.5-coder-7b", executor="dask",
-                                   address="tcp://scheduler:8786"):
-        print(done.index, done.status, done.result.code if done.result else done.error)
-
-Every spec is one job (:class:`HealJob`); a job's heal runs on a worker with that worker's
-kernel pool and provider; its :class:`HealOutcome` comes back the moment it finishes, in
-the order they finish. A heal that raises (the model server went away) is an outcome with
-``error`` set, not an exception that stops the others.
+"""``heal_many``: heal many specs at once, on this machine or on a Dask cluster (docs/scale.md).
+Every spec is one job (:class:`HealJob`) run on a worker with its kernel pool and provider;
+each :class:`HealOutcome` comes back as it finishes, a heal that raised as one with ``error``.
 """
 
 from __future__ import annotations
@@ -31,8 +23,6 @@ from selfheal.result import HealResult
 from selfheal.scale.base import Engine, EngineName
 from selfheal.scale.engine import astream, make_engine
 from selfheal.scale.resources import ProviderSource, current
-
-__all__ = ["HealJob", "HealOutcome", "aheal_many", "heal_many", "shippable_source"]
 
 
 class HealJob(Record):
@@ -165,18 +155,13 @@ async def aheal_many(
 ) -> AsyncIterator[HealOutcome]:
     """Heal every spec, yielding each :class:`HealOutcome` as soon as it finishes.
 
-    ``provider``: a model string (on a cluster each worker builds it from its own
-    environment: ``openai:MODEL`` with ``OPENAI_BASE_URL`` for vLLM), a zero-argument
-    function that builds a provider, or (local only) a Provider object. ``executor``:
-    ``local`` (``workers`` heals at once in this process), ``dask`` (the cluster at
-    ``address``, or a local cluster of ``workers`` processes), or an :class:`Engine`.
-    Each worker has a kernel pool of ``pool_size`` kernels. ``limits``: request concurrency
-    and rate per model id, held across all the workers. ``config`` applies to every heal; a
-    run that needs an approval comes back ``awaiting_approval`` unless
-    ``config.on_headless`` decides (``selfheal.resume`` continues it on the worker's
-    machine, where its run log is). The memory across runs is the worker's (its
-    ``$SELFHEAL_MEMORY``); heals running at once may recall what the others just learnt, so
-    pass ``HealConfig(memory=False)`` when results must not depend on their order.
+    ``provider``: a model string (built on each worker from its own environment), a
+    zero-argument function that builds a provider, or (local only) a Provider object.
+    ``executor``: ``local`` (``workers`` heals at once here), ``dask`` (the cluster at
+    ``address``, or a local cluster of ``workers`` processes), or an :class:`Engine`; each
+    worker has a kernel pool of ``pool_size`` kernels. ``limits``: request concurrency and
+    rate per model id, across all the workers. ``config`` applies to every heal
+    (docs/scale.md: approvals on a worker, the memory of heals running at once).
     ``heal_fn`` replaces ``selfheal.heal`` (tests)."""
     jobs = _jobs(specs)
     engine = (

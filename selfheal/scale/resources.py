@@ -1,10 +1,5 @@
-"""What the runs on one worker share: kernel pools and one provider per model.
-
-A worker (a Dask worker process, or this process for the local engine) runs many jobs; they
-share a kernel pool for candidates (each worker has its own pool: kernels never cross
-machines), further named pools (the benchmark's scoring pool), and one provider per model
-(its HTTP connections, and for the scripted mock its script). A job finds them with
-:func:`current` while the engine runs it.
+"""What the jobs on one worker share: its kernel pools (kernels never cross machines) and one
+provider per model; a job finds them with :func:`current` while an engine runs it.
 """
 
 from __future__ import annotations
@@ -21,29 +16,12 @@ from selfheal.kernel_sandbox import KernelPool
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.llm.base import Provider
 
-__all__ = [
-    "ProviderSource",
-    "WorkerResources",
-    "build_provider_from",
-    "current",
-    "describe_source",
-    "using",
-]
-
 ProviderSource = str | Provider | Callable[[], Provider] | None
 """How a worker gets its model: a model string (built on the worker, from the worker's
 environment), a zero-argument function that builds the provider there (it must pickle for a
 cluster), a Provider object (local engine only), or None for ``auto``."""
 
 _ENV_PREFIXES = ("SELFHEAL_", "OPENAI_", "OLLAMA_", "ANTHROPIC_")
-
-
-def describe_source(source: ProviderSource) -> str:
-    """A short name of ``source`` for messages."""
-    if source is None or isinstance(source, str):
-        return source or "auto"
-    name = getattr(source, "model_id", None) or getattr(source, "__name__", None)
-    return str(name) if name else repr(source)
 
 
 def build_provider_from(source: ProviderSource) -> Provider:

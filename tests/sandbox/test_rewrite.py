@@ -8,14 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from selfheal.kernel_sandbox._wire import decode_value, encode_value
 from selfheal.kernel_sandbox.containment import kernel_env
-from selfheal.kernel_sandbox.rewrite import (
-    HELPERS,
-    decode_value,
-    encode_value,
-    rewrite_test,
-    split_snippet,
-)
+from selfheal.kernel_sandbox.rewrite import HELPERS, rewrite_test, split_snippet
 
 
 def test_asserts_and_comparisons_are_routed_through_helpers() -> None:

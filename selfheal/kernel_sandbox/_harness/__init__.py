@@ -1,24 +1,10 @@
 """The harness that runs inside every sandbox kernel, as small modules of plain top-level
 functions that the host never imports to run them: their *source* is sent to the kernel at
-warm-up and executed there, in order, in one private namespace whose builtins are a copy
-taken before any candidate exists. On the host they are ordinary modules, unit-tested
-without a kernel (``tests/sandbox/test_harness_parts.py``).
-
-- ``_wire.py``: the value codec, shared with the host;
-- ``compare.py``: the comparison helpers rewritten tests call;
-- ``pytest_item.py``, ``pytest_collect.py``: your tests in pytest's form, collected once
-  and run one item at a time;
-- ``capture.py``: output capture and trimmed tracebacks;
-- ``guard.py``: the audit-hook policy, the alarm, the builtins swap;
-- ``trace.py``: the line-level tracer of the debugger's ``trace_failure``;
-- ``session.py``: one candidate run (load, tests, one signed message per step);
-- ``channel.py``: signed result lines, signed requests, the state the parts share;
-- ``landlock.py``, ``fallback.py``, ``boundary.py``: the boundary the operating system
-  enforces around each run's process (Landlock, or a mount namespace and seccomp);
-- ``loop.py``: the serving loop, one forked process per request;
-- ``server.py``: install at warm-up, then serve.
-
-``_canon.py`` (probe values) is executed separately, in a namespace of its own.
+warm-up and executed there, in the order of ``PARTS``, in one private namespace whose
+builtins are a copy taken before any candidate exists (docs/sandbox.md, "How a run works",
+says what each part does). On the host they are ordinary modules, unit-tested without a
+kernel (``tests/sandbox/test_harness_parts.py``). ``_canon.py`` (probe values) is executed
+separately, in a namespace of its own.
 """
 
 from __future__ import annotations

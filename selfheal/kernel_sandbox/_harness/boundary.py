@@ -1,17 +1,9 @@
-"""Kernel side: the boundary a run's process enters before the candidate loads.
-
-``prepare`` runs once per kernel, at warm-up: it builds the seccomp programs, for
-``landlock`` opens the fixed rules and builds the kernel's rulesets (``landlock.py``), for
-``fallback`` checks that a forked process can enter a private mount namespace; it returns
-the ``Boundary`` and the line the kernel reports to the host. ``for_run`` builds a run's own
-files ruleset in the kernel, before the fork (off the run's critical path). ``enter`` runs
-in every run's process after its go, before any candidate code: the private mounts
-(``fallback``), then it gives up every capability, applies both Landlock layers
-(``landlock``) and the seccomp filter. ``off`` (tests only) enters nothing: the audit hook
-alone. A process that cannot enter its boundary raises, and the run is reported as a
-harness failure: it never runs the candidate with less.
-
-Shipped to the kernel as source (see ``_harness/__init__.py``).
+"""Kernel side: the boundary a run's process enters before the candidate loads
+(docs/sandbox.md, "The boundary the operating system enforces"). ``prepare`` runs once per
+kernel at warm-up, ``for_run`` in the kernel before each run's fork, ``enter`` in the run's
+process after its go, before any candidate code; ``off`` (tests only) enters nothing. A
+process that cannot enter its boundary raises, and the run is reported as a harness
+failure: it never runs the candidate with less. Shipped to the kernel as source (see ``_harness/__init__.py``).
 """
 
 from __future__ import annotations
@@ -35,8 +27,6 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
         run_ruleset,
         static_rules,
     )
-
-__all__ = ["Boundary", "enter", "for_run", "prepare"]
 
 
 class Boundary:

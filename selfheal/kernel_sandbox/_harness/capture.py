@@ -7,8 +7,6 @@ from traceback import extract_tb as _extract_tb
 from traceback import format_list as _format_list
 from typing import Any
 
-__all__ = ["Cap", "NullOut", "describe"]
-
 
 class Cap:
     """A stand-in for ``sys.stdout``/``sys.stderr`` keeping at most ``limit`` characters."""

@@ -21,8 +21,6 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
     from selfheal.kernel_sandbox._harness.guard import Guard
     from selfheal.kernel_sandbox._harness.session import Checks
 
-__all__ = ["Harness", "read_exact", "read_request", "sign"]
-
 _hmac = _hashlib.hmac_digest
 _loads = _marshal.loads
 _os_write = _os.write

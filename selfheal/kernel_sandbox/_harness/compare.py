@@ -1,18 +1,12 @@
-"""Kernel side: the comparison helpers rewritten test code calls, and a safe repr.
-
-A comparison is done natively only when both sides are *plain*: built recursively from
-exact builtin value types, whose dunder methods a candidate cannot override. A candidate
-object is never equal to, nor ordered against, a plain value, and the truth of anything but
-a plain value is not trusted. See ``docs/sandbox.md``.
-
-Shipped to the kernel as source (see ``_harness/__init__.py``).
+"""Kernel side: the comparison helpers rewritten test code calls, and a safe repr. A
+comparison is native only when both sides are *plain* (exact builtin value types, whose
+dunder methods a candidate cannot override); see docs/sandbox.md, "Comparisons that cannot
+be fooled". Shipped to the kernel as source (see ``_harness/__init__.py``).
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-__all__ = ["APPROX_EQ", "assert_", "assert_cmp", "cmp", "pure", "srepr", "truth"]
 
 _NoneType = type(None)
 _PURE_SCALARS = frozenset({int, float, complex, str, bytes, bool, _NoneType, range})

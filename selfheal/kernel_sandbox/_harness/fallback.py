@@ -1,19 +1,7 @@
-"""Kernel side: the fallback boundary where Landlock is missing, and what both share.
-
-- ``private_mounts``: a private mount namespace for the run's process (needs root or user
-  namespaces): the home folders (``/root``, ``/home``, the host user's), ``/tmp``,
-  ``/var/tmp``, ``/run`` and ``/proc`` hidden under empty read-only filesystems, ``/dev``
-  reduced to ``null``, ``zero``, ``full``, ``random`` and ``urandom``, the Python
-  installation and the run's own directory mounted back where they were, and every other
-  mount read-only: the process can write only in its directory; ``/etc/shadow``,
-  ``/etc/gshadow`` and ``/etc/sudoers`` read as empty files;
-- ``seccomp``: a filter (both boundaries) that refuses (``EPERM``) starting programs
-  (``execve``, ``execveat``; unless subprocesses are allowed), creating Unix sockets (unless
-  network is allowed), ``ptrace`` and reading other processes' memory, mounting and
-  changing namespaces, device nodes, kernel modules, ``bpf``, ``io_uring``;
-- ``drop_capabilities``: a root process gives up every capability (both boundaries).
-
-Shipped to the kernel as source (see ``_harness/__init__.py``).
+"""Kernel side: the fallback boundary where Landlock is missing, and what both share:
+``private_mounts`` (a private mount namespace for the run's process; needs root or user
+namespaces), the ``seccomp`` filter and ``drop_capabilities`` (both boundaries). What each
+hides or refuses: docs/sandbox.md, "The boundary the operating system enforces". Shipped to the kernel as source (see ``_harness/__init__.py``).
 """
 
 from __future__ import annotations
@@ -23,8 +11,6 @@ import os as _os
 import struct as _struct
 import sys as _sysmod
 from typing import Any
-
-__all__ = ["drop_capabilities", "private_mounts", "seccomp", "seccomp_filter", "seccomp_program"]
 
 _CLONE_NEWNS = 0x00020000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
@@ -89,7 +75,7 @@ def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 
 
 def seccomp_program(machine: str, allow_exec: bool, allow_unix: bool) -> bytes:
-    """The BPF program (see the module docstring): ``allow_exec`` leaves ``execve`` alone,
+    """The BPF program (what it refuses: docs/sandbox.md): ``allow_exec`` leaves ``execve`` alone,
     ``allow_unix`` the creation of Unix sockets (``socket(AF_UNIX, ...)``: Landlock does not
     bind connecting to a socket file; ``socketpair`` stays allowed). ``ValueError`` on an
     architecture without a filter here."""
@@ -167,7 +153,7 @@ def _mount_points() -> list[tuple[str, int]]:
 
 def private_mounts(libc: Any, work: str, host_home: str, allow_subprocess: bool) -> bool:
     """Enter a private mount namespace that leaves the process only its directory to write
-    and hides the home folders (see the module docstring); False where it cannot."""
+    and hides the home folders (docs/sandbox.md); False where it cannot."""
     if libc.unshare(_CLONE_NEWNS) != 0:
         return False
     _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE)

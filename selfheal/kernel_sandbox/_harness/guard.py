@@ -1,14 +1,7 @@
-"""Kernel side: what guards candidate code while it runs.
-
-- ``Guard`` holds the per-process policy: the run's working directory, what may be read,
-  whether network and processes are allowed, and whether candidate code has started (from
-  then on the audit hook enforces, in every thread, for good);
-- ``audit(guard, event, args)`` is the audit hook's policy (defence in depth: the network
-  namespace, rlimits and cgroups are the hard boundaries);
-- ``guarded(guard, fn, limit, out, err)`` runs candidate code with its output captured, the
-  candidate's view of the builtins swapped in, and a per-test alarm.
-
-Shipped to the kernel as source (see ``_harness/__init__.py``).
+"""Kernel side: what guards candidate code while it runs: ``Guard`` (the per-process policy),
+``audit`` (the audit hook's policy, defence in depth behind the operating system's
+boundary) and ``guarded`` (candidate code run with its output captured, its own view of the
+builtins and a per-test alarm). Shipped to the kernel as source (see ``_harness/__init__.py``).
 """
 
 from __future__ import annotations
@@ -18,8 +11,6 @@ import os as _os
 import signal as _signalmod
 import sys as _sysmod
 from typing import Any
-
-__all__ = ["Guard", "Timeout", "audit", "guarded"]
 
 _realpath = _os.path.realpath
 _getpid = _os.getpid
@@ -81,7 +72,9 @@ class Timeout(BaseException):
 
 
 class Guard:
-    """The policy of one candidate process (see the module docstring)."""
+    """The policy of one candidate process: the run's working directory, what may be read,
+    whether network and processes are allowed, and whether candidate code has started (from
+    then on the audit hook enforces, in every thread, for good)."""
 
     def __init__(
         self, work: str, host_home: str, clean_builtins: dict[str, Any], prefixes: Any = ()

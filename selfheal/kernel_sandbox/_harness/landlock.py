@@ -1,25 +1,11 @@
-"""Kernel side: the Landlock boundary around a candidate's process.
+"""Kernel side: the Landlock boundary around a candidate's process, in two layers applied by
+each run's process before the candidate loads (``restrict``): the run's files layer
+(``run_ruleset``, from rules opened once at warm-up by ``static_rules``) and the kernel's
+layer (``kernel_rulesets``: execution, TCP, scoping). What each allows: docs/sandbox.md,
+"The boundary the operating system enforces".
 
-Landlock (Linux 5.13+, no privileges needed) lets a process restrict its own file accesses,
-and from ABI 4 its TCP binds and connects, from ABI 6 the signals it sends and the abstract
-Unix sockets it reaches. It binds every path the process opens, whatever the code that
-asks (Python's ``open``, ``ctypes`` calling libc, a raw ``syscall``), checks the path it
-resolves to (``..``, symlinks, ``/proc/self/root`` lead nowhere new), and everything the
-process forks inherits it. Root is bound too.
-
-Two layers, both applied by each run's process before the candidate loads (``restrict``):
-
-- the files layer (``run_ruleset``), built by the kernel for each run before it forks the
-  run's process, from rules opened once at warm-up (``static_rules``): read (not write, not
-  execute) on the Python installation, the system's libraries and a few files programs
-  expect; read and write (not device nodes) in the run's own directory;
-- the kernel's layer (``kernel_rulesets``), built once per kernel: no program execution
-  (or, with subprocesses allowed, programs from the system and the Python installation),
-  no TCP unless network is allowed, signals and abstract sockets scoped.
-
-Raw system calls through ``ctypes`` (no dependency). Shipped to the kernel as source (see
-``_harness/__init__.py``); on the host ``landlock_abi`` is what ``selfheal doctor`` and the
-pool ask.
+Raw system calls through ``ctypes`` (no dependency). Shipped to the kernel as source (see ``_harness/__init__.py``). On the host ``landlock_abi`` is
+what ``selfheal doctor`` and the pool ask.
 """
 
 from __future__ import annotations
@@ -28,8 +14,6 @@ import ctypes as _ctypes
 import os as _os
 import sys as _sysmod
 from typing import Any
-
-__all__ = ["kernel_rulesets", "landlock_abi", "restrict", "run_ruleset", "static_rules"]
 
 _SYS_CREATE_RULESET = 444  # the same numbers on x86_64 and aarch64
 _SYS_ADD_RULE = 445

@@ -1,17 +1,8 @@
-"""Kernel side: the serving loop, one forked process per request.
-
-A *standby* process, forked from the warm kernel before any request exists, waits on the
-request FIFO. When it takes a request it tells the kernel (a private pipe: the request's
-number, its working directory and its tests) and waits for the *go*, which comes only once
-every process of the previous run is gone; then it runs the candidate and exits. The kernel
-meanwhile compiles those tests into its cache and forks the next standby, which inherits
-the cache. Neither a fork nor a process's exit is on a run's critical path, and every
-candidate starts from the same pristine process.
-
-When a process is gone the kernel kills whatever it left behind (its process group, and
-every orphan, which comes back to the kernel as the child subreaper), says ``exit`` with
-the request's number and exit status, and removes the run's directory.
-
+"""Kernel side: the serving loop, one forked process per request (docs/sandbox.md, "How a
+run works", step 2). A *standby* process takes a request, tells the kernel which (a private
+pipe) and waits for the *go*, given once every process of the previous run is gone; the
+kernel meanwhile caches the tests and forks the next standby. When a process is gone the
+kernel kills whatever it left behind, says ``exit`` and removes the run's directory.
 Shipped to the kernel as source (see ``_harness/__init__.py``).
 """
 
@@ -30,8 +21,6 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
     from selfheal.kernel_sandbox._harness.boundary import enter, for_run
     from selfheal.kernel_sandbox._harness.channel import Harness, read_exact, read_request
     from selfheal.kernel_sandbox._harness.session import compile_tests, run_candidate
-
-__all__ = ["Loop"]
 
 _dumps = _marshal.dumps
 _loads = _marshal.loads

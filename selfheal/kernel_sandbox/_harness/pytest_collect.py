@@ -1,8 +1,5 @@
 """Kernel side: pytest's collection of your test module, once per heal (see
-``pytest_item.py``): the items with the index of their parameter set, the items pytest's marks
-skip, and the collection errors, printed as one JSON line.
-
-Shipped to the kernel as source (see ``_harness/__init__.py``).
+``pytest_item.py``), printed as one JSON line. Shipped to the kernel as source (see ``_harness/__init__.py``).
 """
 
 from __future__ import annotations
@@ -12,8 +9,6 @@ from typing import Any
 
 if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
     from selfheal.kernel_sandbox._harness.pytest_item import _PT, _PT_FILE, pt_combos, pt_run
-
-__all__ = ["pt_collect", "pytest_item"]
 
 
 def pt_collect(text: str) -> None:

@@ -1,26 +1,15 @@
-"""Kernel side: your tests in pytest's form (test functions, ``Test*`` classes, parametrize,
-fixtures), collected by pytest once per run and run one item per test by the harness.
-
-``pytest_item("collect", text)`` (``pytest_collect.py``) runs pytest's own collection on ``text`` (written to a file
-in the run's folder) and prints one JSON line: every item with its class, function and the
-index of its parameters in ``combos``, plus the items pytest's marks skip and the collection
-errors. ``pytest_item("run", names, cls, func, k)`` runs one item in a test's namespace (the
-test module was executed there first, rewritten like any test): it resolves the fixtures
-(those defined in the file, autouse ones, ``tmp_path``, ``monkeypatch``, ``capsys`` and
-``request.param``), calls the function with parameter set ``k`` and tears down. The verdict
-stays the harness's: the function's exception (``pytest.fail`` and ``pytest.raises``'s "did
-not raise" become ``AssertionError``) is the test's outcome, and pytest's modules are checked
-before and after every item against a snapshot taken before any candidate existed.
-
-Shipped to the kernel as source (see ``_harness/__init__.py``).
+"""Kernel side: your tests in pytest's form (docs/sandbox.md, "Your tests in pytest's form").
+``pytest_item("collect", text)`` (``pytest_collect.py``) prints pytest's collection as one
+JSON line; ``pytest_item("run", names, cls, func, k)`` runs one item with parameter set ``k``
+in a test's namespace, fixtures resolved and torn down. The verdict stays the harness's, and
+pytest's modules are checked before and after every item against a snapshot taken before
+any candidate existed. Shipped to the kernel as source (see ``_harness/__init__.py``).
 """
 
 from __future__ import annotations
 
 import sys as _pt_sys
 from typing import Any
-
-__all__ = ["pt_combos", "pt_install", "pt_run"]
 
 _PT: dict[str, Any] = {}
 """Filled by ``pt_install``: the pytest module and the snapshots of what tests rely on."""

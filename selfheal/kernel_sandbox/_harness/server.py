@@ -1,12 +1,6 @@
-"""Kernel side: installing the harness at warm-up, and serving.
-
-``install`` runs before any candidate exists: it reads (and deletes) the per-kernel HMAC
-key, opens the result pipe, sets up the canonicaliser's private namespace, installs the
-audit hook and puts one entry point, ``__selfheal__``, into the IPython namespace. The host
-then sends one execute request, ``__selfheal__('serve')``, which never returns: ``serve``
-removes the entry point, says ``armed`` and runs the serving loop (``loop.py``).
-
-Shipped to the kernel as source (see ``_harness/__init__.py``).
+"""Kernel side: installing the harness at warm-up (before any candidate exists), and serving:
+``__selfheal__('serve')`` never returns; it removes the entry point, says ``armed`` and runs
+the serving loop (``loop.py``). Shipped to the kernel as source (see ``_harness/__init__.py``).
 """
 
 from __future__ import annotations
@@ -26,8 +20,6 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
     from selfheal.kernel_sandbox._harness.pytest_item import pt_install
     from selfheal.kernel_sandbox._harness.session import Checks
 
-__all__ = ["install", "serve"]
-
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -41,8 +33,10 @@ def install(
     canon_src: str,
     boundary: str = "off",
 ) -> None:
-    """Set the harness up in the kernel (see the module docstring); ``ns`` is the harness's
-    own namespace, complete at this point (every run checks it was not changed)."""
+    """Set the harness up in the kernel: read (and delete) the HMAC key, open the result
+    pipe, set up the canonicaliser's namespace, install the audit hook and put the one entry
+    point ``__selfheal__`` into the IPython namespace. ``ns`` is the harness's own namespace,
+    complete at this point (every run checks it was not changed)."""
     import builtins
     import ctypes
 

@@ -1,9 +1,7 @@
-"""Kernel side: one candidate run. Load the candidate as a module named ``candidate``, then
-run every test from ``start`` in order, each in a copy of the candidate's namespace with
-pristine builtins, and send one signed message per step.
-
-Runs in the forked process that serves one request (see ``server.py``). Shipped to the
-kernel as source (see ``_harness/__init__.py``).
+"""Kernel side: one candidate run, in the forked process that serves one request: load the
+candidate as a module named ``candidate``, then run every test from ``start`` in order, each
+in a copy of the candidate's namespace with pristine builtins, one signed message per step.
+Shipped to the kernel as source (see ``_harness/__init__.py``).
 """
 
 from __future__ import annotations
@@ -34,8 +32,6 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
         traced,
     )
     from selfheal.kernel_sandbox._wire import decode_value, encode_value
-
-__all__ = ["Checks", "compile_tests", "restore_namespace", "run_candidate"]
 
 _perf = _time.perf_counter
 _settrace = _sysmod.settrace

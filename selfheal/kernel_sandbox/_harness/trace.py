@@ -1,25 +1,11 @@
 """Kernel side: a line-level trace of the candidate while one test runs (the debugger's
-``trace_failure``).
+``trace_failure``; docs/sandbox.md, "Traces").
 
-``Tracer`` is installed with ``sys.settrace`` only around the traced test. It follows only
-frames that run the candidate's own code objects, collected from its compiled module before
-it ran (``code_objects``): code the candidate compiles at run time under the name
-``<candidate>`` is not traced, so it cannot add lines to its own trace. Each step is a plain
-tuple ``(kind, frame, depth, function, line, values, value)``:
-
-- ``call``: a candidate function was entered; ``values`` are its arguments;
-- ``line``: a line is about to run; ``values`` are the locals that changed since the
-  frame's previous step (the effect of the line before);
-- ``return`` / ``raise``: the frame returned ``value`` / let the exception ``value`` out;
-- ``exception``: an exception reached this frame (caught here if a ``line`` follows).
-
-Bounded: the first ``head`` and the last ``tail`` steps are kept (the end of a failing run
-is where it fails), every step is counted, values are at most ``value_chars`` characters, at
-most ``max_values`` per step, and after ``max_total`` steps tracing stops (the test runs on
-untraced). Values are shown without running candidate code: exact builtin values (and
-subclasses of builtin containers, read through the builtin type) by their repr within a
-budget, anything else by its type name; a candidate's ``__repr__`` never runs.
-
+``Tracer`` is installed with ``sys.settrace`` only around the traced test and follows only
+frames that run the candidate's own code objects (``code_objects``, collected before it
+ran), so code compiled at run time cannot add lines to its own trace. Each step is a plain
+tuple ``(kind, frame, depth, function, line, values, value)`` (``TraceStep`` on the host).
+Values are shown without running candidate code: a candidate's ``__repr__`` never runs.
 Shipped to the kernel as source (see ``_harness/__init__.py``).
 """
 
@@ -29,8 +15,6 @@ import collections as _collections
 import sys as _sysmod
 import types as _types
 from typing import Any
-
-__all__ = ["Tracer", "brief", "code_objects", "hide_tracer", "traced"]
 
 _settrace = _sysmod.settrace
 _gettrace = _sysmod.gettrace
