@@ -1,20 +1,9 @@
 """A deterministic, scriptable provider for tests and demos.
 
 Replies are scripted per role: ``MockProvider({"generator": [reply1, reply2], ...})``. A reply
-is a string, a function of the messages returning a string, or an exception to raise. The role
-travels with each call (``CompletionRequest.role``, which the pipeline sets), so one mock
-serves every role; a call without a role answers from the script of role ``"any"``. Every call
-is recorded in ``calls`` (``calls_for(role)`` picks one role's).
-
-``MockProvider.demo()`` replays a scripted session for :data:`DEMO_SPEC` (a median function):
-a first population that fails the spec's even example, a diagnosis, a repair round whose three
-candidates agree, and a verified result, without any model. When a reviewer rejects that
-repair round (``Reject(reason)``), a second one follows whose candidates use
-``statistics.median``, so every human decision of the tutorials can be replayed. It runs to
-the end with any options (a role whose replies are used up answers its last one again) and
-refuses any other spec before the run starts (``check_spec``), so a run with it is never cut
-off halfway.
-"""
+is a string, a function of the messages returning a string, or an exception to raise; a call
+without a role answers from the script of role ``"any"``. ``MockProvider.demo()`` replays the
+median demo (:mod:`selfheal.llm.mock_demo`) and refuses any other spec (docs/llm.md)."""
 
 from __future__ import annotations
 

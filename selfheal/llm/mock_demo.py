@@ -1,7 +1,8 @@
-"""The scripted median session :meth:`selfheal.llm.mock.MockProvider.demo` replays: the spec,
-and every role's replies in order (the tutorials, the CLI's ``--provider mock`` and the tests
-use it).
-"""
+"""The scripted median session :meth:`selfheal.llm.mock.MockProvider.demo` replays (the
+tutorials, the CLI's ``--provider mock`` and the tests use it): a first population that fails
+the spec's even example, a diagnosis, a repair round whose three candidates agree, and a
+verified result; when a reviewer rejects that round (``Reject(reason)``), a second one follows
+whose candidates use ``statistics.median``, so every human decision of the tutorials replays."""
 
 from __future__ import annotations
 
