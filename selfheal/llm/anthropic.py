@@ -39,8 +39,6 @@ from selfheal.llm.retry import (
     timeout_failure,
 )
 
-__all__ = ["ANSWER_TOOL", "AnthropicProvider", "to_anthropic_messages"]
-
 ANSWER_TOOL = "answer"
 """Name of the tool the model must call when a schema is given."""
 

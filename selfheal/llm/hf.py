@@ -15,8 +15,6 @@ from selfheal.errors import MissingDependency, ModelNotFound
 from selfheal.llm.base import Completion, CompletionRequest, Message, ProviderBase, ReplyStream
 from selfheal.llm.hf_batch import AllCancelled, Ask, BatchStop, Cancelled, FifoLock, Waiting
 
-__all__ = ["HFProvider", "pick_device"]
-
 FALLBACK_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] | capitalize }}: {{ m['content'] }}\n\n{% endfor %}"
     "{% if add_generation_prompt %}Assistant: {% endif %}"

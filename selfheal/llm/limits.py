@@ -24,20 +24,6 @@ from selfheal._record import Record
 from selfheal.errors import ConfigError
 from selfheal.llm.base import Completion, CompletionRequest, Provider, WrapperProvider
 
-__all__ = [
-    "ENV_VAR",
-    "Gate",
-    "GateFactory",
-    "LimitedProvider",
-    "LocalGate",
-    "ModelLimits",
-    "apply_limits",
-    "configure_limits",
-    "configured_limits",
-    "local_gate",
-    "parse_limits",
-]
-
 ENV_VAR = "SELFHEAL_MODEL_LIMITS"
 """Environment variable with the limits per model (YAML/JSON mapping, or a path to a file)."""
 

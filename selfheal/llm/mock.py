@@ -21,8 +21,6 @@ from selfheal.llm.base import Completion, CompletionRequest, Message, ProviderBa
 from selfheal.llm.mock_demo import DEMO_SCRIPT, DEMO_SPEC, Reply
 from selfheal.llm.tokens import estimate_tokens
 
-__all__ = ["DEMO_SPEC", "MockCall", "MockProvider", "MockScriptExhausted"]
-
 UNBOUND = "any"
 """The script a call without a role answers from."""
 

@@ -11,8 +11,6 @@ from collections.abc import Callable, Sequence
 from selfheal._parse import literal
 from selfheal.llm.base import Message
 
-__all__ = ["DEMO_SCRIPT", "DEMO_SPEC", "Reply"]
-
 Reply = str | Callable[[Sequence[Message]], str] | BaseException
 """A scripted reply: the text, a function of the messages returning it, or an exception."""
 

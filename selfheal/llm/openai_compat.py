@@ -29,8 +29,6 @@ from selfheal.llm.prefill import continuation, prefill_as_instruction, prefill_o
 from selfheal.llm.retry import RetryPolicy
 from selfheal.llm.tokens import estimate_tokens
 
-__all__ = ["OpenAICompatible", "wire_message"]
-
 TOOL_PADDING_STOP = "\n\n\n\n"
 """Sent as a stop string with tools to a local server (see ``_body``)."""
 

@@ -21,8 +21,6 @@ from selfheal._record import Record
 from selfheal.errors import ConfigError
 from selfheal.llm.base import Message
 
-__all__ = ["PromptTemplate", "load_prompt", "prompts_dirs", "render", "set_prompts_dir"]
-
 _REQUIRED = ("version", "role", "system", "user", "reply")
 _OPTIONAL = ("description",)
 

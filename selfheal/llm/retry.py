@@ -21,19 +21,6 @@ from selfheal.errors import (
     ProviderUnavailable,
 )
 
-__all__ = [
-    "Failure",
-    "RetryPolicy",
-    "acall_with_retry",
-    "backoff_delay",
-    "failure_for_status",
-    "gave_up",
-    "parse_retry_after",
-    "retry_after_from_headers",
-    "should_retry",
-    "timeout_failure",
-]
-
 R = TypeVar("R")
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})

@@ -24,22 +24,6 @@ from selfheal._record import Record
 from selfheal.errors import LOCAL_MODEL_INSTALL, ConfigError
 from selfheal.llm.base import Provider
 
-__all__ = [
-    "DEFAULT_ANTHROPIC_MODEL",
-    "DEFAULT_OLLAMA_MODEL",
-    "LocalEngine",
-    "ModelSpec",
-    "ProviderName",
-    "Router",
-    "build_provider",
-    "ollama_base_url",
-    "parse_model_string",
-    "probe_ollama",
-    "resolve_model_string",
-    "resolve_provider",
-    "use_local_engine",
-]
-
 ProviderName = Literal["mock", "anthropic", "ollama", "hf", "openai", "local"]
 """The backends a model string can name."""
 

@@ -18,8 +18,6 @@ from selfheal.errors import ConfigError
 from selfheal.local.settings import find_server_binary
 from selfheal.local.weights import DEFAULT_MODEL, find_model, verify_model
 
-__all__ = ["Step", "install_steps", "run_install", "script_path"]
-
 _PACKAGE_SCRIPTS = Path(__file__).resolve().parents[1] / "_install"
 """Where the wheel carries the install scripts (pyproject's force-include)."""
 _REPO_SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"

@@ -27,8 +27,6 @@ from selfheal.local.keeper import clean_old_logs, free_port, on_keeper, spawn, t
 from selfheal.local.settings import INSTALL, ServerSettings, log_dir
 from selfheal.local.slots import SlotRouter
 
-__all__ = ["Endpoint", "LocalServer", "shared_server", "shutdown_all"]
-
 STARTUP_TIMEOUT = 180.0
 """Seconds to wait for ``/health`` after starting (loading 1.1 GB takes ~5 s idle)."""
 

@@ -20,8 +20,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["Lease", "SlotAPI", "SlotRouter", "prompt_key"]
-
 log = logging.getLogger(__name__)
 
 COPY_GAIN = 200

@@ -19,19 +19,6 @@ from typing import IO
 from selfheal._record import Record
 from selfheal.errors import LOCAL_MODEL_INSTALL, ConfigError
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "WeightsSpec",
-    "assemble_model",
-    "cache_dir",
-    "default_model_path",
-    "ensure_model",
-    "find_model",
-    "find_parts",
-    "main",
-    "verify_model",
-]
-
 _CHUNK = 8 * 1024 * 1024
 _CLI = "python -m selfheal.local.weights"
 
