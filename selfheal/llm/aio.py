@@ -1,17 +1,8 @@
-"""Async first, sync derived. Every provider, the ask loops and the retry loop are written as
-coroutines; their blocking twins come in one line from the process's one background event
-loop (:mod:`selfheal._sync`, shared with the kernel sandbox), as nbclient does::
-
-    complete = blocking(acomplete)
-
-A blocking twin works whether or not an event loop already runs in the calling thread (in
-Jupyter one always does, and ``asyncio.run`` would refuse); calls from several threads at once
-run concurrently on the background loop, and a ``KeyboardInterrupt`` in the waiting thread
-cancels the coroutine. Callbacks a coroutine makes (``on_token``) run on that loop's thread.
-
+"""Async first, sync derived: providers, the ask loops and the retry loop are coroutines whose
+blocking twins come in one line from :mod:`selfheal._sync` (``complete = blocking(acomplete)``);
+callbacks a coroutine makes (``on_token``) run on its background loop's thread.
 :class:`PerLoop` keeps one async HTTP client per event loop (a connection pool belongs to the
-loop it was made in).
-"""
+loop it was made in)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,8 @@
 """A provider for Anthropic's Messages API, through the ``anthropic`` SDK.
 
-System messages go to ``system=``; consecutive messages of the same role are merged (the
-API wants user and assistant turns to alternate). With ``schema``, the model is made to call
-a single tool whose ``input_schema`` is the schema, and the completion's text is that
-tool input as JSON: the API then guarantees an object, not prose. With ``tools`` (native
-tool calling) the model may call them (``tool_choice="required"``: ``{"type": "any"}``); its
-``tool_use`` blocks become ``Completion.tool_calls``, and tool calls and results sent back in
-``messages`` become ``tool_use`` / ``tool_result`` blocks. A final assistant message is a
-prefilled reply: the API continues it (its trailing whitespace removed, which the API refuses)
-and the reply is the continuation alone. Streaming uses
-``messages.stream``. Retries are the SDK's own (``max_retries = policy.attempts - 1``, with its
-backoff and ``Retry-After``), held to :class:`RetryPolicy` by a middleware where the SDK has
-middleware: a timeout is retried only with ``retry_timeouts``, and a ``Retry-After`` longer than
-``max_retry_after`` gives up at once.
-"""
+System messages go to ``system=``, same-role neighbours are merged; a ``schema`` becomes one
+forced tool call whose input is the reply. Retries are the SDK's own, held to
+:class:`RetryPolicy` by a middleware where the SDK has middleware (docs/llm.md, "Reliability")."""
 
 from __future__ import annotations
 
@@ -49,8 +38,6 @@ from selfheal.llm.retry import (
     should_retry,
     timeout_failure,
 )
-
-__all__ = ["ANSWER_TOOL", "AnthropicProvider", "to_anthropic_messages"]
 
 ANSWER_TOOL = "answer"
 """Name of the tool the model must call when a schema is given."""

@@ -32,15 +32,6 @@ from selfheal.llm.parsing.code_extract import (
 )
 from selfheal.llm.parsing.json_salvage import StructuredParseError, parse_structured
 
-__all__ = [
-    "CodeReply",
-    "StructuredReply",
-    "aask_code",
-    "aask_structured",
-    "ask_code",
-    "ask_structured",
-]
-
 T = TypeVar("T", bound=BaseModel)
 V = TypeVar("V")
 

@@ -22,26 +22,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from selfheal._record import Record
 from selfheal.llm.aio import blocking
 
-__all__ = [
-    "Completion",
-    "CompletionRequest",
-    "Message",
-    "ToolCall",
-    "ToolSpec",
-    "Provider",
-    "ProviderBase",
-    "ReplyStream",
-    "TokenCallback",
-    "WrapperProvider",
-    "acomplete_many",
-    "asend",
-    "batch_hint",
-    "complete_many",
-    "gather_or_cancel",
-    "send",
-    "supports_tools",
-]
-
 Role = Literal["system", "user", "assistant", "tool"]
 
 

@@ -1,15 +1,7 @@
-"""A provider for transformers causal language models (``hf:ORG/NAME`` or a local folder).
-
-Loads with ``AutoTokenizer`` / ``AutoModelForCausalLM`` on the best device (CUDA, then
-Apple MPS, then CPU), in 4-bit on CUDA when ``bitsandbytes`` is installed, or from a GGUF
-file (``gguf_file=``). Prompts go through the tokenizer's chat template. Streaming uses
-``TextIteratorStreamer``; token counts come from the real tokenizer. Generation runs in a
-worker thread for async callers, and stops when the call is cancelled or its timeout passes.
-``complete_many(n)`` decodes the population as ONE batch (``generate(num_return_sequences=n)``),
-with stop strings and ``max_tokens`` per sequence; callers from different roles are served one
-whole generation after another, in arrival order. A final assistant message is a prefilled
-reply, continued (``continue_final_message``).
-"""
+"""A provider for transformers causal language models (``hf:ORG/NAME`` or a local folder): the
+best device, the tokenizer's chat template, generation in a worker thread that stops when the
+call is cancelled, and ``complete_many(n)`` as one batch (:mod:`selfheal.llm.hf_batch`;
+docs/llm.md, docs/gpu.md)."""
 
 from __future__ import annotations
 
@@ -22,8 +14,6 @@ from typing import Any
 from selfheal.errors import MissingDependency, ModelNotFound
 from selfheal.llm.base import Completion, CompletionRequest, Message, ProviderBase, ReplyStream
 from selfheal.llm.hf_batch import AllCancelled, Ask, BatchStop, Cancelled, FifoLock, Waiting
-
-__all__ = ["HFProvider", "pick_device"]
 
 FALLBACK_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] | capitalize }}: {{ m['content'] }}\n\n{% endfor %}"

@@ -13,8 +13,6 @@ from typing import Any, Protocol
 from selfheal.errors import ProviderTimeout
 from selfheal.llm.base import Completion, CompletionRequest, ReplyStream
 
-__all__ = ["AllCancelled", "Ask", "BatchStop", "Cancelled", "FifoLock", "Waiting"]
-
 MOST = 16
 """Most sampled answers decoded together (the largest population)."""
 

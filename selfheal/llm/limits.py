@@ -1,24 +1,8 @@
-"""Request concurrency and rate limits per model, shared by every run that uses the model.
-
-A served model (a llama.cpp server, vLLM, a hosted API) has a capacity: so many requests in
-flight before they only queue, so many a minute before it answers 429. Limits are set per
-model id (``openai:Qwen/Qwen2.5-Coder-7B-Instruct``) and hold for the whole process, whatever
-the number of heals running in it (``selfheal.heal_many`` runs many at once); on a Dask
-cluster the gates come from the cluster (``selfheal.scale``) and hold across every worker::
-
-    from selfheal.llm.limits import ModelLimits, configure_limits
-    configure_limits({"openai:qwen2.5-coder-7b": ModelLimits(max_concurrency=16,
-                                                            requests_per_minute=600)})
-
-or ``SELFHEAL_MODEL_LIMITS='{"openai:qwen2.5-coder-7b": {"max_concurrency": 16,
-"requests_per_minute": 600}}'`` (YAML or JSON; a path to such a file works too). Every
-provider the router builds for a model with limits goes through its gate
-(:class:`LimitedProvider`); :func:`apply_limits` does the same for a provider object.
-
-A gate grants a *slot*: at most ``max_concurrency`` slots are held at once, and at most
-``requests_per_minute`` are granted in any 60-second window (a rate below one a minute means
-one per ``60 / rate`` seconds). Waiting for a slot never blocks an event loop.
-"""
+"""Request concurrency and rate limits per model id, shared by every run in the process (on a
+Dask cluster, by every worker): set with :func:`configure_limits` or ``$SELFHEAL_MODEL_LIMITS``;
+a provider for a model with limits goes through its gate (:class:`LimitedProvider`). A gate
+grants at most ``max_concurrency`` slots at once and ``requests_per_minute`` in any 60-second
+window, and waiting for one never blocks an event loop (docs/scale.md, docs/llm.md)."""
 
 from __future__ import annotations
 
@@ -39,20 +23,6 @@ from pydantic import Field, ValidationError
 from selfheal._record import Record
 from selfheal.errors import ConfigError
 from selfheal.llm.base import Completion, CompletionRequest, Provider, WrapperProvider
-
-__all__ = [
-    "ENV_VAR",
-    "Gate",
-    "GateFactory",
-    "LimitedProvider",
-    "LocalGate",
-    "ModelLimits",
-    "apply_limits",
-    "configure_limits",
-    "configured_limits",
-    "local_gate",
-    "parse_limits",
-]
 
 ENV_VAR = "SELFHEAL_MODEL_LIMITS"
 """Environment variable with the limits per model (YAML/JSON mapping, or a path to a file)."""

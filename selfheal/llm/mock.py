@@ -1,20 +1,9 @@
 """A deterministic, scriptable provider for tests and demos.
 
 Replies are scripted per role: ``MockProvider({"generator": [reply1, reply2], ...})``. A reply
-is a string, a function of the messages returning a string, or an exception to raise. The role
-travels with each call (``CompletionRequest.role``, which the pipeline sets), so one mock
-serves every role; a call without a role answers from the script of role ``"any"``. Every call
-is recorded in ``calls`` (``calls_for(role)`` picks one role's).
-
-``MockProvider.demo()`` replays a scripted session for :data:`DEMO_SPEC` (a median function):
-a first population that fails the spec's even example, a diagnosis, a repair round whose three
-candidates agree, and a verified result, without any model. When a reviewer rejects that
-repair round (``Reject(reason)``), a second one follows whose candidates use
-``statistics.median``, so every human decision of the tutorials can be replayed. It runs to
-the end with any options (a role whose replies are used up answers its last one again) and
-refuses any other spec before the run starts (``check_spec``), so a run with it is never cut
-off halfway.
-"""
+is a string, a function of the messages returning a string, or an exception to raise; a call
+without a role answers from the script of role ``"any"``. ``MockProvider.demo()`` replays the
+median demo (:mod:`selfheal.llm.mock_demo`) and refuses any other spec (docs/llm.md)."""
 
 from __future__ import annotations
 
@@ -31,8 +20,6 @@ from selfheal.errors import LOCAL_MODEL_INSTALL, ConfigError, ProviderError
 from selfheal.llm.base import Completion, CompletionRequest, Message, ProviderBase
 from selfheal.llm.mock_demo import DEMO_SCRIPT, DEMO_SPEC, Reply
 from selfheal.llm.tokens import estimate_tokens
-
-__all__ = ["DEMO_SPEC", "MockCall", "MockProvider", "MockScriptExhausted"]
 
 UNBOUND = "any"
 """The script a call without a role answers from."""

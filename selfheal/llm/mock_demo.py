@@ -1,7 +1,8 @@
-"""The scripted median session :meth:`selfheal.llm.mock.MockProvider.demo` replays: the spec,
-and every role's replies in order (the tutorials, the CLI's ``--provider mock`` and the tests
-use it).
-"""
+"""The scripted median session :meth:`selfheal.llm.mock.MockProvider.demo` replays (the
+tutorials, the CLI's ``--provider mock`` and the tests use it): a first population that fails
+the spec's even example, a diagnosis, a repair round whose three candidates agree, and a
+verified result; when a reviewer rejects that round (``Reject(reason)``), a second one follows
+whose candidates use ``statistics.median``, so every human decision of the tutorials replays."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ from collections.abc import Callable, Sequence
 
 from selfheal._parse import literal
 from selfheal.llm.base import Message
-
-__all__ = ["DEMO_SCRIPT", "DEMO_SPEC", "Reply"]
 
 Reply = str | Callable[[Sequence[Message]], str] | BaseException
 """A scripted reply: the text, a function of the messages returning it, or an exception."""

@@ -25,8 +25,6 @@ from selfheal.llm.retry import (
 )
 from selfheal.llm.tokens import estimate_tokens
 
-__all__ = ["OllamaProvider", "context_size"]
-
 MIN_CTX = 2048
 """Smallest ``num_ctx`` requested."""
 MAX_CTX = 131072

@@ -1,40 +1,10 @@
-"""One provider for every OpenAI-compatible chat server, on the official ``openai`` SDK.
+"""One provider for every OpenAI-compatible chat server (llama-server, vLLM, LM Studio, Ollama's
+``/v1``, TGI, OpenAI itself), on the official ``openai`` SDK.
 
-The same class reaches llama.cpp's ``llama-server`` (the ``local`` default, whose supervised
-server and slot routing :mod:`selfheal.local` adds in a subclass), vLLM, LM Studio, Ollama's
-``/v1`` endpoint, TGI and OpenAI itself::
-
-    from selfheal.llm import OpenAICompatible
-    p = OpenAICompatible(model="qwen2.5-coder-1.5b", base_url="http://127.0.0.1:8080/v1")
-    p.complete(messages, max_tokens=64, temperature=0.0)              # Completion
-    p.complete_many(messages, n=4, max_tokens=64, temperature=0.8)    # list[Completion]
-
-* **Async first.** ``_acomplete(request)`` is the implementation; ``complete`` /
-  ``complete_many`` and the async ``acomplete`` / ``acomplete_many`` come from
-  :class:`~selfheal.llm.base.ProviderBase` (the blocking ones are fine inside Jupyter's running
-  event loop).
-* **Always streamed** on the wire (``stream_options.include_usage``): ``on_token`` gets each
-  fragment, ``time_to_first_token`` is measured, and the read timeout is the longest silence
-  between chunks, not the whole generation (llama-server sends SSE pings while it processes a
-  long prompt). Token counts come from the server's ``usage`` (``cached_tokens`` from
-  ``usage.prompt_tokens_details`` or llama.cpp's ``timings.cache_n``).
-* ``schema`` is sent as ``response_format={"type": "json_schema", ...}``; llama-server turns
-  it into a grammar (constrained decoding). ``stop``, ``seed`` per request.
-* **Native tool calling**: ``tools`` go out as ``tools=[{"type": "function", ...}]`` with
-  ``tool_choice``; streamed ``tool_calls`` deltas are put back together into
-  ``Completion.tool_calls``; ``assistant`` tool calls and ``tool`` results in ``messages``
-  are sent in the same wire format. llama-server does this through the model's own chat
-  template (``--jinja``, which selfheal passes), constrained by a grammar with
-  ``tool_choice="required"``.
-* ``complete_many(n=...)`` sends ``n`` requests at once (llama-server rejects ``n > 1`` in one
-  chat request) with seeds ``seed, seed + 1, ...`` (a random base when not given); a server
-  with parallel slots decodes them together. Results are in index order.
-* A final assistant message is a prefilled reply, continued: llama-server does it; for other
-  servers (``prefill="instruct"``, their default) it is moved into a user message asking the
-  model to begin with it. The reply is the continuation alone.
-* Retries (429, 5xx, connection errors) are the SDK's own (``max_retries``, with backoff and
-  ``Retry-After``); errors are mapped to :mod:`selfheal.errors` with what to do.
-"""
+Every request is streamed on the wire, so the timeout is the longest silence between chunks;
+``schema`` goes out as ``response_format``, ``tools`` as native tool calls; retries are the
+SDK's own. What is sent and how each option maps: docs/llm.md ("Providers", "A prefilled
+reply", "Native tool calling", "Reliability")."""
 
 from __future__ import annotations
 
@@ -58,8 +28,6 @@ from selfheal.llm.openai_errors import IncompleteStream, map_error
 from selfheal.llm.prefill import continuation, prefill_as_instruction, prefill_of
 from selfheal.llm.retry import RetryPolicy
 from selfheal.llm.tokens import estimate_tokens
-
-__all__ = ["OpenAICompatible", "wire_message"]
 
 TOOL_PADDING_STOP = "\n\n\n\n"
 """Sent as a stop string with tools to a local server (see ``_body``)."""

@@ -14,8 +14,6 @@ from selfheal.errors import (
 )
 from selfheal.llm.retry import RetryPolicy
 
-__all__ = ["TRANSPORT_ERRORS", "IncompleteStream", "is_timeout", "map_error"]
-
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
     """Connection-level exceptions the SDK's HTTP library raises while a stream is read

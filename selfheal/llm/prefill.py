@@ -8,8 +8,6 @@ from collections.abc import Sequence
 
 from selfheal.llm.base import Message
 
-__all__ = ["PREFILL_INSTRUCTION", "continuation", "prefill_as_instruction", "prefill_of"]
-
 
 def prefill_of(messages: Sequence[Message]) -> str:
     """The prefilled reply of a conversation: the text of its final ``assistant`` message (one

@@ -1,18 +1,9 @@
-"""Prompts are data: one YAML file per role, shipped inside the wheel.
-
-Each file has ``version``, ``role``, ``system``, ``user`` (Jinja2 templates rendered with
-strict undefined variables) and ``reply`` (``code`` or ``json``). Every role's messages begin
-with the same text, ``{% include "system.j2" %}`` as the system message and
-``{% include "spec.j2" %}`` (the spec and its signature) first in the user message, with the
-role's task after them: the served model's prompt cache then reuses that shared prefix from one
-role's call to the next instead of processing the spec again. The partials live in
-``prompts/partials/``; every render is given the spec's ``spec``, ``signature`` and
-``entry_point``. The schema of a JSON reply is
-not in the file: it is derived from the role's pydantic reply model (``model_json_schema()``,
-next to the role in ``selfheal/roles/``), so the two cannot drift apart. Files are re-read
-when they change on disk (hot reload for prompt work in a notebook). A user directory (``SELFHEAL_PROMPTS_DIR`` or
-``set_prompts_dir``) overrides a role's prompt by holding a file of the same name.
-"""
+"""Prompts are data: one YAML file per role (``version``, ``role``, ``system``, ``user`` as Jinja2
+templates with strict undefined variables, ``reply``: ``code`` or ``json``), shipped inside the
+wheel and re-read when they change on disk. Every role's messages open with the shared partials
+(``prompts/partials/``) so the server's prompt cache reuses them; a JSON reply's schema comes
+from the role's pydantic reply model, never the file. A user directory
+(``SELFHEAL_PROMPTS_DIR`` or ``set_prompts_dir``) overrides a role's file of the same name."""
 
 from __future__ import annotations
 
@@ -29,8 +20,6 @@ import yaml
 from selfheal._record import Record
 from selfheal.errors import ConfigError
 from selfheal.llm.base import Message
-
-__all__ = ["PromptTemplate", "load_prompt", "prompts_dirs", "render", "set_prompts_dir"]
 
 _REQUIRED = ("version", "role", "system", "user", "reply")
 _OPTIONAL = ("description",)

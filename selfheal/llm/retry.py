@@ -1,14 +1,6 @@
-"""Reliability for every provider call, in one place.
-
-Each provider turns its SDK's exceptions into a :class:`Failure` (which project error, and
-whether trying again can help). Where the SDK retries itself (``anthropic``, ``openai``) it is
-configured from :class:`RetryPolicy` (``attempts - 1`` retries, :func:`should_retry` for what
-it may retry); where it does not (``ollama``), :func:`acall_with_retry`, the one retry loop,
-retries transient failures (connection errors, 408/409/425/429 and 5xx) with exponential
-backoff and jitter, honours ``Retry-After``, and raises the mapped error when the attempts run
-out. Timeouts come from :attr:`RetryPolicy.timeout` (each provider passes it to its client).
-Async callers can cancel at any point, including during a backoff sleep.
-"""
+"""Reliability for every provider call, in one place: :class:`RetryPolicy`, the :class:`Failure`
+each provider maps its SDK's exceptions to, and :func:`acall_with_retry`, the one retry loop
+for a backend whose SDK does not retry (docs/llm.md, "Reliability")."""
 
 from __future__ import annotations
 
@@ -28,19 +20,6 @@ from selfheal.errors import (
     ProviderTimeout,
     ProviderUnavailable,
 )
-
-__all__ = [
-    "Failure",
-    "RetryPolicy",
-    "acall_with_retry",
-    "backoff_delay",
-    "failure_for_status",
-    "gave_up",
-    "parse_retry_after",
-    "retry_after_from_headers",
-    "should_retry",
-    "timeout_failure",
-]
 
 R = TypeVar("R")
 

@@ -1,16 +1,5 @@
-"""Model strings, automatic resolution, and per-role routing.
-
-A model string names a backend and a model::
-
-    mock                    the scripted demo (never chosen automatically)
-    mock:<script.yaml>      a scripted mock from a YAML file
-    anthropic[:MODEL]       Anthropic's API (default model: claude-sonnet-4-5)
-    ollama[:MODEL]          a running Ollama server (default model: qwen2.5-coder:7b)
-    hf:ORG/NAME | hf:/dir   a transformers model (hub id or local directory)
-    openai:MODEL            an OpenAI-compatible server ($OPENAI_BASE_URL, $OPENAI_API_KEY)
-    local[:/path/x.gguf]    the local model on a supervised llama-server (default: the
-                            installed model; $SELFHEAL_LOCAL_URL: a server already running)
-    auto                    the first that works, in the order below
+"""Model strings (:data:`VALID_FORMS`; docs/llm.md, "Choosing a model"), automatic resolution,
+and per-role routing.
 
 ``auto`` (or no model at all) resolves in this order: ``$SELFHEAL_MODEL``; an
 ``ANTHROPIC_API_KEY`` → ``anthropic``; a reachable Ollama server with a model → ``ollama``;
@@ -18,10 +7,8 @@ the installed local model with a llama-server binary (or ``$SELFHEAL_LOCAL_URL``
 ``local``. Otherwise it is a :class:`ConfigError` that says the three ways to fix it. The mock
 is never chosen silently.
 
-The ``local`` backend is :mod:`selfheal.local` (the llama.cpp engine), which sits above this
-package: it registers itself here (:func:`use_local_engine`) when ``selfheal`` is imported, so
-this module never imports it.
-"""
+The ``local`` backend is :mod:`selfheal.local`, which sits above this package and registers
+itself here (:func:`use_local_engine`), so this module never imports it."""
 
 from __future__ import annotations
 
@@ -36,22 +23,6 @@ import httpx
 from selfheal._record import Record
 from selfheal.errors import LOCAL_MODEL_INSTALL, ConfigError
 from selfheal.llm.base import Provider
-
-__all__ = [
-    "DEFAULT_ANTHROPIC_MODEL",
-    "DEFAULT_OLLAMA_MODEL",
-    "LocalEngine",
-    "ModelSpec",
-    "ProviderName",
-    "Router",
-    "build_provider",
-    "ollama_base_url",
-    "parse_model_string",
-    "probe_ollama",
-    "resolve_model_string",
-    "resolve_provider",
-    "use_local_engine",
-]
 
 ProviderName = Literal["mock", "anthropic", "ollama", "hf", "openai", "local"]
 """The backends a model string can name."""

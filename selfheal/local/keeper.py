@@ -18,8 +18,6 @@ from typing import IO, Any, TypeVar
 
 from selfheal._procs import die_with_parent
 
-__all__ = ["clean_old_logs", "free_port", "on_keeper", "spawn", "tail"]
-
 T = TypeVar("T")
 
 _KEEPER_QUEUE: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = (

@@ -16,19 +16,6 @@ from selfheal.local.server import LocalServer
 from selfheal.local.settings import build_info, find_server_binary, is_cuda_build, server_settings
 from selfheal.local.weights import DEFAULT_MODEL, find_model, verify_model
 
-__all__ = [
-    "ModelCheck",
-    "ProbeResult",
-    "ServerCheck",
-    "build_kind",
-    "local_lines",
-    "local_verdict",
-    "model_file",
-    "probe",
-    "probe_server",
-    "server_build",
-]
-
 
 class ProbeResult(Record):
     """One short generation through a server (``selfheal doctor``)."""

@@ -32,8 +32,6 @@ from selfheal.local.settings import DEFAULT_SLOTS, env_int, server_settings
 from selfheal.local.slots import SlotRouter, prompt_key
 from selfheal.local.weights import DEFAULT_MODEL
 
-__all__ = ["LocalProvider", "local_provider"]
-
 
 class _Dropped(Exception):
     """The connection to a supervised server broke (it may have died)."""

@@ -1,32 +1,7 @@
-"""The local model as a served engine: a supervised ``llama-server`` (llama.cpp's own HTTP
-server) on 127.0.0.1, reached through the OpenAI-compatible provider.
-
-:mod:`selfheal.local.settings` finds the binary ``make install`` built and says how to run it
-(:class:`ServerSettings`); :class:`LocalServer` runs it:
-
-* started on first use (not when the provider is built) on ``127.0.0.1`` with a free port and
-  a random API key (passed in the environment, not on the command line, so other local users
-  see neither it nor a usable server), ``-np`` parallel slots (``$SELFHEAL_LOCAL_SLOTS``,
-  default 4 on CPU) of ``$SELFHEAL_LOCAL_CTX`` tokens each (default 4096; ``-c`` is their
-  product), ``-t`` = the usable cores; each slot keeps its prompt in its KV cache, so a request
-  sharing a prefix with an earlier one only processes the rest, and the provider's
-  :class:`~selfheal.local.slots.SlotRouter` copies prompts between slots (``--slot-save-path``,
-  a private directory);
-* ready when ``/health`` answers 200; its output goes to a log file under
-  ``$XDG_STATE_HOME/selfheal/llama-server/`` and every error quotes the log's tail;
-* one warm server per model and settings, shared by every provider, run and thread of the
-  process (:func:`shared_server`);
-* restarted once if it dies (the next call starts it again); if it dies a second time the call
-  fails with :class:`~selfheal.errors.ProviderUnavailable` quoting the log;
-* stopped at exit (``atexit``: its process group gets SIGTERM, then SIGKILL), and never
-  orphaned: it is started with ``PR_SET_PDEATHSIG`` (SIGKILL when the thread that started it
-  ends), from a keeper thread that lives as long as the process, so a parent killed with
-  SIGKILL takes the server with it.
-
-To share one server between a notebook and a CLI on the same machine, run ``selfheal serve``
-(foreground; prints the URL and key) and set ``SELFHEAL_LOCAL_URL`` / ``SELFHEAL_LOCAL_KEY``
-in the other processes: ``local`` then talks to that server instead of starting its own.
-"""
+"""The local model as a served engine: a supervised ``llama-server`` on 127.0.0.1, started on
+first use with a free port and a random key, one per model and settings in the process
+(:func:`shared_server`), restarted once if it dies, stopped at exit and never orphaned.
+:mod:`selfheal.local.settings` says how to run it; docs/local_model.md says how it runs."""
 
 from __future__ import annotations
 
@@ -51,8 +26,6 @@ from selfheal.errors import ProviderUnavailable
 from selfheal.local.keeper import clean_old_logs, free_port, on_keeper, spawn, tail
 from selfheal.local.settings import INSTALL, ServerSettings, log_dir
 from selfheal.local.slots import SlotRouter
-
-__all__ = ["Endpoint", "LocalServer", "shared_server", "shutdown_all"]
 
 STARTUP_TIMEOUT = 180.0
 """Seconds to wait for ``/health`` after starting (loading 1.1 GB takes ~5 s idle)."""

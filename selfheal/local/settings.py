@@ -24,18 +24,6 @@ from selfheal._record import Record
 from selfheal.errors import LOCAL_MODEL_INSTALL, ConfigError, MissingDependency
 from selfheal.local.weights import cache_dir, ensure_model
 
-__all__ = [
-    "DEFAULT_CTX_PER_SLOT",
-    "DEFAULT_SLOTS",
-    "ServerSettings",
-    "build_info",
-    "default_threads",
-    "env_int",
-    "find_server_binary",
-    "log_dir",
-    "server_settings",
-]
-
 DEFAULT_SLOTS = 4
 """Parallel slots on a CPU: 4 answers at once cost about 2.4x one (docs/local_model.md)."""
 DEFAULT_CTX_PER_SLOT = 4096

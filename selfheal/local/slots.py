@@ -1,28 +1,11 @@
-"""Prompt-cache routing for a supervised llama-server: which slot a request goes to, and
-copying an already processed prompt into that slot first.
-
-llama-server keeps each parallel slot's last prompt in its KV cache and reuses the longest
-common prefix with the next request *on that slot*. Requests that share a prompt and run at
-the same time (the greedy answer and its samples, a repair round's strategies with their
-shared system + spec block) land on different slots, and each of them processes the shared
-part again: on this machine three samples after a greedy answer took 8.0 s, against 2.7 s
-with the prompt already in their slots (docs/local_model.md). The router:
-
-* pins each request to a slot (``id_slot``): the idle slot whose last prompt shares the longest
-  prefix with it, the least recently used one on a tie;
-* processes a long new prompt once: a one-token *prefill* request puts it in the slot, the
-  slot is saved (``POST /slots/{id}?action=save`` writes its KV cells to a file in the
-  server's private ``--slot-save-path``), and a concurrent request with the same prompt waits
-  for that file instead of processing the prompt itself;
-* restores the saved prompt that shares the longest prefix into the chosen slot
-  (``action=restore``, milliseconds for a few MB) when it reaches further than what the slot
-  already holds.
+"""Prompt-cache routing for a supervised llama-server: which slot a request goes to, and copying
+an already processed prompt into that slot first (``/slots`` save and restore), so concurrent
+requests that share a prompt process it once (docs/local_model.md, "Slot routing").
 
 A slot's content is tracked as the text of the messages last sent to it; a common prefix in
 characters stands in for one in tokens. The router only decides where work goes: a save,
 restore or prefill that fails turns the copying off for that server start and the request is
-sent anyway (the server then processes the prompt itself, as without the router).
-"""
+sent anyway."""
 
 from __future__ import annotations
 
@@ -36,8 +19,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-__all__ = ["Lease", "SlotAPI", "SlotRouter", "prompt_key"]
 
 log = logging.getLogger(__name__)
 

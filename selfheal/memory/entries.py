@@ -10,16 +10,6 @@ from typing import Any, Literal
 from selfheal._record import Record
 from selfheal.errors import ConfigError
 
-__all__ = [
-    "Learning",
-    "MemoryEntry",
-    "MemoryLesson",
-    "MemorySolution",
-    "lesson_from_row",
-    "parse_id",
-    "solution_from_row",
-]
-
 
 class MemoryLesson(Record):
     """A remembered lesson."""

@@ -8,8 +8,6 @@ from typing import Any, Literal
 from selfheal._record import Record
 from selfheal.state import Attempt, HealState
 
-__all__ = ["LessonNote", "Learnt", "SolutionNote", "learnt_from"]
-
 MAX_LESSON_CHARS = 500
 """A lesson longer than this is cut (a small model's diagnosis sometimes runs on)."""
 

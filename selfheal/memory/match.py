@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["fts_query", "keywords", "similarity", "spec_key"]
-
 _WORD = re.compile(r"[a-z_][a-z0-9_]*|\d+(?:\.\d+)?")
 
 STOPWORDS = frozenset(

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from selfheal.state import Candidate, HealState
 
-__all__ = ["remembered_candidates"]
-
 
 def remembered_candidates(state: HealState, after: int) -> list[Candidate]:
     """The verified solutions ``state`` recalled, as ``memory`` candidates of the first round,

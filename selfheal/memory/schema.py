@@ -5,8 +5,6 @@ worse result. Ids use ``AUTOINCREMENT``, so an id names one thing forever, even 
 
 from __future__ import annotations
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION"]
-
 SCHEMA_VERSION = 1
 """Bumped when the tables change; a memory of another version is refused with what to do."""
 

@@ -33,14 +33,6 @@ from selfheal.memory.match import fts_query, similarity, spec_key
 from selfheal.memory.schema import SCHEMA, SCHEMA_VERSION
 from selfheal.state import HealState, Remembered
 
-__all__ = [
-    "LESSON_SIMILARITY",
-    "MAX_HARM",
-    "RECALLED_LESSONS",
-    "SOLUTION_SIMILARITY",
-    "Memory",
-]
-
 BUSY_TIMEOUT = 30.0
 """Seconds a write waits for another process's write to finish."""
 RECALLED_LESSONS = 3

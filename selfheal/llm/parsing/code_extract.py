@@ -15,20 +15,6 @@ from dataclasses import dataclass
 
 from selfheal._parse import ast_parse
 
-__all__ = [
-    "CODE_LANGS",
-    "Fence",
-    "defines",
-    "extract_code",
-    "fences",
-    "lenient_block",
-    "parses",
-    "prose",
-    "strip_thinking",
-    "syntax_error",
-    "was_fenced",
-]
-
 CODE_LANGS = frozenset({"", "python", "py", "python3", "py3", "ipython", "pycon"})
 """Fence tags taken for Python (untagged included)."""
 

@@ -27,8 +27,6 @@ from selfheal.errors import MalformedReply
 from selfheal.llm.parsing.code_extract import fences, strip_thinking
 from selfheal.llm.parsing.shapes import validate_shape
 
-__all__ = ["CUT_OFF", "Parsed", "StructuredParseError", "parse_structured"]
-
 T = TypeVar("T", bound=BaseModel)
 
 CUT_OFF = (

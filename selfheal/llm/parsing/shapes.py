@@ -12,8 +12,6 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["fold_choice", "validate_shape"]
-
 T = TypeVar("T", bound=BaseModel)
 
 
