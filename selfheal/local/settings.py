@@ -137,10 +137,8 @@ class ServerSettings(Record):
     extra_args: tuple[str, ...] = ()
     """More llama-server arguments (``$SELFHEAL_LLAMA_SERVER_ARGS``)."""
     drafts: Drafts = "ngram-simple"
-    """Speculative decoding from n-grams of the context (``--spec-type``; ``none``: off). The
-    answers are the same; the time is not: measured here with ``benchmarks/bench_spec.py``,
-    greedy answers 1.34x faster, two at once 1.22x, a repair 1.33x
-    (``$SELFHEAL_LOCAL_DRAFTS``)."""
+    """Speculative decoding from n-grams of the context (``--spec-type``; ``none``: off;
+    ``$SELFHEAL_LOCAL_DRAFTS``): the same answers, faster (docs/local_model.md)."""
     prompt_copy: bool = True
     """Pin requests to slots and copy processed prompts between them
     (:class:`~selfheal.local.slots.SlotRouter`; ``$SELFHEAL_LOCAL_PROMPT_COPY=0`` turns it off)."""
