@@ -130,16 +130,8 @@ async def run_snippet(source: KernelSource, code: str, setup: str, limits: Limit
     r = run.report().results[0]
     value = run.values[0]
     shown = value[1] if isinstance(value, tuple) and value and value[0] == "repr" else None
-    return SnippetResult(
-        outcome=r.outcome,
-        value=shown,
-        stdout=r.stdout,
-        stderr=r.stderr,
-        exc_type=r.exc_type,
-        message=r.message,
-        traceback=r.traceback,
-        duration=r.duration,
-    )
+    copied = {"outcome", "stdout", "stderr", "exc_type", "message", "traceback", "duration"}
+    return SnippetResult(value=shown, **r.model_dump(include=copied))
 
 
 async def run_trace(
@@ -179,12 +171,5 @@ async def run_trace(
             loaded=False,
         )
     r = run.report().results[0]
-    return TraceResult(
-        test_id=test.id,
-        outcome=r.outcome,
-        exc_type=r.exc_type,
-        message=r.message,
-        stdout=r.stdout,
-        duration=r.duration,
-        **read_steps(run.values[0]),
-    )
+    copied = {"outcome", "exc_type", "message", "stdout", "duration"}
+    return TraceResult(test_id=test.id, **r.model_dump(include=copied), **read_steps(run.values[0]))

@@ -82,6 +82,16 @@ class _ToolCalls:
         )
 
 
+def cached_tokens(usage: Any, timings: Any) -> int:
+    """The prompt tokens the server had cached: ``usage.prompt_tokens_details.cached_tokens``,
+    else llama.cpp's ``timings.cache_n``, else 0."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None)
+    if cached is None and isinstance(timings, dict):
+        cached = timings.get("cache_n")
+    return int(cached or 0)
+
+
 class OpenAICompatible(ProviderBase):
     """A chat model behind an OpenAI-compatible HTTP API. Implements the Provider protocol,
     plus ``complete_many`` / ``acomplete_many``.
@@ -275,10 +285,6 @@ class OpenAICompatible(ProviderBase):
             raise self._failure(exc, reply.streamed, base_url) from exc
         prompt_tokens = getattr(usage, "prompt_tokens", None)
         completion_tokens = getattr(usage, "completion_tokens", None)
-        details = getattr(usage, "prompt_tokens_details", None)
-        cached = getattr(details, "cached_tokens", None) if details is not None else None
-        if cached is None:
-            cached = timings.get("cache_n")
         return reply.completion(
             prompt_tokens=int(prompt_tokens)
             if prompt_tokens is not None
@@ -288,7 +294,7 @@ class OpenAICompatible(ProviderBase):
             else estimate_tokens(reply.text + "".join(c.arguments for c in tool_calls.calls())),
             model=self.model_id,
             finish_reason=finish or "stop",
-            cached_tokens=int(cached or 0),
+            cached_tokens=cached_tokens(usage, timings),
             tool_calls=tool_calls.calls(),
         )
 

@@ -6,10 +6,10 @@ and runs nothing (docs/local_model.md)."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -89,10 +89,6 @@ def install_steps() -> list[Step]:
     return [_model_step(), _server_step(), _smoke_step()]
 
 
-def _shown(command: Sequence[str]) -> str:
-    return " ".join(f"'{c}'" if " " in c else c for c in command)
-
-
 def run_install(*, dry_run: bool = False, out: TextIO = sys.stderr) -> int:
     """Run (or with ``dry_run`` print) the steps; progress goes to ``out``. Returns 0, or
     raises ``ConfigError`` naming the step that failed and how to go on."""
@@ -107,7 +103,7 @@ def run_install(*, dry_run: bool = False, out: TextIO = sys.stderr) -> int:
             continue
         for command in step.commands:
             env = "".join(f"{k}={v} " for k, v in step.env.items())
-            print(f"      {'would run' if dry_run else 'running'}: {env}{_shown(command)}",
+            print(f"      {'would run' if dry_run else 'running'}: {env}{shlex.join(command)}",
                   file=out, flush=True)  # fmt: skip
             if dry_run:
                 continue

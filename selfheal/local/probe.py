@@ -213,15 +213,8 @@ def probe_server(model: ModelCheck, server: ServerCheck) -> tuple[ModelCheck, Se
         settings = server_settings(model.path, binary=server.binary, progress=False)
     except SelfHealError as exc:
         return model, server.model_copy(update={"error": str(exc)})
-    server = server.model_copy(
-        update={
-            "slots": settings.slots,
-            "prompt_copy": settings.prompt_copy,
-            "drafts": settings.drafts,
-            "ctx_per_slot": settings.ctx_per_slot,
-            "threads": settings.threads,
-        }
-    )
+    shown = {"slots", "prompt_copy", "drafts", "ctx_per_slot", "threads"}
+    server = server.model_copy(update=settings.model_dump(include=shown))
     local = LocalServer(settings, startup_timeout=300)
     try:
         local.start()

@@ -25,7 +25,7 @@ import openai
 from selfheal.errors import ProviderError, ProviderUnavailable
 from selfheal.llm.aio import PerLoop, blocking
 from selfheal.llm.base import Completion, CompletionRequest
-from selfheal.llm.openai_compat import OpenAICompatible
+from selfheal.llm.openai_compat import OpenAICompatible, cached_tokens
 from selfheal.llm.openai_errors import TRANSPORT_ERRORS, IncompleteStream, is_timeout
 from selfheal.local.server import Endpoint, LocalServer, shared_server
 from selfheal.local.settings import DEFAULT_SLOTS, env_int, server_settings
@@ -244,12 +244,7 @@ class _HTTPSlots:
         body["extra_body"] = {**body.get("extra_body", {}), "id_slot": slot}
         client = self.provider._client(self.base_url, self.api_key)
         reply = await client.chat.completions.create(**body)
-        details = getattr(reply.usage, "prompt_tokens_details", None)
-        cached = getattr(details, "cached_tokens", None) if details is not None else None
-        if cached is None:
-            timings = (reply.model_extra or {}).get("timings")
-            cached = timings.get("cache_n") if isinstance(timings, dict) else 0
-        return int(cached or 0)
+        return cached_tokens(reply.usage, (reply.model_extra or {}).get("timings"))
 
 
 def local_provider(model_path: str = "", *, env: Mapping[str, str] | None = None) -> LocalProvider:

@@ -339,16 +339,7 @@ def shared_server(settings: ServerSettings) -> LocalServer:
 
 
 def shutdown_all() -> None:
-    """Stop every shared server this process started (registered with ``atexit``)."""
-    with _SERVERS_LOCK:
-        servers = list(_SERVERS.values())
-    for server in servers:
-        if server.owner_pid == os.getpid():
-            with contextlib.suppress(Exception):
-                server.stop(timeout=5.0)
-
-
-def _stop_started() -> None:
+    """Stop every server this process started (registered with ``atexit``)."""
     for server in list(_STARTED):
         if server.owner_pid == os.getpid():
             with contextlib.suppress(Exception):
@@ -359,4 +350,4 @@ def _register_atexit() -> None:
     global _ATEXIT
     if not _ATEXIT:
         _ATEXIT = True
-        atexit.register(_stop_started)
+        atexit.register(shutdown_all)

@@ -137,10 +137,8 @@ class ServerSettings(Record):
     extra_args: tuple[str, ...] = ()
     """More llama-server arguments (``$SELFHEAL_LLAMA_SERVER_ARGS``)."""
     drafts: Drafts = "ngram-simple"
-    """Speculative decoding from n-grams of the context (``--spec-type``; ``none``: off). The
-    answers are the same; the time is not: measured here with ``benchmarks/bench_spec.py``,
-    greedy answers 1.34x faster, two at once 1.22x, a repair 1.33x
-    (``$SELFHEAL_LOCAL_DRAFTS``)."""
+    """Speculative decoding from n-grams of the context (``--spec-type``; ``none``: off;
+    ``$SELFHEAL_LOCAL_DRAFTS``): the same answers, faster (docs/local_model.md)."""
     prompt_copy: bool = True
     """Pin requests to slots and copy processed prompts between them
     (:class:`~selfheal.local.slots.SlotRouter`; ``$SELFHEAL_LOCAL_PROMPT_COPY=0`` turns it off)."""
@@ -149,36 +147,27 @@ class ServerSettings(Record):
         """The command line (the API key is passed in the environment); ``slot_dir`` is the
         private directory slot saves go to (the prompt copies of
         :class:`~selfheal.local.slots.SlotRouter`)."""
-        args = [
-            self.binary,
-            "--model",
-            self.model_path,
-            "--alias",
-            self.alias,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--parallel",
-            str(self.slots),
-            "--ctx-size",
-            str(self.slots * self.ctx_per_slot),
-            "--threads",
-            str(self.threads),
-            "--threads-batch",
-            str(self.threads),
-            "--no-webui",
-            # the model's own chat template (Jinja): what native tool calls need (the
-            # default of the pinned build; explicit so an older build does it too)
-            "--jinja",
-        ]
-        if slot_dir and self.prompt_copy:
-            args += ["--slot-save-path", slot_dir.rstrip("/") + "/"]
-        if self.gpu_layers is not None:
-            args += ["--n-gpu-layers", str(self.gpu_layers)]
-        if self.drafts != "none":
-            args += ["--spec-type", self.drafts]
-        return [*args, *self.extra_args]
+        saves = slot_dir.rstrip("/") + "/" if slot_dir and self.prompt_copy else None
+        options = {
+            "--model": self.model_path,
+            "--alias": self.alias,
+            "--host": "127.0.0.1",
+            "--port": port,
+            "--parallel": self.slots,
+            "--ctx-size": self.slots * self.ctx_per_slot,
+            "--threads": self.threads,
+            "--threads-batch": self.threads,
+            "--slot-save-path": saves,
+            "--n-gpu-layers": self.gpu_layers,
+            "--spec-type": self.drafts if self.drafts != "none" else None,
+        }
+        args = [self.binary]
+        for flag, value in options.items():
+            if value is not None:
+                args += [flag, str(value)]
+        # --jinja: the model's own chat template, which native tool calls need (the default of
+        # the pinned build; explicit so an older build does it too)
+        return [*args, "--no-webui", "--jinja", *self.extra_args]
 
 
 def env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
