@@ -96,7 +96,7 @@ class Generation(Group):
     """Base of the sampled candidates' seeds, where the backend takes one (none: random). Each
     request's seed is derived from it and the request's place in the run, so two configurations
     can be compared on the same samples."""
-    first_answer: Literal["instruct", "complete", "both"] = "instruct"
+    first_answer: Literal["instruct", "complete", "both"] = "both"
     """How the first round asks the model (the prompt form; docs/loop.md): ``instruct`` (the
     spec, then "write this function"); ``complete``: the model completes the spec's own header,
     prefilled as the start of its reply (a reply that does not complete it is asked again as

@@ -104,9 +104,12 @@ CHAIN: dict[str, object] = {
     "spec_blind_tests": True,
     "max_iterations": 4,
     "repair_width": 1,
+    "first_answer": "instruct",
 }
 """One candidate per round with every role on: the scripted chain these tests tell, step by
-step (the population has its own tests in test_population.py). A lone candidate that passes
+step (the population has its own tests in test_population.py), asked in the instructed form
+(the scripts' replies are whole code blocks; the other forms have their own tests in
+test_first_answer.py). A lone candidate that passes
 the trusted tests counts as verified here (``agreement=1``)."""
 
 

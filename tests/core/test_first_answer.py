@@ -92,13 +92,13 @@ def test_both_forms_the_lead_completes_the_header() -> None:
     assert forms == [(0.0, "complete"), (0.0, "instruct"), (0.8, "complete"), (0.8, "instruct")]
 
 
-def test_the_instruct_form_is_the_default_and_asks_every_answer_as_before() -> None:
-    assert HealConfig().first_answer == "instruct"
+def test_both_forms_are_the_default_and_instruct_asks_every_answer_as_before() -> None:
+    assert HealConfig().first_answer == "both"
     mock = MockProvider({"generator": ["```python\ndef add(a, b):\n    return a + b\n```"] * 2})
     heal(
         "Write a function add(a, b) returning a + b.",
         provider=mock,
-        config=HealConfig(candidates=2, first_sample=2, repair=False),
+        config=HealConfig(candidates=2, first_sample=2, repair=False, first_answer="instruct"),
     )
     calls = mock.calls_for("generator")
     assert len(calls) == 2 and all(c.messages[-1].role == "user" for c in calls)

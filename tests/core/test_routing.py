@@ -550,7 +550,9 @@ def test_a_reviewer_who_edits_every_proposal_ends_the_first_round(pool: KernelPo
     result = heal(
         s.SPEC,
         provider=mock,
-        config=HealConfig(autonomy="review_all", lessons=False, memory=False),
+        config=HealConfig(
+            autonomy="review_all", lessons=False, memory=False, first_answer="instruct"
+        ),
         executor=pool,
         approver=approver,
     )

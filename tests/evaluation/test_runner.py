@@ -95,7 +95,8 @@ def test_records_and_metrics_match_what_happened(
     assert good.usage.calls >= 2 and good.usage.prompt_tokens > 0 and good.timeline
     # the population and what the status rested on are in the record
     assert good.evidence is not None and "no trusted test" in good.evidence["summary"]
-    assert [c["origin"] for c in good.candidates] == ["greedy", "sample", "sample", "sample"]
+    # the default first round: the greedy answer in each prompt form, then samples
+    assert [c["origin"] for c in good.candidates] == ["greedy", "greedy", "sample", "sample"]
     assert all(c["loaded"] and c["code"] for c in good.candidates)
 
     caught = records[(dedupe.id, "heal")]
