@@ -141,10 +141,8 @@ def limits_for(state: HealState) -> Limits:
     return Limits(**state.config.limits.model_dump(exclude={"sandbox"}))
 
 
-def failure_lines(
-    state: HealState, report: ExecutionReport, *, limit: int = 8, include_trust: bool = True
-) -> list[str]:
-    """One line per failing active test, for prompts: id, trust, source, what happened."""
+def failure_lines(state: HealState, report: ExecutionReport) -> list[str]:
+    """One line per failing active test (at most 8), for prompts: id, trust, source, outcome."""
     from selfheal.llm.tokens import trim_text
 
     lines = []
@@ -154,11 +152,9 @@ def failure_lines(
         t = state.test(r.test_id)
         if t is None or t.quarantined:
             continue
-        trust = ("trusted" if t.trusted else "model-written") if include_trust else ""
-        lines.append(
-            f"[{t.id}{', ' + trust if trust else ''}] `{t.source.strip()}` -> {describe(r)}"
-        )
-        if len(lines) >= limit:
+        trust = "trusted" if t.trusted else "model-written"
+        lines.append(f"[{t.id}, {trust}] `{t.source.strip()}` -> {describe(r)}")
+        if len(lines) >= 8:
             break
     return [trim_text(line, 220, keep="both") for line in lines]
 

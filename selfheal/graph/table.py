@@ -1,20 +1,8 @@
 """The pipeline as one table: each node, the coroutine it runs, its model calls, and where it
-goes next.
+goes next (the diagram and what each node adds: docs/loop.md).
 
-    recall ─▶ plan_tests ─▶ generate ─▶ gate ─▶ [adversarial] ─▶ execute ─▶ select ─┬─ settled ─▶ [critic] ─▶ finish
-                               ▲  ▲       ▲                        ▲                 ├─ top up ──▶ generate
-                               │  │       │                        │                 ├─ split ───▶ consult ─▶ select
-                               │  │       └── repair ◀── [lessons] ◀── diagnose ◀────┴─ failing
-                               │  └── (review_all / review_repairs: a human answers at the gate)
-
-``generate`` asks for a population (the greedy answer plus samples, with the spec-blind test
-writer at the same time); ``diagnose`` asks the oracle about failing model-written tests, then
-the debugger (its tool calls, then the diagnosis); ``execute`` runs every candidate on every
-test and probe input; ``select`` ranks them (trusted tests, then agreement) and keeps the
-winner as the round's attempt. ``recall`` (first) brings in what the memory across runs holds
-for the spec; ``finish`` (last) writes down what the run taught. A node is a coroutine
-``(state, ctx) -> state``; a route is ``state -> next node name``. Routing reads only the
-state, so every path can be tested by scripting the provider.
+A node is a coroutine ``(state, ctx) -> state``; a route is ``state -> next node name``.
+Routing reads only the state, so every path can be tested by scripting the provider.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The notebook view of a heal run.
 
-``viewmodel`` (with ``candidates`` and ``detail``) turns a state into rows (pure, no
-frontend needed), ``text`` renders them as text
-and markdown, ``view.HealView`` as live ipywidgets, and ``approver.FutureApprover`` lets the
-view's buttons answer a proposal without blocking the kernel.
+``viewmodel`` (with ``candidates`` and ``detail``) turns a state into rows (pure, no frontend
+needed), ``text`` renders them as text and markdown, ``view.HealView`` as live ipywidgets, and
+``approver.FutureApprover`` lets the view's buttons answer a proposal without blocking the kernel.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """``HealView``: the live notebook view of a heal run, built from ipywidgets.
 
-The view is thin: every panel is computed by ``selfheal.widgets.viewmodel`` (and its neighbours
-``candidates`` and ``detail``) from a state, and ``fragments`` renders the HTML; this module
-only turns those rows into widgets and wires the approval buttons to a
-``FutureApprover``. Events may arrive from a worker thread; they are handed to the kernel's
+It only turns the rows of ``viewmodel`` (rendered by ``fragments``) into widgets and wires the
+approval buttons to a ``FutureApprover``. Events may arrive from a worker thread; they are handed to the kernel's
 event loop when one is attached, so widget updates happen on the loop's thread.
 """
 

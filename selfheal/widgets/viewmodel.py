@@ -1,10 +1,7 @@
 """The notebook view's model: pure functions from a ``HealState`` to rows.
 
-Everything the live view shows is computed here and in its two neighbours, without
-ipywidgets, so it is testable without a frontend and shared by the widget view and the
-text/markdown fallback: this module holds the timeline, the tests, the code, the lessons and
-the approval panel; ``candidates`` the population panel; ``detail`` what a timeline row
-reveals when clicked.
+This module holds the timeline, the tests, the code, the lessons and the approval panel;
+``candidates`` the population panel; ``detail`` what a timeline row reveals when clicked.
 """
 
 from __future__ import annotations
