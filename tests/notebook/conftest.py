@@ -35,13 +35,15 @@ def runs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def demo_run() -> Run:
     """A fresh run of the demo spec with the mock's demo script (full autonomy); its scripted
     candidates run in-process (the view tests are about the view, not the sandbox). Lessons
-    and the spec-blind test writer are on so every tab has something to show."""
+    and the spec-blind test writer are on so every tab has something to show; the instructed
+    form, which the demo script's first round (the greedy answer and three samples) is written
+    for."""
     return Run.start(
         HealRequest(
             DEMO_SPEC,
             provider=MockProvider.demo(),
             executor=InProcessExecutor(),
-            config=HealConfig(lessons=True, spec_blind_tests=True),
+            config=HealConfig(lessons=True, spec_blind_tests=True, first_answer="instruct"),
         )
     )
 

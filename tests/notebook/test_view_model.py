@@ -318,7 +318,7 @@ def test_consult_row_shows_the_oracle_answers_and_who_agrees() -> None:
     provider = MockProvider(
         {"generator": [mock._DEMO_FLOOR, mock._DEMO_REPAIR], "oracle": [mock._demo_oracle] * 3}
     )
-    cfg = HealConfig(candidates=2, first_sample=2, spec_blind_tests=False)
+    cfg = HealConfig(candidates=2, first_sample=2, spec_blind_tests=False, first_answer="instruct")
     result = Run.start(
         HealRequest(spec, provider=provider, executor=InProcessExecutor(), config=cfg)
     ).run()
