@@ -27,6 +27,20 @@ def ast_parse(source: str, mode: Literal["exec", "eval"] = "exec") -> ast.Module
         return ast.parse(source, mode=mode)  # type: ignore[return-value]
 
 
+@overload
+def parse_or_none(source: str, mode: Literal["exec"] = "exec") -> ast.Module | None: ...
+@overload
+def parse_or_none(source: str, mode: Literal["eval"]) -> ast.Expression | None: ...
+def parse_or_none(
+    source: str, mode: Literal["exec", "eval"] = "exec"
+) -> ast.Module | ast.Expression | None:
+    """:func:`ast_parse`, or None where ``source`` does not parse (or is too deep or large)."""
+    try:
+        return ast_parse(source, mode)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 def literal(source: str) -> Any:
     """``ast.literal_eval(source)`` for text: parsed under the lock, evaluated outside it."""
     return ast.literal_eval(ast_parse(source.lstrip(" \t"), mode="eval"))

@@ -23,7 +23,7 @@ import ast
 import re
 from collections.abc import Sequence
 
-from selfheal._parse import ast_parse, literal
+from selfheal._parse import ast_parse, literal, parse_or_none
 from selfheal.state import Spec
 from selfheal.state.cases import Example
 
@@ -46,18 +46,13 @@ _LITERAL_NODES += (ast.Call, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div)
 
 
 def _is_expr(src: str) -> bool:
-    try:
-        ast_parse(src, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
+    return parse_or_none(src, "eval") is not None
 
 
 def _calls(expr: str, name: str) -> bool:
     """True if ``expr`` is a call of ``name`` whose arguments are plain values."""
-    try:
-        tree = ast_parse(expr, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse_or_none(expr, "eval")
+    if tree is None:
         return False
     call = tree.body
     # a doctest may round or sort the result: ``round(find_zero([1, 2]), 2)``
@@ -93,15 +88,7 @@ def find_examples(text: str, name: str) -> tuple[Example, ...]:
     found += inline + named
     if loose and len({_kind(e.expected) for e in [*found, *loose]}) == 1:
         found += loose
-    # deduplicate, keep order
-    seen: set[tuple[str, str]] = set()
-    unique = []
-    for ex in found:
-        key = (ex.call, ex.expected)
-        if key not in seen:
-            seen.add(key)
-            unique.append(ex)
-    return tuple(unique)
+    return tuple(dict.fromkeys(found))  # without repeats, in order
 
 
 def _doctests(text: str, name: str) -> list[Example]:
@@ -238,11 +225,8 @@ def _parameters(text: str, name: str) -> list[str] | None:
     end = _balanced_end(text.replace("\n", " "), m.end() - 1)
     if end is None:
         return None
-    try:
-        tree = ast_parse(f"def _{text[m.end() - 1 : end]}: pass")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    fn = tree.body[0]
+    tree = parse_or_none(f"def _{text[m.end() - 1 : end]}: pass")
+    fn = tree.body[0] if tree else None
     if not isinstance(fn, ast.FunctionDef):
         return None
     names = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
@@ -252,10 +236,8 @@ def _parameters(text: str, name: str) -> list[str] | None:
 def _call_from_inputs(name: str, params: Sequence[str], inputs: str) -> str | None:
     """``name(...)`` from written inputs: ``a = 1, b = [2]`` naming exactly the parameters, or
     the bare values of all of them; None otherwise."""
-    try:
-        node = ast_parse(f"_({inputs})", mode="eval").body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    tree = parse_or_none(f"_({inputs})", "eval")
+    node = tree.body if tree else None
     if not isinstance(node, ast.Call):
         return None
     if node.keywords and not node.args:
@@ -335,9 +317,8 @@ def _longest_expression(rest: str) -> str | None:
 
 def _literal_like(src: str) -> bool:
     """Values only: literals, containers of them, negative numbers, True/False/None, float('inf')."""
-    try:
-        tree = ast_parse(src, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse_or_none(src, "eval")
+    if tree is None:
         return False
     for node in ast.walk(tree):
         if not isinstance(node, _LITERAL_NODES):

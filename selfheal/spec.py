@@ -11,7 +11,7 @@ import ast
 import keyword
 import re
 
-from selfheal._parse import ast_parse
+from selfheal._parse import parse_or_none
 from selfheal.errors import ConfigError
 from selfheal.examples import find_examples
 from selfheal.inputs import decode_text
@@ -156,10 +156,7 @@ def _prelude(text: str, name: str | None = None) -> str:
     """What the candidate's module needs besides the function itself: the spec's top-level
     imports and, when the spec is Python, the helpers it implements in full (HumanEval/32's
     ``poly``), in the spec's order."""
-    try:
-        tree = ast_parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        tree = None
+    tree = parse_or_none(text)
     if tree is not None:
         parts = []
         for node in tree.body:
@@ -194,10 +191,7 @@ def header_of(spec: Spec) -> str | None:
     name = spec.entry_point
     if name is None:
         return None
-    try:
-        tree = ast_parse(spec.text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        tree = None
+    tree = parse_or_none(spec.text)
     if tree is not None:
         for node in tree.body:
             if (
