@@ -219,10 +219,8 @@ class Run:
 
     def _headless_decision(self) -> Decision | None:
         policy = self._state.config.on_headless
-        if policy == "approve":
-            return Decision(kind="approve", reason="on_headless=approve")
-        if policy == "reject":
-            return Decision(kind="reject", reason="on_headless=reject")
+        if policy in ("approve", "reject"):
+            return Decision(kind=policy, reason=f"on_headless={policy}")
         return None
 
     async def arun(self, approver: Approver | None = None) -> HealResult:
