@@ -94,6 +94,11 @@ def repair_script(debugger: list[str] | None = None) -> dict[str, list[str]]:
     }
 
 
+INSTRUCTED: dict[str, object] = {"first_answer": "instruct"}
+"""The instructed form for the first answer: the scripts' replies (greedy answer and samples)
+are whole code blocks, not completions of the spec's header (the other forms have their own
+tests in test_first_answer.py)."""
+
 CHAIN: dict[str, object] = {
     "candidates": 1,
     "first_sample": 1,
@@ -104,13 +109,11 @@ CHAIN: dict[str, object] = {
     "spec_blind_tests": True,
     "max_iterations": 4,
     "repair_width": 1,
-    "first_answer": "instruct",
+    **INSTRUCTED,
 }
 """One candidate per round with every role on: the scripted chain these tests tell, step by
-step (the population has its own tests in test_population.py), asked in the instructed form
-(the scripts' replies are whole code blocks; the other forms have their own tests in
-test_first_answer.py). A lone candidate that passes
-the trusted tests counts as verified here (``agreement=1``)."""
+step (the population has its own tests in test_population.py), in the instructed form. A lone
+candidate that passes the trusted tests counts as verified here (``agreement=1``)."""
 
 
 def chain(**changes: object) -> HealConfig:

@@ -25,10 +25,8 @@ def run(
     script: dict[str, list[object]], pool: KernelPool, spec: str = s.SPEC, **cfg: object
 ) -> tuple[HealResult, MockProvider]:
     mock = MockProvider(script)  # type: ignore[arg-type]
-    # the memory off: several tests heal the same spec twice to compare populations; the
-    # instructed form: the scripts' greedy answer and samples are whole code blocks (the forms'
-    # own tests are in test_first_answer.py)
-    base = {"lessons": False, "memory": False, "first_answer": "instruct"}
+    # the memory off: several tests heal the same spec twice to compare populations
+    base = {"lessons": False, "memory": False, **s.INSTRUCTED}
     config = HealConfig(**{**base, **cfg})  # type: ignore[arg-type]
     return heal(spec, provider=mock, config=config, executor=pool), mock
 

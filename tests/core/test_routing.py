@@ -550,9 +550,7 @@ def test_a_reviewer_who_edits_every_proposal_ends_the_first_round(pool: KernelPo
     result = heal(
         s.SPEC,
         provider=mock,
-        config=HealConfig(
-            autonomy="review_all", lessons=False, memory=False, first_answer="instruct"
-        ),
+        config=HealConfig(autonomy="review_all", lessons=False, memory=False, **s.INSTRUCTED),
         executor=pool,
         approver=approver,
     )
