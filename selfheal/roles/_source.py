@@ -1,16 +1,126 @@
 """What a candidate's source defines, read from its AST: its entry point, a formatting-blind
-form for comparing versions, and the spec prelude's imports and helpers it still needs."""
+form for comparing versions, and the imports and helpers it still needs (the spec prelude's,
+and the standard-library modules it uses without importing them)."""
 
 from __future__ import annotations
 
 import ast
+import builtins
+import importlib
+from collections.abc import Iterator
+from functools import cache
+from types import ModuleType
 
-from selfheal._parse import ast_parse
+from selfheal._parse import ast_parse, parse_or_none
+
+_STDLIB = (
+    "math",
+    "string",
+    "re",
+    "datetime",
+    "collections",
+    "itertools",
+    "functools",
+    "heapq",
+    "bisect",
+    "statistics",
+    "decimal",
+    "fractions",
+    "operator",
+    "typing",
+    "random",
+    "json",
+)
+"""The standard-library modules a missing import is added for (each safe to import here), in
+the order that settles a name several of them have."""
+
+
+@cache
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(name)
+
+
+@cache
+def _importable() -> dict[str, str]:
+    """Public name -> the module of ``_STDLIB`` it comes from: the first that defines it
+    (``collections.Counter``, not ``typing.Counter``), else the first that has it."""
+    found: dict[str, str] = {}
+    for defining in (True, False):
+        for name in _STDLIB:
+            module = _module(name)
+            for attr in dir(module):
+                value = getattr(module, attr)
+                if (
+                    len(attr) < 2
+                    or attr[0] == "_"
+                    or attr in found
+                    or isinstance(value, ModuleType)
+                ):
+                    continue  # re.X, math.e, collections.abc: no import for these
+                if not defining or getattr(value, "__module__", None) == name:
+                    found[attr] = name
+    return found
+
+
+def _bound(tree: ast.AST) -> Iterator[str]:
+    """Every name the code binds anywhere (scopes ignored: a name bound anywhere is left alone)."""
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            yield n.id
+        elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            yield n.name
+        elif isinstance(n, ast.arg):
+            yield n.arg
+        elif isinstance(n, ast.alias):
+            yield (n.asname or n.name).partition(".")[0]
+        elif isinstance(n, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and n.name:
+            yield n.name
+        elif isinstance(n, ast.Global | ast.Nonlocal):
+            yield from n.names
+
+
+def missing_imports(code: str) -> list[str]:
+    """The imports of standard-library names ``code`` uses but never imports or binds (a reply
+    completed from ``def name(`` has no line above the function for them: ``string.punctuation``
+    then fails with a NameError when called). A module used by name is imported whole when it
+    has every attribute the code reads from it, else as the class of the same name (``from
+    datetime import datetime`` for ``datetime.now()``); a function or class by name is imported
+    from the one module that defines it (``from collections import Counter``)."""
+    tree = parse_or_none(code)
+    if tree is None:
+        return []
+    free = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    free -= {*_bound(tree), *dir(builtins)}
+    lines = []
+    for name in sorted(free):
+        if name in _STDLIB:
+            read = {
+                n.attr
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                if n.value.id == name
+            }
+            module = _module(name)
+            inner = getattr(module, name, None)
+            if all(hasattr(module, a) for a in read):
+                lines.append(f"import {name}")
+            elif inner is not None and all(hasattr(inner, a) for a in read):
+                lines.append(f"from {name} import {name}")
+        elif name in _importable():
+            lines.append(f"from {_importable()[name]} import {name}")
+    return lines
 
 
 def with_prelude(code: str, prelude: str) -> str:
     """Prepend what the spec's prelude defines and the code lacks: its imports
-    (``from typing import List``) and its helper functions (HumanEval/32's ``poly``)."""
+    (``from typing import List``) and its helper functions (HumanEval/32's ``poly``); then the
+    standard-library imports the code still lacks (:func:`missing_imports`)."""
+    code = _with_spec_prelude(code, prelude)
+    imports = missing_imports(code)
+    return "\n".join([*imports, code]) if imports else code
+
+
+def _with_spec_prelude(code: str, prelude: str) -> str:
     if not prelude:
         return code
     try:

@@ -124,3 +124,38 @@ def test_the_complete_form_shows_lessons_failures_and_feedback_as_the_generator_
         code_spec=True,
     )
     assert bare.content == "Complete the following Python function:\n```python\ndef f(x):\n```"
+
+
+def test_a_completion_from_def_name_gets_the_standard_imports_it_uses() -> None:
+    """Completed from ``def name(``, a reply has no line above the function for its imports
+    (the built-in suite's records: ``string.punctuation``, ``datetime.date``, ``math.floor``
+    raised NameError when called); the ones it uses are added, and nothing it binds itself."""
+    spec = "Write a function letters(text) returning the letters of text, lowercased. letters('A,b') -> 'ab'"
+    body = (
+        "text):\n    kept = Counter(c for c in text if c not in string.punctuation)\n"
+        "    return ''.join(kept).lower()\n"
+    )
+    config = HealConfig(candidates=1, first_sample=1, agreement=1, repair=False)
+    config = config.model_copy(update={"first_answer": "complete", "spec_blind_tests": False})
+    result = heal(spec, provider=MockProvider({"generator": [body]}), config=config)
+    assert result.code is not None
+    assert result.code.startswith("from collections import Counter\nimport string\ndef letters(")
+    assert result.verified and set(result.test_outcomes().values()) == {"passed"}
+
+
+def test_missing_imports_leaves_bound_names_and_picks_the_module_or_its_class() -> None:
+    from selfheal.roles._source import missing_imports
+
+    assert missing_imports("def f(string):\n    return string.upper()") == []
+    assert missing_imports("import math\ndef f(x):\n    return math.floor(x)") == []
+    assert missing_imports("def f(x):\n    return undefined(x) + e + X") == []
+    assert missing_imports("def f(d):\n    return datetime.now() - d") == [
+        "from datetime import datetime"
+    ]
+    assert missing_imports(
+        "def f(n):\n    return datetime.date.today() + datetime.timedelta(n)"
+    ) == ["import datetime"]
+    assert missing_imports("def f(x):\n    return floor(x), defaultdict(list)") == [
+        "from collections import defaultdict",
+        "from math import floor",
+    ]
