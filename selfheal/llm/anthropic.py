@@ -187,13 +187,12 @@ class AnthropicProvider(ProviderBase):
 
     def _classify(self, exc: BaseException) -> Failure | None:
         sdk = self._sdk
-        failure: Failure | None = None
         if isinstance(exc, _NotRetried):
             exc = exc.cause
         if isinstance(exc, sdk.APITimeoutError):
-            failure = timeout_failure("anthropic", self.model, self.policy.timeout)
-        elif isinstance(exc, sdk.APIConnectionError):
-            failure = Failure(
+            return timeout_failure("anthropic", self.model, self.policy.timeout)
+        if isinstance(exc, sdk.APIConnectionError):
+            return Failure(
                 ProviderUnavailable(
                     f"Cannot reach Anthropic's API ({exc}). Check the network connection "
                     "(and ANTHROPIC_BASE_URL if set), or use a local model.",
@@ -202,14 +201,14 @@ class AnthropicProvider(ProviderBase):
                 ),
                 retryable=True,
             )
-        elif isinstance(exc, sdk.APIStatusError):
+        if isinstance(exc, sdk.APIStatusError):
             body = getattr(exc, "body", None)
             detail = str(exc)
             if isinstance(body, dict) and isinstance(body.get("error"), dict):
                 detail = str(body["error"].get("message") or detail)
             response = getattr(exc, "response", None)
             headers = dict(response.headers) if response is not None else None
-            failure = failure_for_status(
+            return failure_for_status(
                 int(exc.status_code),
                 detail,
                 provider="anthropic",
@@ -221,7 +220,7 @@ class AnthropicProvider(ProviderBase):
                 ),
                 auth_hint="Set ANTHROPIC_API_KEY to a valid key",
             )
-        return failure
+        return None
 
     def _completion(self, message: Any, reply: ReplyStream, native: bool = False) -> Completion:
         texts: list[str] = []

@@ -1,13 +1,6 @@
-"""Asking until the reply is usable.
-
-:func:`aask_structured` asks for a pydantic record as JSON (the schema is the record's
-``model_json_schema()``, which constrains decoding where the backend can) and salvages it
-(:mod:`selfheal.llm.parsing.json_salvage`); :func:`aask_code` asks for code in a fenced block
-and checks it parses and defines the entry point (:mod:`selfheal.llm.parsing.code_extract`).
-Both run one loop: on an unusable reply, ask again (at most ``retries`` times) showing the
-model its reply and what was wrong; after the last attempt raise :class:`MalformedReply` with
-the last reply in ``raw``. The blocking ``ask_structured`` / ``ask_code`` are derived.
-"""
+"""Asking until the reply is usable: :func:`aask_structured` (a pydantic record as JSON) and
+:func:`aask_code` (code in a fenced block) run one loop that asks again, showing the model its
+reply and what was wrong (docs/llm.md, "Structured output"); the blocking twins are derived."""
 
 from __future__ import annotations
 

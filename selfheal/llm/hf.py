@@ -132,9 +132,8 @@ class HFProvider(ProviderBase):
 
     @property
     def batch_hint(self) -> int:  # type: ignore[override]
-        """Answers worth decoding at once: ``batch`` when given, else 8 on a CUDA GPU (one
-        batched ``generate`` of 16 sequences took 1.06x one answer's time on an H200), 1
-        elsewhere (a CPU computes each sequence anyway)."""
+        """Answers worth decoding at once: ``batch`` when given, else 8 on a CUDA GPU, 1
+        elsewhere (docs/gpu.md)."""
         if self._batch is not None:
             return self._batch
         return 8 if self.device == "cuda" else 1
@@ -192,11 +191,10 @@ class HFProvider(ProviderBase):
             "stopping_criteria": tf.StoppingCriteriaList([stop.criteria()]),
             "pad_token_id": pad,
             "num_return_sequences": rows,
+            "do_sample": sampled,
         }
         if sampled:
-            kwargs.update(do_sample=True, temperature=request.temperature)
-        else:
-            kwargs.update(do_sample=False)
+            kwargs["temperature"] = request.temperature
 
         with torch.inference_mode():
             stop.started = time.monotonic()  # the timeout counts from this call's turn
@@ -253,8 +251,6 @@ class HFProvider(ProviderBase):
         return (await self._in_worker(request, 1))[0]
 
     async def _acomplete_many(self, request: CompletionRequest, n: int) -> list[Completion]:
-        """``n`` answers from one ``generate(num_return_sequences=n)``: on a GPU the batch
-        costs about what one answer costs. Sampled when ``temperature > 0`` (``seed`` seeds the
-        batch); stop strings and ``max_tokens`` hold per sequence; ``on_token`` is not called
-        (a batch has no one stream)."""
+        """``n`` answers from one ``generate(num_return_sequences=n)`` (docs/gpu.md); stop
+        strings and ``max_tokens`` hold per sequence; ``on_token`` is not called."""
         return await self._in_worker(request.replace(on_token=None), n)

@@ -75,17 +75,15 @@ class Waiting:
             if ask not in waiting:
                 return []
             waiting.remove(ask)
-            if ask.cancelled.is_set():  # its caller left: the others wait for their own turn
-                if not waiting:
-                    self._asks.pop(key, None)
-                return []
-            others = [a for a in waiting if not a.cancelled.is_set()][: MOST - 1]
-            left = [a for a in waiting if a not in others and not a.cancelled.is_set()]
+            live = [a for a in waiting if not a.cancelled.is_set()]
+            # a caller that left takes nothing: the others wait for their own turn
+            taken = [] if ask.cancelled.is_set() else [ask, *live[: MOST - 1]]
+            left = [a for a in live if a not in taken]
             if left:
                 self._asks[key] = left
             else:
                 self._asks.pop(key, None)
-            return [ask, *others]
+            return taken
 
 
 class FifoLock:

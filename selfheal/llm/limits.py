@@ -162,11 +162,8 @@ class LimitedProvider(WrapperProvider):
 
     @property
     def max_concurrency(self) -> int | None:  # type: ignore[override]
-        inner = super().max_concurrency
-        mine = self.limits.max_concurrency
-        if inner is None or mine is None:
-            return mine if inner is None else inner
-        return min(inner, mine)
+        limits = (super().max_concurrency, self.limits.max_concurrency)
+        return min((n for n in limits if n is not None), default=None)
 
     async def _acomplete(self, request: CompletionRequest) -> Completion:
         async with self.gate.slot():

@@ -1,10 +1,7 @@
 """A provider for a running Ollama server, through the ``ollama`` client library.
 
-``schema`` is passed as Ollama's ``format`` (grammar-constrained JSON). The context size
-(``num_ctx``) is computed per call from the prompt's estimated size plus ``max_tokens`` and
-rounded up to a power of two, and never shrinks for a provider instance: Ollama reloads a
-model whenever ``num_ctx`` changes, and silently drops the start of a prompt that does not
-fit, so a too-small default would cut long prompts without telling anyone.
+``schema`` is passed as Ollama's ``format``; ``num_ctx`` is sized per call from the prompt and
+never shrinks (docs/llm.md, "Providers").
 """
 
 from __future__ import annotations
@@ -59,8 +56,7 @@ class OllamaProvider(ProviderBase):
     """A model served by Ollama (``ollama serve``). Implements the Provider protocol."""
 
     batch_hint = 1
-    """Ollama decodes ``OLLAMA_NUM_PARALLEL`` requests at once, a setting of the server this
-    client cannot read: one is what it promises."""
+    """One: the server's ``OLLAMA_NUM_PARALLEL`` cannot be read from this client."""
 
     def __init__(
         self,

@@ -138,12 +138,8 @@ class OpenAICompatible(ProviderBase):
         self.prefill: Literal["continue", "instruct"] = prefill or (
             "continue" if self.local else "instruct"
         )
-        """How a final assistant message (a prefilled reply) is sent: ``continue``, as it is,
-        for a server that continues it (llama-server; vLLM and SGLang with
-        ``extra_body={"continue_final_message": True, "add_generation_prompt": False}``);
-        ``instruct``, moved into a user message asking the model to begin with it, for a
-        server that would answer it instead (the default for servers other than llama-server).
-        Either way the reply is the continuation alone."""
+        """How a prefilled reply is sent: ``continue``, as it is, or ``instruct``, moved into a
+        user message (docs/llm.md, "A prefilled reply")."""
         self._clients: PerLoop[openai.AsyncOpenAI] = PerLoop()
 
     supports_tools = True
@@ -155,8 +151,7 @@ class OpenAICompatible(ProviderBase):
 
     @property
     def max_concurrency(self) -> int | None:  # type: ignore[override]
-        """Requests worth having in flight at once: what was given; None when unknown (no
-        limit)."""
+        """Requests worth having in flight at once: what was given; None: no limit."""
         return self._max_concurrency
 
     @property
@@ -203,10 +198,7 @@ class OpenAICompatible(ProviderBase):
         }
         stop = list(request.stop)
         if request.tools and self.local and TOOL_PADDING_STOP not in stop:
-            # a small model on llama-server may write its call as a fenced JSON block the
-            # server neither parses nor holds to a grammar, then pad the reply with blank lines
-            # up to max_tokens (Qwen2.5-Coder-1.5B, measured): this stop ends the padding, and
-            # the caller reads the written call (selfheal.roles.investigate.salvage)
+            # ends the blank lines a small model pads a call written as text with (docs/loop.md)
             stop.append(TOOL_PADDING_STOP)
         if stop:
             body["stop"] = stop
@@ -273,8 +265,7 @@ class OpenAICompatible(ProviderBase):
                     if isinstance(extra.get("timings"), dict):
                         timings = extra["timings"]
             if not finish:
-                # every OpenAI-compatible server ends a reply with a finish_reason; a stream
-                # that stops without one was cut (the server died, a proxy hung up)
+                # a stream that stops without a finish_reason was cut (docs/llm.md)
                 raise IncompleteStream(
                     f"the stream ended after {len(reply.pieces)} fragment(s) without a "
                     "finish_reason"

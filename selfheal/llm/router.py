@@ -168,16 +168,11 @@ def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | No
     the resolution order in the module docs (it may probe an Ollama server briefly).
     """
     env = os.environ if env is None else env
-    parsed = parse_model_string(spec or "")
+    parsed = parse_model_string(spec or "") or parse_model_string(env.get("SELFHEAL_MODEL", ""))
     if parsed is not None:
         return _canonical(parsed, env)
-    from_env = env.get("SELFHEAL_MODEL", "")
-    parsed = parse_model_string(from_env)
-    if parsed is not None:
-        return _canonical(parsed, env)
-
     if env.get("ANTHROPIC_API_KEY", "").strip():
-        return f"anthropic:{env.get('SELFHEAL_ANTHROPIC_MODEL') or DEFAULT_ANTHROPIC_MODEL}"
+        return f"anthropic:{_anthropic_model(env)}"
 
     base_url = ollama_base_url(env)
     names = probe_ollama(base_url)
@@ -202,10 +197,13 @@ def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | No
     )
 
 
+def _anthropic_model(env: Mapping[str, str]) -> str:
+    return env.get("SELFHEAL_ANTHROPIC_MODEL") or DEFAULT_ANTHROPIC_MODEL
+
+
 def _canonical(spec: ModelSpec, env: Mapping[str, str]) -> str:
     if spec.provider == "anthropic" and not spec.model:
-        model = env.get("SELFHEAL_ANTHROPIC_MODEL") or DEFAULT_ANTHROPIC_MODEL
-        return f"anthropic:{model}"
+        return f"anthropic:{_anthropic_model(env)}"
     return spec.model_string
 
 
@@ -231,7 +229,7 @@ def _build(model_string: str, env: Mapping[str, str]) -> Provider:
         from selfheal.llm.anthropic import AnthropicProvider
 
         return AnthropicProvider(
-            model=spec.model or env.get("SELFHEAL_ANTHROPIC_MODEL") or DEFAULT_ANTHROPIC_MODEL,
+            model=spec.model or _anthropic_model(env),
             api_key=env.get("ANTHROPIC_API_KEY") or None,
             base_url=env.get("ANTHROPIC_BASE_URL") or None,
         )
@@ -351,10 +349,6 @@ class Router:
             if role in out:
                 continue
             with self._lock:
-                choice = self._choice(role)
-                if choice is not None and not isinstance(choice, str):
-                    out[role] = choice.model_id
-                    continue
                 model_string = self.model_string(role)
                 built = self._cache.get(model_string)
             out[role] = built.model_id if built is not None else model_string

@@ -104,13 +104,21 @@ def _add_usage(usage: Usage, role: str, c: Completion) -> Usage:
     return (usage + spent).model_copy(update={"by_role": by_role})
 
 
-def _call(state: HealState, log: CallLog, role: RoleName) -> tuple[Provider, dict[str, Any]]:
+def _call(
+    state: HealState, log: CallLog, role: RoleName, max_tokens: int
+) -> tuple[Provider, dict[str, Any]]:
     """The role's provider (transcribing when transcripts are kept) and the options every
-    call of the role carries: who asks, and where streamed tokens go."""
+    call of the role carries: who asks, the config's temperature, at most ``max_tokens``
+    (never more than the config's), and where streamed tokens go."""
     p: Provider = log.ctx.provider(role)
     if state.config.transcripts:
         p = _Transcribing(p, log.sent)
-    options: dict[str, Any] = {"role": role, "node": log.node}
+    options: dict[str, Any] = {
+        "role": role,
+        "node": log.node,
+        "max_tokens": min(state.config.max_tokens, max_tokens),
+        "temperature": state.config.temperature,
+    }
     if log.ctx.on_token is not None:
         sink = log.ctx.on_token
 
@@ -198,17 +206,11 @@ async def ask_for_code(
     where the backend takes one; ``prefill``: the start of the reply, which the model
     continues (``llm.ask.aask_code``)."""
     messages = [*_messages(state, prompt, variables), *extra]
-    provider, options = _call(state, log, role)
-    if seed is not None:
-        options = {**options, "seed": seed}
+    provider, options = _call(state, log, role, state.config.max_tokens)
+    if temperature is not None:
+        options["temperature"] = temperature
     reply = await aask_code(
-        provider,
-        messages,
-        entry_point=entry_point,
-        max_tokens=state.config.max_tokens,
-        temperature=state.config.temperature if temperature is None else temperature,
-        prefill=prefill,
-        **options,
+        provider, messages, entry_point=entry_point, prefill=prefill, seed=seed, **options
     )
     _record(log, state, role, prompt, reply.completions, reply.degraded)
     cost = CandidateCost(
@@ -230,13 +232,8 @@ async def ask_for_tests(
 ) -> str:
     """Ask ``role`` for a block of tests. One call, lenient: complete statements of a cut-off
     reply are kept (tests are optional evidence; a retry would cost more than it brings)."""
-    provider, options = _call(state, log, role)
-    request = CompletionRequest.of(
-        _messages(state, prompt, variables),
-        max_tokens=min(state.config.max_tokens, max_tokens),
-        temperature=state.config.temperature,
-        **options,
-    )
+    provider, options = _call(state, log, role, max_tokens)
+    request = CompletionRequest.of(_messages(state, prompt, variables), **options)
     completion = await asend(provider, request)
     code, salvaged = lenient_block(completion.text)
     _record(
@@ -264,15 +261,8 @@ async def ask_for_json(
     """Ask ``role`` for a JSON reply validated as ``model``, in at most ``max_tokens``
     completion tokens (a small model sometimes runs on past the JSON; a tight cap per role
     bounds the cost, and a cut-off reply is salvaged). Raises ``MalformedReply``."""
-    provider, options = _call(state, log, role)
-    reply = await aask_structured(
-        provider,
-        _messages(state, prompt, variables),
-        model,
-        max_tokens=min(state.config.max_tokens, max_tokens),
-        temperature=state.config.temperature,
-        **options,
-    )
+    provider, options = _call(state, log, role, max_tokens)
+    reply = await aask_structured(provider, _messages(state, prompt, variables), model, **options)
     _record(log, state, role, prompt, reply.completions, reply.degraded, reply.repairs)
     return reply.value
 
@@ -292,11 +282,9 @@ async def ask_with_tools(
     required (``Completion.tool_calls``): the prompt, then ``extra`` (the calls so far and
     their results); recorded like every call. No retry: the caller decides what a reply
     without a tool call means."""
-    provider, options = _call(state, log, role)
+    provider, options = _call(state, log, role, max_tokens)
     request = CompletionRequest.of(
         [*_messages(state, prompt, variables), *extra],
-        max_tokens=min(state.config.max_tokens, max_tokens),
-        temperature=state.config.temperature,
         tools=tuple(tools),
         tool_choice="required",
         **options,
@@ -315,9 +303,8 @@ async def fan_out(
     ctx: Context, role: RoleName, jobs: Sequence[Callable[[], Awaitable[R]]]
 ) -> list[R | Exception]:
     """Run ``jobs`` (each makes model calls) at once in one ``asyncio.TaskGroup``, as many in
-    flight as the role's provider allows (its ``max_concurrency``, e.g. the local server's
-    slots; 1 for the scripted mock, which keeps scripted runs reproducible: one after the
-    other, in order). Results (or the exception a job raised) come back in the order of
+    flight as the role's provider allows (its ``max_concurrency``; the scripted mock's 1 keeps
+    scripted runs in order). Results (or the exception a job raised) come back in the order of
     ``jobs``; cancelling the caller cancels every job."""
     limit = getattr(ctx.llm.for_role(role), "max_concurrency", None)
     width = len(jobs) if not isinstance(limit, int) or limit < 1 else min(limit, len(jobs))

@@ -51,8 +51,7 @@ LIMITS: Mapping[str, int] = {
 
 CONTEXT_CHARS = 5400
 """Characters of observations one investigation may add to the model's context, shared by
-its calls (about 1,500 tokens: with the spec, the code, the failing tests and the tools'
-descriptions, a three-call investigation stays inside the local model's 4,096-token slot)."""
+its calls (a three-call investigation fits the local model's 4,096-token slot)."""
 
 
 def _spec(tool: str, description: str, /, **params: str) -> ToolSpec:

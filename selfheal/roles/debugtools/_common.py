@@ -8,8 +8,6 @@ from selfheal.kernel_sandbox.types import SnippetResult, acall
 from selfheal.state import HealState
 from selfheal.testsuite import limits_for
 
-__all__ = ["MAX_SNIPPET", "current", "cut", "observation", "snippet"]
-
 MAX_SNIPPET = 2000
 """Most characters of a snippet sent to the sandbox."""
 

@@ -11,8 +11,6 @@ from selfheal.roles.debugtools._common import current, cut
 from selfheal.state import Candidate, HealState
 from selfheal.testsuite import limits_for
 
-__all__ = ["candidate_lines", "diff_candidates"]
-
 
 def _by_id(state: HealState, ref: str) -> Candidate | None:
     ref = ref.strip().strip("`'\"")

@@ -15,8 +15,6 @@ from selfheal.context import Context
 from selfheal.roles.debugtools._common import current, cut, snippet
 from selfheal.state import HealState
 
-__all__ = ["inspect_function"]
-
 _NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 

@@ -17,8 +17,6 @@ from selfheal.roles.debugtools._common import current, cut
 from selfheal.state import HealState
 from selfheal.testsuite import limits_for
 
-__all__ = ["trace_failure"]
-
 
 async def trace_failure(ref: str, state: HealState, ctx: Context, limit: int) -> tuple[str, int]:
     """The observation (see the module docstring), at most ``limit`` characters, and the
