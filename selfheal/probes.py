@@ -218,11 +218,7 @@ def _normalize(call: str) -> str:
 
 
 def merge_probes(
-    existing: Sequence[ProbeInput],
-    new: Iterable[tuple[str, str]],
-    *,
-    limit: int,
-    round: int,
+    existing: Sequence[ProbeInput], new: Iterable[tuple[str, str]], *, limit: int, round: int
 ) -> tuple[ProbeInput, ...]:
     """``existing`` plus the new ``(call, origin)`` pairs that are not already there, up to
     ``limit`` probes in all."""
