@@ -67,7 +67,9 @@ def make_context(
     if executor is None:
         from selfheal.kernel_sandbox import get_default_pool
 
-        executor = get_default_pool(config.sandbox)
+        executor = (
+            get_default_pool() if config.sandbox is None else get_default_pool(config.sandbox)
+        )
     return Context(llm=llm, executor=executor, sink=sink, on_token=on_token, memory_store=memory)
 
 
