@@ -7,6 +7,7 @@ through ``ctx``, so tests swap in a scripted provider and a real (or fake) execu
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -80,7 +81,5 @@ class Context:
 
     def emit(self, event: Event) -> None:
         if self.sink is not None:
-            try:
+            with contextlib.suppress(Exception):  # a broken view must not break the run
                 self.sink(event)
-            except Exception:  # a broken view must not break the run
-                pass

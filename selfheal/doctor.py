@@ -10,6 +10,7 @@ a native-CPU build on AVX-512 Xeons) is reported instead of killing the caller.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import platform
@@ -19,7 +20,7 @@ import sys
 from typing import Literal
 
 from selfheal._record import Record
-from selfheal.errors import ConfigError
+from selfheal.errors import ConfigError, SelfHealError
 from selfheal.local.probe import (
     ModelCheck,
     ServerCheck,
@@ -29,6 +30,7 @@ from selfheal.local.probe import (
     probe_server,
     server_build,
 )
+from selfheal.local.settings import default_threads
 
 ProviderName = Literal["anthropic", "ollama", "hf", "openai", "local"]
 
@@ -91,22 +93,12 @@ class DoctorReport(Record):
     ``$SELFHEAL_SANDBOX`` asks (``kernel_sandbox.boundary``), or why none would start."""
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def _cpu_flags() -> tuple[str, ...]:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith(("flags", "Features")):
-                    have = set(line.split(":", 1)[1].split())
-                    return tuple(f for f in _CPU_FLAGS if f in have)
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith(("flags", "Features")):
+                have = set(line.split(":", 1)[1].split())
+                return tuple(f for f in _CPU_FLAGS if f in have)
     return ()
 
 
@@ -182,26 +174,21 @@ def _kernels() -> tuple[str, ...]:
 
 def _gpu() -> str:
     if shutil.which("nvidia-smi"):
-        try:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
             if out.returncode == 0 and out.stdout.strip():
                 return out.stdout.strip().splitlines()[0]
-        except (OSError, subprocess.TimeoutExpired):
-            pass
     # torch is slow to import; only ask it when a GPU driver node exists (NVIDIA or ROCm)
     if _has("torch") and (os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd")):
-        try:
+        with contextlib.suppress(Exception):
             import torch
 
             if torch.cuda.is_available():
                 return str(torch.cuda.get_device_name(0))
-        except Exception:
-            pass
     return ""
 
 
 def _sandbox() -> str:
-    from selfheal.errors import SelfHealError
     from selfheal.kernel_sandbox.boundary import ENV, boundary_for
 
     try:
@@ -247,7 +234,7 @@ def doctor(*, load_model: bool = True) -> DoctorReport:
     return DoctorReport(
         python=f"{platform.python_version()} ({sys.executable})",
         platform=f"{platform.system()} {platform.release()} {platform.machine()}",
-        cpu_count=_cores(),
+        cpu_count=default_threads(),
         cpu_flags=_cpu_flags(),
         providers=providers,
         auto_choice=_auto_choice(),

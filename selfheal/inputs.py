@@ -30,18 +30,22 @@ def _context(raw: bytes, offset: int) -> str:
     return f" (after {before!r})" if before.strip() else ""
 
 
+def _utf8(raw: bytes, what: str) -> str:
+    """``raw`` decoded, or a ConfigError naming the first bad byte and its offset."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{what} is not valid UTF-8: byte 0x{raw[exc.start : exc.start + 1].hex()} at byte "
+            f"offset {exc.start}{_context(raw, exc.start)}. {_FIX}"
+        ) from None
+
+
 def _check_bytes(raw: bytes, what: str) -> str:
     for bom, name in _BOMS.items():
         if raw.startswith(bom):
             raise ConfigError(f"{what} is {name} text, not UTF-8. {_FIX}")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        bad = raw[exc.start : exc.end]
-        raise ConfigError(
-            f"{what} is not valid UTF-8: byte 0x{bad[:1].hex()} at byte offset {exc.start}"
-            f"{_context(raw, exc.start)}. {_FIX}"
-        ) from None
+    text = _utf8(raw, what)
     nul = raw.find(b"\x00")
     if nul >= 0:
         raise ConfigError(
@@ -63,15 +67,9 @@ def decode_text(value: str | bytes, what: str = "the text") -> str:
         value.encode("utf-8")
     except UnicodeEncodeError:
         # surrogate escapes stand for the original bytes: report the offset in those
-        raw = value.encode("utf-8", "surrogateescape" if _escaped(value) else "surrogatepass")
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            bad = raw[exc.start : exc.end]
-            raise ConfigError(
-                f"{what} is not valid UTF-8: byte 0x{bad[:1].hex()} at byte offset {exc.start}"
-                f"{_context(raw, exc.start)}. {_FIX}"
-            ) from None
+        _utf8(
+            value.encode("utf-8", "surrogateescape" if _escaped(value) else "surrogatepass"), what
+        )
         raise ConfigError(f"{what} cannot be encoded as UTF-8. {_FIX}") from None
     return _check_bytes(value.encode("utf-8"), what)
 

@@ -20,12 +20,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import (
-    ArgDecorator,
-    argument,
-    magic_arguments,
-    parse_argstring,
-)
+from IPython.core.magic_arguments import ArgDecorator, argument, magic_arguments, parse_argstring
 
 from selfheal._parse import ast_parse
 from selfheal.api import heal

@@ -5,6 +5,7 @@ approvals the view's buttons answer (docs/notebook.md)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import sys
@@ -70,10 +71,8 @@ class _Relay:
 
     def __call__(self, event: Event) -> None:
         for s in self.sinks:
-            try:
+            with contextlib.suppress(Exception):  # a broken sink must not break the run
                 s(event)
-            except Exception:  # a broken sink must not break the run
-                pass
 
 
 _HEADLESS_WHY = (

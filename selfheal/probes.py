@@ -9,6 +9,7 @@ AlphaCode's clustering by behaviour). Everything here is pure and deterministic.
 from __future__ import annotations
 
 import ast
+import contextlib
 import random
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -57,11 +58,9 @@ def _variants(value: Any, rng: random.Random, depth: int = 0) -> list[Any]:
     elif isinstance(value, list | tuple):
         seq = list(value)
         cands: list[list[Any]] = [[], seq[::-1], seq[:1], seq[1:], seq + seq[:1]]
-        try:
+        with contextlib.suppress(TypeError):
             cands.append(sorted(seq))
             cands.append(sorted(seq, reverse=True))
-        except TypeError:
-            pass
         if seq and depth < 2:
             i = rng.randrange(len(seq))
             for v in _variants(seq[i], rng, depth + 1)[:2]:
@@ -218,11 +217,7 @@ def _normalize(call: str) -> str:
 
 
 def merge_probes(
-    existing: Sequence[ProbeInput],
-    new: Iterable[tuple[str, str]],
-    *,
-    limit: int,
-    round: int,
+    existing: Sequence[ProbeInput], new: Iterable[tuple[str, str]], *, limit: int, round: int
 ) -> tuple[ProbeInput, ...]:
     """``existing`` plus the new ``(call, origin)`` pairs that are not already there, up to
     ``limit`` probes in all."""

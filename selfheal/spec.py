@@ -122,11 +122,7 @@ def parse_spec(text: str, *, entry_point: str | None = None) -> Spec:
                 break
     examples = find_examples(text, name) if name else ()
     return Spec(
-        text=text,
-        entry_point=name,
-        signature=signature,
-        examples=examples,
-        prelude=prelude,
+        text=text, entry_point=name, signature=signature, examples=examples, prelude=prelude
     )
 
 

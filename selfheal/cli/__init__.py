@@ -254,12 +254,7 @@ def error_object(
 ) -> dict[str, Any]:
     """The ``--json`` object of a failed command: ``status`` ``error``, the ``error`` message,
     the ``exit_code``, and what is known: the run's id, log, code and status (``run_status``)."""
-    base: dict[str, Any] = {
-        "code": None,
-        "verified": False,
-        "run_id": None,
-        "path": None,
-    }
+    base: dict[str, Any] = {"code": None, "verified": False, "run_id": None, "path": None}
     if known is not None:
         base = {**known.to_dict(), "run_status": known.status}
     return {

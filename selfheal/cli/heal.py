@@ -17,12 +17,7 @@ from selfheal.config import HealConfig
 from selfheal.config.options import FLAGS, config_values
 from selfheal.errors import ConfigError
 from selfheal.graph.runner import Run
-from selfheal.inputs import (
-    check_output_path,
-    check_python,
-    read_text_file,
-    read_text_stream,
-)
+from selfheal.inputs import check_output_path, check_python, read_text_file, read_text_stream
 from selfheal.request import HealRequest
 from selfheal.result import HealResult, proposal_text
 from selfheal.state import Decision, Event, HealState, Proposal

@@ -16,11 +16,7 @@ from selfheal.cli.session import session_of
 from selfheal.errors import ConfigError, SelfHealError
 from selfheal.graph.checkpoint import find_run, list_runs, read_states
 from selfheal.graph.runner import Run
-from selfheal.inputs import (
-    check_output_path,
-    check_python,
-    read_text_file,
-)
+from selfheal.inputs import check_output_path, check_python, read_text_file
 from selfheal.result import HealResult
 from selfheal.state import Decision, Status
 

@@ -69,10 +69,7 @@ def fork(
             raise ConfigError("fork(code=...) needs at_iteration >= 1 (there is no code at 0).")
         kept = tuple(c for c in base.candidates if c.round < at_iteration)
         edit = Candidate(
-            id=f"c{len(base.candidates) + 1}",
-            code=code,
-            origin="human_edit",
-            round=at_iteration,
+            id=f"c{len(base.candidates) + 1}", code=code, origin="human_edit", round=at_iteration
         )
         update["candidates"] = (*kept, edit)
         update["attempts"] = tuple(a for a in base.attempts if a.iteration < at_iteration)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from selfheal.context import Context
+from selfheal.errors import ConfigError
 from selfheal.graph.events import record
 from selfheal.state import Attempt, Candidate, Decision, Event, HealState, Proposal
 from selfheal.testsuite import all_active_pass, attempt_score
@@ -75,8 +76,6 @@ def apply_decision(state: HealState, decision: Decision, *, clock: float) -> Hea
     """Apply a human decision to a state that awaits approval (pure)."""
     proposal = state.pending
     if state.status != "awaiting_approval" or proposal is None:
-        from selfheal.errors import ConfigError
-
         raise ConfigError(
             f"Run {state.run_id} is not waiting for approval (status {state.status!r}); "
             "nothing to approve."
@@ -96,8 +95,6 @@ def apply_decision(state: HealState, decision: Decision, *, clock: float) -> Hea
         return accept(state, proposal)
     if decision.kind == "edit":
         if not decision.code or not decision.code.strip():
-            from selfheal.errors import ConfigError
-
             raise ConfigError("Edit(code) needs the code to run; it was empty.")
         return accept(state, proposal, code=decision.code, reason=decision.reason)
     # reject: the reason becomes feedback for the next proposal
@@ -118,10 +115,7 @@ def best_attempt(state: HealState) -> Attempt | None:
     executed = [a for a in state.attempts if a.report is not None]
     if not executed:
         return state.current
-    best = executed[0]
-    for a in executed[1:]:
-        if attempt_score(state, a.report) > attempt_score(state, best.report):
-            best = a
+    best = max(executed, key=lambda a: attempt_score(state, a.report))  # ties: the earliest
     # the latest attempt wins a tie only when it passes everything (it carries the latest review)
     last = executed[-1]
     if (

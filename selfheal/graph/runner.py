@@ -20,12 +20,7 @@ from selfheal._sync import sync_twin
 from selfheal.approval import Approver
 from selfheal.context import Context, EventSink, TokenSink
 from selfheal.errors import ApprovalRequired, ConfigError, SelfHealError
-from selfheal.graph.build import (
-    context_for,
-    make_context,
-    with_population,
-    with_resolved_models,
-)
+from selfheal.graph.build import context_for, make_context, with_population, with_resolved_models
 from selfheal.graph.checkpoint import RunLog, find_run, read_states
 from selfheal.graph.events import event, record
 from selfheal.graph.fork import fork

@@ -172,8 +172,7 @@ def server_build() -> ServerCheck:
         return ServerCheck(shared_url=shared, error=str(exc))
     if binary is None:
         return ServerCheck(
-            shared_url=shared,
-            error=f"llama-server is not built: run {LOCAL_MODEL_INSTALL}",
+            shared_url=shared, error=f"llama-server is not built: run {LOCAL_MODEL_INSTALL}"
         )
     info = build_info(binary)
     version = ""

@@ -45,7 +45,6 @@ class Endpoint(Record):
 
 _STARTED: list[LocalServer] = []
 """Every server started by this process (stopped at exit)."""
-_ATEXIT = False
 
 
 class LocalServer:
@@ -331,11 +330,9 @@ _SERVERS_LOCK = threading.Lock()
 def shared_server(settings: ServerSettings) -> LocalServer:
     """The process-wide server for these settings (created, not started, on first call)."""
     with _SERVERS_LOCK:
-        server = _SERVERS.get(settings)
-        if server is None:
-            server = LocalServer(settings)
-            _SERVERS[settings] = server
-        return server
+        if settings not in _SERVERS:
+            _SERVERS[settings] = LocalServer(settings)
+        return _SERVERS[settings]
 
 
 def shutdown_all() -> None:
@@ -346,8 +343,6 @@ def shutdown_all() -> None:
                 server.stop(timeout=5.0)
 
 
+@functools.cache
 def _register_atexit() -> None:
-    global _ATEXIT
-    if not _ATEXIT:
-        _ATEXIT = True
-        atexit.register(shutdown_all)
+    atexit.register(shutdown_all)

@@ -227,9 +227,7 @@ class SlotRouter:
             raise
         except Exception as exc:  # the router only chooses where work goes
             log.warning(
-                "llama-server slot %s failed (%s); prompt copying is off for this server",
-                what,
-                exc,
+                "llama-server slot %s failed (%s); prompt copying is off for this server", what, exc
             )
             self.copying = False
             return False

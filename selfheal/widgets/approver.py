@@ -8,6 +8,7 @@ it needs a decision it awaits a future that the Approve / Edit / Reject buttons 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 from selfheal.errors import ConfigError
@@ -40,10 +41,8 @@ class FutureApprover:
         fut: asyncio.Future[Decision] = loop.create_future()
         self._loop, self._future, self.proposal = loop, fut, proposal
         for listener in self._listeners:
-            try:
+            with contextlib.suppress(Exception):  # a broken panel must not lose the decision
                 listener(proposal, state)
-            except Exception:  # a broken panel must not lose the decision
-                pass
         return fut
 
     def decide(self, decision: Decision) -> None:

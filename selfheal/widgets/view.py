@@ -53,11 +53,7 @@ class HealView(w.VBox):  # type: ignore[misc]
     """
 
     def __init__(
-        self,
-        state: HealState,
-        *,
-        state_getter: StateGetter | None = None,
-        live: bool = False,
+        self, state: HealState, *, state_getter: StateGetter | None = None, live: bool = False
     ) -> None:
         self._state = state
         self._getter = state_getter
