@@ -36,18 +36,13 @@ the order that settles a name several of them have."""
 
 
 @cache
-def _module(name: str) -> ModuleType:
-    return importlib.import_module(name)
-
-
-@cache
 def _importable() -> dict[str, str]:
     """Public name -> the module of ``_STDLIB`` it comes from: the first that defines it
     (``collections.Counter``, not ``typing.Counter``), else the first that has it."""
     found: dict[str, str] = {}
     for defining in (True, False):
         for name in _STDLIB:
-            module = _module(name)
+            module = importlib.import_module(name)
             for attr in dir(module):
                 value = getattr(module, attr)
                 if (
@@ -100,7 +95,7 @@ def missing_imports(code: str) -> list[str]:
                 if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
                 if n.value.id == name
             }
-            module = _module(name)
+            module = importlib.import_module(name)
             inner = getattr(module, name, None)
             if all(hasattr(module, a) for a in read):
                 lines.append(f"import {name}")
