@@ -59,6 +59,11 @@ def canonical(value: Any, limit: int = LIMIT) -> str:
     return text
 
 
+def raised(exc_type: str) -> str:
+    """The canonical text of a call that raised: ``raise <ExcType>``."""
+    return f"raise {exc_type}"
+
+
 def _digest(text: str) -> str:
     return _sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from selfheal.kernel_sandbox._canon import LIMIT, MAX_ITEMS, canonical
+from selfheal.kernel_sandbox._canon import LIMIT, MAX_ITEMS, canonical, raised
 
 
 @pytest.mark.parametrize(
@@ -69,6 +69,7 @@ def test_spelled_out_forms() -> None:
     assert canonical({3, 1, 2}) == "{1, 2, 3}"
     assert canonical([1.5, "a", None, True]) == "[1.5, 'a', None, True]"
     assert canonical(ValueError("x")) == "ValueError('x')"
+    assert raised("KeyError") == "raise KeyError"
 
 
 def test_subclasses_cannot_lie() -> None:
