@@ -30,7 +30,6 @@ import asyncio
 import functools
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -42,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 from selfheal.kernel_sandbox import KernelPool, Limits
-from selfheal.kernel_sandbox.boundary import BoundaryKind
 from selfheal.kernel_sandbox.containment import netns_available
 from selfheal.kernel_sandbox.kernel import SandboxKernel
 from selfheal.kernel_sandbox.zygote import Zygote
@@ -261,44 +259,9 @@ def population(k: int, rounds: int, size: int) -> None:
     )
 
 
-def entry_cost(kind: BoundaryKind, runs: int = 50) -> tuple[float, float]:
-    """Median microseconds
-    to build a run's ruleset (in this process, as a kernel does before forking a run's
-    process) and to enter the boundary ``kind`` in a freshly forked process (what a run
-    adds)."""
-    from selfheal.kernel_sandbox._harness import boundary as kernel_side
-
-    b, _ = kernel_side.prepare(kind, str(Path.home()))
-    built: list[float] = []
-    entered: list[float] = []
-    for _ in range(runs):
-        root = tempfile.mkdtemp(prefix="selfheal-bench-")
-        work = root + "/work"
-        os.mkdir(work)
-        t = time.perf_counter()
-        ruleset = kernel_side.for_run(b, work)
-        built.append(time.perf_counter() - t)
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                t = time.perf_counter()
-                kernel_side.enter(b, work, ruleset, False, False)
-                os.write(w, str(time.perf_counter() - t).encode())
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
-        entered.append(float(os.read(r, 64)))
-        for fd in (r, w, ruleset):
-            if fd >= 0:
-                os.close(fd)
-        shutil.rmtree(root)
-    return statistics.median(built) * 1e6, statistics.median(entered) * 1e6
-
-
 def boundary_cost(runs: int) -> None:
     """The ``--boundary`` benchmark (see the module docstring)."""
-    from selfheal.kernel_sandbox.boundary import boundary_for
+    from selfheal.kernel_sandbox.boundary import boundary_for, entry_cost
 
     modes = ["off", "auto", "fallback"]
     pools = {m: KernelPool(size=1, boundary=m).start() for m in modes}  # type: ignore[arg-type]

@@ -8,6 +8,11 @@ system enforces".
 from __future__ import annotations
 
 import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
 from typing import Literal, get_args
 
 from selfheal._record import Record
@@ -95,3 +100,38 @@ def boundary_for(mode: BoundaryMode | None = None) -> BoundaryInfo:
     if mode == "fallback":
         detail = detail.replace("no Landlock in this kernel", "fallback asked for")
     return BoundaryInfo(kind="fallback", mode=mode, detail=detail)
+
+
+def entry_cost(kind: BoundaryKind, runs: int = 50) -> tuple[float, float]:
+    """Measured here (for ``benchmarks/bench_sandbox.py --boundary``): median microseconds
+    to build a run's ruleset (in this process, as a kernel does before forking a run's
+    process) and to enter the boundary ``kind`` in a freshly forked process (what a run
+    adds)."""
+    from selfheal.kernel_sandbox._harness import boundary as kernel_side
+
+    b, _ = kernel_side.prepare(kind, str(Path.home()))
+    built: list[float] = []
+    entered: list[float] = []
+    for _ in range(runs):
+        root = tempfile.mkdtemp(prefix="selfheal-bench-")
+        work = root + "/work"
+        os.mkdir(work)
+        t = time.perf_counter()
+        ruleset = kernel_side.for_run(b, work)
+        built.append(time.perf_counter() - t)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                t = time.perf_counter()
+                kernel_side.enter(b, work, ruleset, False, False)
+                os.write(w, str(time.perf_counter() - t).encode())
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        entered.append(float(os.read(r, 64)))
+        for fd in (r, w, ruleset):
+            if fd >= 0:
+                os.close(fd)
+        shutil.rmtree(root)
+    return statistics.median(built) * 1e6, statistics.median(entered) * 1e6
