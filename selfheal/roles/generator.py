@@ -18,7 +18,7 @@ from selfheal.examples import find_examples
 from selfheal.llm.parsing import prose
 from selfheal.memory.recall import remembered_candidates
 from selfheal.roles._calls import CallLog, ask_for_code, fan_out
-from selfheal.roles._source import entry_point_of, normalized, with_prelude
+from selfheal.roles._source import entry_point_of, missing_imports, normalized, with_prelude
 from selfheal.roles.requests import (
     Request,
     base_variables,
@@ -351,4 +351,4 @@ async def repair(state: HealState, ctx: Context) -> HealState:
     return log.apply(state, pending=proposal, feedback="")
 
 
-__all__ = ["entry_point_of", "generate", "normalized", "repair", "with_prelude"]
+__all__ = ["entry_point_of", "generate", "missing_imports", "normalized", "repair", "with_prelude"]

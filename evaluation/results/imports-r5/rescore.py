@@ -1,5 +1,5 @@
 """Offline: the r5 records' final code and every candidate, with the standard-library imports
-they use added (``selfheal.roles._source.missing_imports``), re-scored against the reference
+they use added (``selfheal.roles.generator.missing_imports``), re-scored against the reference
 tests. ``PYTHONPATH=. python evaluation/results/imports-r5/rescore.py`` writes rescore.json."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from evaluation.scoring import score
 from evaluation.suites import get_suite
 from selfheal.kernel_sandbox import get_default_pool
-from selfheal.roles._source import missing_imports
+from selfheal.roles.generator import missing_imports
 
 RUNS = {
     "builtin": "evaluation/results/builtin-r5/results.jsonl",
