@@ -84,17 +84,17 @@ def missing_imports(code: str) -> list[str]:
     tree = parse_or_none(code)
     if tree is None:
         return []
-    free = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    free -= {*_bound(tree), *dir(builtins)}
+    loads: set[str] = set()
+    reads: dict[str, set[str]] = {}  # name -> the attributes read from it (``math.floor``)
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            loads.add(n.id)
+        elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+            reads.setdefault(n.value.id, set()).add(n.attr)
     lines = []
-    for name in sorted(free):
+    for name in sorted(loads - {*_bound(tree), *dir(builtins)}):
         if name in _STDLIB:
-            read = {
-                n.attr
-                for n in ast.walk(tree)
-                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-                if n.value.id == name
-            }
+            read = reads.get(name, set())
             module = importlib.import_module(name)
             inner = getattr(module, name, None)
             if all(hasattr(module, a) for a in read):
