@@ -136,8 +136,6 @@ class SelfhealMagics(Magics):
         assert self.shell is not None, "the magics are registered on a shell"
         return self.shell
 
-    # -- the last error ---------------------------------------------------------------------
-
     def record_failure(
         self,
         shell: Any,
@@ -154,8 +152,6 @@ class SelfhealMagics(Magics):
             show(etype, value, tb, tb_offset=tb_offset)
         else:
             shell.showtraceback((etype, value, tb), tb_offset=tb_offset, running_compiled_code=True)
-
-    # -- the magics -------------------------------------------------------------------------
 
     @magic_arguments()
     @argument("--name", help="the function's name (default: read from the spec)")
@@ -255,8 +251,6 @@ class SelfhealMagics(Magics):
         provider = f"\n  provider = {d.provider!r}" if d.provider is not None else ""
         print(f"selfheal defaults for this notebook:\n{body}{provider}")
 
-    # -- after a run ------------------------------------------------------------------------
-
     def _heal(self, spec: str, *, cell: str | None = None, **options: Any) -> None:
         config = options["config"]
         if notebook_mode() == "live" and config.autonomy != "full_auto":
@@ -300,9 +294,6 @@ class SelfhealMagics(Magics):
         if cell is not None:
             print(unified_diff(cell, text, a="cell (before)", b="cell (fixed)"))
         shell.set_next_input(text.rstrip() + "\n", replace=False)
-
-
-# -- registration ---------------------------------------------------------------------------
 
 
 def load_ipython_extension(ipython: Any) -> None:

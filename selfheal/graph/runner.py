@@ -52,8 +52,6 @@ class Run:
         self.ctx = ctx
         self.log = log if log is not None else (RunLog.for_state(state) if persist else None)
 
-    # -- construction -----------------------------------------------------------------------
-
     @classmethod
     def new(cls, state: HealState, ctx: Context, *, persist: bool = True) -> Run:
         """A run from ``state`` with built services; its log starts with ``state``."""
@@ -98,8 +96,6 @@ class Run:
         )
         return cls(state, ctx, log=RunLog(path))
 
-    # -- state ------------------------------------------------------------------------------
-
     @property
     def state(self) -> HealState:
         return self._state
@@ -123,8 +119,6 @@ class Run:
         if self.log is not None:
             self.log.append(state)
         return state
-
-    # -- stepping ---------------------------------------------------------------------------
 
     async def astep(self) -> HealState:
         """Execute the next node and checkpoint the new state. A no-op when done or waiting.
@@ -163,23 +157,21 @@ class Run:
         except SelfHealError as exc:
             detail = f"{type(exc).__name__}: {exc}"[:500]
             failed = record(ctx, s, name, "error", detail, duration=time.perf_counter() - t0)
-            if _nothing_done(s):
-                # nothing worth resuming: the run is over, not left "running"
-                self._commit(
-                    failed.model_copy(update={"status": "failed", "next": "done", "error": detail})
+            note = (
+                f"Nothing is lost: the run is checkpointed at {self.path}; fix the cause and "
+                f"continue with `selfheal runs resume {s.run_id}` or Run.load(...).run()."
+            )
+            if _nothing_done(s):  # nothing worth resuming: the run is over, not left "running"
+                failed = failed.model_copy(
+                    update={"status": "failed", "next": "done", "error": detail}
                 )
-                if self.path is not None:
-                    exc.add_note(
-                        f"The run {s.run_id} stopped before any work and is marked failed; fix "
-                        "the cause and start it again."
-                    )
-                raise
+                note = (
+                    f"The run {s.run_id} stopped before any work and is marked failed; fix the "
+                    "cause and start it again."
+                )
             self._commit(failed)
             if self.path is not None:
-                exc.add_note(
-                    f"Nothing is lost: the run is checkpointed at {self.path}; fix the cause and "
-                    f"continue with `selfheal runs resume {s.run_id}` or Run.load(...).run()."
-                )
+                exc.add_note(note)
             raise
         dur = time.perf_counter() - t0
         fresh = new.events[len(s.events) :]
@@ -212,12 +204,6 @@ class Run:
         )
         self._commit(stopped)
 
-    def _headless_decision(self) -> Decision | None:
-        policy = self._state.config.on_headless
-        if policy in ("approve", "reject"):
-            return Decision(kind=policy, reason=f"on_headless={policy}")
-        return None
-
     async def arun(self, approver: Approver | None = None) -> HealResult:
         """Step until the run is done, or waits for approval with no approver to ask (an async
         approver is awaited, a sync one called). Cancelling it (Ctrl-C on ``run``, an
@@ -235,7 +221,10 @@ class Run:
     async def _ask(self, approver: Approver | None) -> Decision | None:
         pending = self._state.pending
         if approver is None or pending is None:
-            return self._headless_decision()
+            policy = self._state.config.on_headless
+            if policy == "error":
+                return None
+            return Decision(kind=policy, reason=f"on_headless={policy}")
         answer = approver(pending, self._state)
         if inspect.isawaitable(answer):
             return await answer
@@ -259,8 +248,6 @@ class Run:
     step = sync_twin(astep)
     run = sync_twin(arun)
     resume = sync_twin(aresume)
-
-    # -- time travel ------------------------------------------------------------------------
 
     fork = fork
     """``run.fork(at_iteration, lessons=..., code=..., model=...)``: see ``graph.fork.fork``."""

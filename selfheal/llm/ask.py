@@ -101,9 +101,6 @@ async def _ask(
     )
 
 
-# ------------------------------------------------------------------------------ records
-
-
 def _structured_feedback(error: str, completion: Completion, schema: dict[str, Any]) -> str:
     if len(error) > _MAX_FEEDBACK_CHARS:
         error = error[:_MAX_FEEDBACK_CHARS] + "..."
@@ -164,9 +161,6 @@ async def aask_structured(
         degraded=bool(repairs) or attempt > 0,
         repairs=repairs,
     )
-
-
-# --------------------------------------------------------------------------------- code
 
 
 def _code_check(completion: Completion, entry_point: str | None) -> tuple[str | None, str, str]:

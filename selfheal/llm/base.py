@@ -301,9 +301,6 @@ async def asend(provider: Provider, request: CompletionRequest) -> Completion:
 send = blocking(asend)
 
 
-# ----------------------------------------------------------------------- n answers at once
-
-
 async def acomplete_many(
     provider: Provider, messages: Sequence[Message], /, *, n: int, **options: Any
 ) -> list[Completion]:

@@ -138,8 +138,6 @@ class HFProvider(ProviderBase):
             return self._batch
         return 8 if self.device == "cuda" else 1
 
-    # -- generation ---------------------------------------------------------------------
-
     def _generate(
         self, request: CompletionRequest, n: int, cancelled: threading.Event
     ) -> list[Completion]:

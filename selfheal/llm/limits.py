@@ -170,9 +170,6 @@ class LimitedProvider(WrapperProvider):
             return await super()._acomplete(request)
 
 
-# ------------------------------------------------------------------ the process's limits
-
-
 def local_gate(model_id: str, limits: ModelLimits) -> Gate:
     """The default :data:`GateFactory`: a :class:`LocalGate` (this process only)."""
     return LocalGate(limits)

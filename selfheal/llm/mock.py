@@ -182,8 +182,6 @@ class MockProvider(ProviderBase):
         texts = await asyncio.to_thread(self._take, request, n)
         return [await self._answer(request.replace(on_token=None), t) for t in texts]
 
-    # -- constructors -------------------------------------------------------------------
-
     @classmethod
     def demo(cls) -> MockProvider:
         """The scripted median session: fail, diagnose, learn, repair, verify."""

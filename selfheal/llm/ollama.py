@@ -85,8 +85,6 @@ class OllamaProvider(ProviderBase):
     def __repr__(self) -> str:
         return f"OllamaProvider(model={self.model!r}, host={self.host!r})"
 
-    # -- request building ---------------------------------------------------------------
-
     def _client(self) -> Any:
         """The ``ollama.AsyncClient`` of the running event loop."""
         policy = self.policy
@@ -120,8 +118,6 @@ class OllamaProvider(ProviderBase):
         if self._keep_alive is not None:
             body["keep_alive"] = self._keep_alive
         return body
-
-    # -- errors -------------------------------------------------------------------------
 
     def _classify(self, exc: BaseException, streamed: bool) -> Failure | None:
         ollama = self._ollama
@@ -157,8 +153,6 @@ class OllamaProvider(ProviderBase):
             # Tokens already went to the caller: a retry would repeat them.
             failure = Failure(failure.error, retryable=False)
         return failure
-
-    # -- completion ---------------------------------------------------------------------
 
     async def _acomplete(self, request: CompletionRequest) -> Completion:
         body = self._request(request)

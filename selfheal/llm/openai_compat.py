@@ -168,8 +168,6 @@ class OpenAICompatible(ProviderBase):
         where = self.base_url or "(SDK default)"
         return f"OpenAICompatible(model={self.model!r}, base_url={where!r})"
 
-    # -- clients --------------------------------------------------------------------------
-
     def _client(self, base_url: str | None, api_key: str) -> openai.AsyncOpenAI:
         """An SDK client for the running event loop (an HTTP pool belongs to its loop)."""
         policy = self.policy
@@ -184,8 +182,6 @@ class OpenAICompatible(ProviderBase):
                 max_retries=max(0, policy.attempts - 1),
             ),
         )
-
-    # -- requests -------------------------------------------------------------------------
 
     def _body(self, request: CompletionRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -288,8 +284,6 @@ class OpenAICompatible(ProviderBase):
             cached_tokens=cached_tokens(usage, timings),
             tool_calls=tool_calls.calls(),
         )
-
-    # -- errors ---------------------------------------------------------------------------
 
     def _failure(self, exc: Exception, streamed: bool, base_url: str | None) -> Exception:
         """What to raise for ``exc`` from a stream (``streamed``: tokens reached on_token)."""

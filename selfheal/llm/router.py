@@ -94,9 +94,6 @@ def parse_model_string(text: str) -> ModelSpec | None:
     return ModelSpec.model_validate({"provider": name, "model": model or _DEFAULTS.get(name, "")})
 
 
-# ------------------------------------------------------------------------- resolution
-
-
 def ollama_base_url(env: Mapping[str, str] | None = None) -> str:
     """The Ollama server URL from ``$OLLAMA_HOST`` (as the ollama CLI reads it), else
     ``http://127.0.0.1:11434``."""
@@ -259,9 +256,6 @@ def resolve_provider(
     if spec is not None and not isinstance(spec, str):
         return spec
     return build_provider(resolve_model_string(spec, env=env), env=env)
-
-
-# ----------------------------------------------------------------------------- router
 
 
 _NOT_ROLES = frozenset({"PATH", "DIR", "URL", "SHA256", "LIMITS"})

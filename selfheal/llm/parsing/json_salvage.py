@@ -60,9 +60,6 @@ class Parsed(Record, Generic[T]):
     """What was done to the reply, in order, e.g. ``"extracted from code fence"``."""
 
 
-# ------------------------------------------------------------------- finding the object
-
-
 @dataclass
 class _Frame:
     """One open bracket while scanning: which, what comes next, and (for lists) where the
@@ -234,9 +231,6 @@ def _candidates(text: str) -> list[_Candidate]:
             if not candidate.problem:
                 add(candidate)
     return out
-
-
-# ------------------------------------------------------------------------ reading it
 
 
 def _rewrite(
