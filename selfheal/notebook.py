@@ -125,8 +125,6 @@ class LiveHeal:
         self._callbacks: list[Callable[[HealResult], None]] = []
         task.add_done_callback(self._on_done)
 
-    # -- state ------------------------------------------------------------------------------
-
     @property
     def state(self) -> HealState:
         return self.run.state
@@ -190,8 +188,6 @@ class LiveHeal:
             except Exception as exc:  # report, but never lose the run's result
                 print(f"selfheal: a completion callback failed: {exc!r}", file=sys.stderr)
 
-    # -- decisions --------------------------------------------------------------------------
-
     def approve(self, reason: str = "") -> None:
         """Run the proposed code."""
         self.approver.decide(Approve(reason))
@@ -208,8 +204,6 @@ class LiveHeal:
         """Stop the run (its log keeps every state; ``selfheal.resume`` continues it)."""
         self.approver.cancel()
         self._task.cancel()
-
-    # -- display ----------------------------------------------------------------------------
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         if self.view is not None:

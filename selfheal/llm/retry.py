@@ -5,6 +5,7 @@ for a backend whose SDK does not retry (docs/llm.md, "Reliability")."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import random
 import time
@@ -65,10 +66,8 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     if not value:
         return None
     value = value.strip()
-    try:
+    with contextlib.suppress(ValueError):
         return max(0.0, float(value))
-    except ValueError:
-        pass
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -84,10 +83,8 @@ def retry_after_from_headers(headers: Mapping[str, str] | None) -> float | None:
     lowered = {k.lower(): v for k, v in headers.items()}
     ms = lowered.get("retry-after-ms")
     if ms:
-        try:
+        with contextlib.suppress(ValueError):
             return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
     return parse_retry_after(lowered.get("retry-after"))
 
 

@@ -4,6 +4,7 @@ call), and account for the call in the state."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -123,10 +124,8 @@ def _call(
         sink = log.ctx.on_token
 
         def on_token(text: str) -> None:
-            try:
+            with contextlib.suppress(Exception):
                 sink(role, text)
-            except Exception:
-                pass
 
         options["on_token"] = on_token
     return p, options

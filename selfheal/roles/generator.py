@@ -227,17 +227,10 @@ def _failing_leaders(state: HealState, limit: int) -> list[Candidate]:
         (c for c in state.candidates if c.report is not None),
         key=lambda c: (c.id != chosen_id, -_trusted_passed(state, c), c.round, c.id),
     )
-    out: list[Candidate] = []
-    seen: set[str] = set()
+    distinct: dict[str, Candidate] = {}
     for c in ranked:
-        key = normalized(c.code) + repr(sorted(c.behaviour.items()))
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(c)
-        if len(out) >= limit:
-            break
-    return out
+        distinct.setdefault(normalized(c.code) + repr(sorted(c.behaviour.items())), c)
+    return list(distinct.values())[:limit]
 
 
 def _trusted_passed(state: HealState, c: Candidate) -> int:

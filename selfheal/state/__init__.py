@@ -128,8 +128,6 @@ class HealState(Record):
     parent: ForkInfo | None = None
     """Set on forked runs."""
 
-    # -- convenience views (pure) ----------------------------------------------------------
-
     @property
     def current(self) -> Attempt | None:
         """The latest attempt."""

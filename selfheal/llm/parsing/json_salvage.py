@@ -13,6 +13,7 @@ complete item, and is otherwise a failure.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -329,10 +330,8 @@ def _load(candidate: _Candidate) -> tuple[Any, tuple[str, ...]] | str:
             attempts.append((_escape_controls(text), repairs))
     for text, repairs in attempts:
         if text != candidate.text:
-            try:
+            with contextlib.suppress(ValueError):
                 return read(text), repairs
-            except ValueError:
-                pass
     closed = candidate.text + (candidate.closing or "")
     for source in (closed, _json_words_to_python(closed)):
         try:

@@ -6,6 +6,7 @@ Nothing is invented: a missing field stays missing, an unknown choice is not gue
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
@@ -138,10 +139,8 @@ def validate_shape(obj: Any, model: type[T]) -> tuple[T, tuple[str, ...]] | str:
         if unwrapped is not None:
             return unwrapped
         return f"none of the expected keys ({', '.join(sorted(keys))}) is present"
-    try:
+    with contextlib.suppress(ValidationError, TypeError, ValueError):
         return model.model_validate_json(json.dumps(obj, ensure_ascii=False), strict=True), ()
-    except (ValidationError, TypeError, ValueError):
-        pass
     repairs: list[str] = []
     fixed = _coerce(obj, model, "", repairs)
     try:
