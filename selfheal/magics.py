@@ -40,16 +40,6 @@ from selfheal.llm.base import Provider
 from selfheal.notebook import notebook_mode, start
 from selfheal.result import HealResult
 
-__all__ = [
-    "MagicDefaults",
-    "SelfhealMagics",
-    "defaults",
-    "fixed_cell",
-    "load_ipython_extension",
-    "split_spec_and_tests",
-    "unload_ipython_extension",
-]
-
 
 @dataclass
 class MagicDefaults:

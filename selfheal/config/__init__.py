@@ -7,12 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from pydantic import (
-    ValidationError,
-    ValidationInfo,
-    ValidatorFunctionWrapHandler,
-    model_validator,
-)
+from pydantic import ValidationError, ValidationInfo, ValidatorFunctionWrapHandler, model_validator
 from pydantic.fields import FieldInfo
 
 from selfheal._record import Record

@@ -43,11 +43,7 @@ def wire_message(m: Message) -> dict[str, Any]:
     if m.tool_calls:
         out["content"] = m.content or None
         out["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments},
-            }
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in m.tool_calls
         ]
     if m.role == "tool":

@@ -130,14 +130,8 @@ def map_error(
             **who,
         )
     if isinstance(exc, openai.APIError):  # e.g. an error event inside the stream
-        return ProviderError(
-            f"{where} reported an error while streaming: {exc}.",
-            **who,
-        )
-    return ProviderError(
-        f"{model_id} at {where} failed: {type(exc).__name__}: {exc}",
-        **who,
-    )
+        return ProviderError(f"{where} reported an error while streaming: {exc}.", **who)
+    return ProviderError(f"{model_id} at {where} failed: {type(exc).__name__}: {exc}", **who)
 
 
 def is_timeout(exc: BaseException) -> bool:

@@ -117,16 +117,14 @@ def failure_for_status(
         hint = auth_hint or "check the API key"
         return Failure(
             AuthenticationFailed(
-                f"{where} refused the credentials (HTTP {status}: {detail}). {hint}.",
-                **who,
+                f"{where} refused the credentials (HTTP {status}: {detail}). {hint}.", **who
             )
         )
     if status == 404:
         hint = not_found_hint or "check the model name"
         return Failure(
             ModelNotFound(
-                f"{where}: the model {model!r} was not found (HTTP 404: {detail}). {hint}.",
-                **who,
+                f"{where}: the model {model!r} was not found (HTTP 404: {detail}). {hint}.", **who
             )
         )
     if status in RETRYABLE_STATUS:

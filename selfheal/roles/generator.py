@@ -115,10 +115,7 @@ def _name_the_function(state: HealState, code: str, log: CallLog) -> HealState:
     if not name:
         return state
     spec = spec.model_copy(
-        update={
-            "entry_point": name,
-            "examples": spec.examples or find_examples(spec.text, name),
-        }
+        update={"entry_point": name, "examples": spec.examples or find_examples(spec.text, name)}
     )
     return with_examples(state.model_copy(update={"spec": spec}), log)
 

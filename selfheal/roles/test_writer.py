@@ -76,10 +76,7 @@ async def _ask_spec_blind(state: HealState, log: CallLog, *, inputs_only: bool) 
         log,
         role="test_writer",
         prompt="test_writer",
-        variables={
-            "max_tests": state.config.max_spec_tests,
-            "inputs_only": inputs_only,
-        },
+        variables={"max_tests": state.config.max_spec_tests, "inputs_only": inputs_only},
         max_tokens=200 if inputs_only else 400,  # calls alone are short
     )
 

@@ -9,10 +9,11 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from nb_fakes import InProcessExecutor
 
+from selfheal.cells import fixed_cell, split_spec_and_tests
 from selfheal.errors import ConfigError
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import DEMO_SPEC, MockProvider
-from selfheal.magics import defaults, fixed_cell, split_spec_and_tests
+from selfheal.magics import defaults
 from selfheal.result import HealResult
 
 

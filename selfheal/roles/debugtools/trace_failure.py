@@ -6,13 +6,7 @@ from __future__ import annotations
 
 from selfheal.context import Context
 from selfheal.kernel_sandbox.traces import trace_text
-from selfheal.kernel_sandbox.types import (
-    AssertTest,
-    ProbeCall,
-    TraceResult,
-    TracingExecutor,
-    acall,
-)
+from selfheal.kernel_sandbox.types import AssertTest, ProbeCall, TraceResult, TracingExecutor, acall
 from selfheal.roles.debugtools._common import current, cut
 from selfheal.state import HealState
 from selfheal.testsuite import limits_for
