@@ -95,8 +95,7 @@ class Completion(Record):
 
     def shown(self) -> str:
         """The reply as a transcript shows it: the text, then one line per tool call."""
-        calls = [f"[tool call] {c.name} {c.arguments}" for c in self.tool_calls]
-        return "\n".join([self.text, *calls] if self.text else calls)
+        return Message(role="assistant", content=self.text, tool_calls=self.tool_calls).shown()
 
 
 TokenCallback = Callable[[str], None]
