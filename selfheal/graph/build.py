@@ -103,12 +103,8 @@ def with_population(state: HealState, router: ModelRouter) -> HealState:
         model=provider.model_id,
         detail=f"candidates=auto: {n} ({provider.model_id} gives {said}; at least 4, at most 16)",
     )
-    return state.model_copy(
-        update={
-            "config": config.model_copy(update={"candidates": n}),
-            "events": (*state.events, note),
-        }
-    )
+    config = config.model_copy(update={"candidates": n})
+    return state.model_copy(update={"config": config, "events": (*state.events, note)})
 
 
 def with_resolved_models(state: HealState, router: ModelRouter, provider: ProviderArg) -> HealState:

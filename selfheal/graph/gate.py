@@ -32,28 +32,15 @@ def accept(
         )
     # your code is c0; the model's candidates count from c1
     n = sum(1 for c in state.candidates if c.origin != "user")
+    ours = [c for c in fresh if c.origin != "user"]
+    renumbered = [c.model_copy(update={"id": f"c{n + i}"}) for i, c in enumerate(ours, 1)]
     fresh = [
-        c.model_copy(
-            update={
-                "id": "c0" if c.origin == "user" else f"c{n + i}",
-                "round": round_no,
-                "report": None,
-            }
-        )
-        for i, c in enumerate((c for c in fresh if c.origin != "user"), 1)
-    ] + [
         c.model_copy(update={"round": round_no, "report": None})
-        for c in fresh
-        if c.origin == "user"
+        for c in renumbered + [c for c in fresh if c.origin == "user"]
     ]
-    return state.model_copy(
-        update={
-            "candidates": state.candidates + tuple(fresh),
-            "iteration": round_no,
-            "pending": None,
-            "status": "running",
-        }
-    )
+    candidates = state.candidates + tuple(fresh)
+    update = {"candidates": candidates, "iteration": round_no, "pending": None, "status": "running"}
+    return state.model_copy(update=update)
 
 
 async def gate(state: HealState, ctx: Context) -> HealState:
