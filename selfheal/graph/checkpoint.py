@@ -66,9 +66,7 @@ def read_states(path: Path) -> list[HealState]:
         except (ValidationError, ValueError, ConfigError) as exc:
             if i == len(lines) - 1 and out:
                 break  # torn write at a crash: the previous state is the checkpoint
-            reason = (exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc))[
-                :200
-            ]
+            reason = str(exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else exc)[:200]
             raise ConfigError(f"Run log {path} is corrupt at line {i + 1}: {reason}") from None
     if not out:
         raise ConfigError(f"Run log {path} holds no state.")

@@ -50,7 +50,6 @@ def fork(
     any code), with changes. Both runs keep their own logs."""
     base = state_at(run.history(), at_iteration)
     changes: list[str] = []
-    update: dict[str, Any] = {}
     cfg = config or base.config
     if model is not None:
         cfg = cfg.model_copy(update={"model": model})
@@ -60,7 +59,7 @@ def fork(
         changes.append("models")
     if config is not None:
         changes.append("config")
-    update["config"] = cfg
+    update: dict[str, Any] = {"config": cfg, "run_id": new_run_id(), "status": "running"}
     if lessons is not None:
         update["lessons"] = tuple(Lesson(text=t, iteration=at_iteration) for t in lessons)
         changes.append("lessons")
@@ -75,11 +74,9 @@ def fork(
         update["attempts"] = tuple(a for a in base.attempts if a.iteration < at_iteration)
         update["next"] = "execute"
         changes.append("code")
-    update["run_id"] = new_run_id()
     update["parent"] = ForkInfo(
         run_id=base.run_id, at_iteration=at_iteration, changes=tuple(changes)
     )
-    update["status"] = "running"
     forked = base.model_copy(update=update)
     executor = executor or run.ctx.executor
     sink = sink or run.ctx.sink
