@@ -53,32 +53,17 @@ async def execute(state: HealState, ctx: Context) -> HealState:
     reports = {c.id: by_code[normalized(c.code)] for c in todo}
     sharing = Counter(normalized(c.code) for c in todo)  # identical candidates share a run
     runs = len(ran)
-    candidates = tuple(
-        c.model_copy(
-            update={
-                "report": reports[c.id],
-                "cost": c.cost.model_copy(
-                    update={
-                        "sandbox_seconds": c.cost.sandbox_seconds
-                        + reports[c.id].duration / sharing[normalized(c.code)]
-                    }
-                ),
-            }
-        )
-        if c.id in reports
-        else c
-        for c in state.candidates
-    )
-    candidates = tuple(
-        c.model_copy(update={"behaviour": behaviour_of(c, state.probes)}) if c.id in reports else c
-        for c in candidates
-    )
-    state = state.model_copy(
-        update={
-            "candidates": candidates,
-            "usage": state.usage.model_copy(update={"executions": state.usage.executions + runs}),
-        }
-    )
+
+    def with_run(c: Candidate) -> Candidate:
+        report = reports[c.id]
+        seconds = c.cost.sandbox_seconds + report.duration / sharing[normalized(c.code)]
+        cost = c.cost.model_copy(update={"sandbox_seconds": seconds})
+        c = c.model_copy(update={"report": report, "cost": cost})
+        return c.model_copy(update={"behaviour": behaviour_of(c, state.probes)})
+
+    candidates = tuple(with_run(c) if c.id in reports else c for c in state.candidates)
+    usage = state.usage.model_copy(update={"executions": state.usage.executions + runs})
+    state = state.model_copy(update={"candidates": candidates, "usage": usage})
     loaded = sum(1 for c in candidates if c.id in reports and c.report and c.report.load.ok)
     return record(
         ctx,
