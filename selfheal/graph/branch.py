@@ -73,16 +73,9 @@ def branch_point(history: Sequence[HealState], config: HealConfig) -> HealState 
     read = reading_nodes(changes)
 
     def fork_at(s: HealState, nxt: NodeName) -> HealState:
-        return s.model_copy(
-            update={
-                "config": config,
-                "next": nxt,
-                "run_id": new_run_id(),
-                "parent": ForkInfo(
-                    run_id=s.run_id, at_iteration=s.iteration, changes=changes or ("config",)
-                ),
-            }
-        )
+        parent = ForkInfo(run_id=s.run_id, at_iteration=s.iteration, changes=changes or ("config",))
+        update = {"config": config, "next": nxt, "run_id": new_run_id(), "parent": parent}
+        return s.model_copy(update=update)
 
     first = history[0]
     spent = over_budget(first.model_copy(update={"config": config}))

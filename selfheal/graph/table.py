@@ -122,12 +122,8 @@ def after_repair(s: HealState) -> NodeName:
 
 def after_decision(s: HealState) -> NodeName:
     """Where a run goes once a human decision has been applied."""
-    if (
-        s.pending is None
-        and s.status == "running"
-        and s.decisions
-        and s.decisions[-1].kind == "reject"
-    ):
+    rejected = bool(s.decisions) and s.decisions[-1].kind == "reject"
+    if s.pending is None and s.status == "running" and rejected:
         rejects = sum(1 for d in s.decisions if d.kind == "reject")
         if rejects >= s.config.max_iterations:
             return "finish"
@@ -186,10 +182,7 @@ GRAPH: dict[str, Step] = {
         Step("adversarial", adversarial, ("execute",), calls=("adversary",)),
         Step("execute", execute, ("select",)),
         Step(
-            "select",
-            select,
-            ("generate", "diagnose", "consult", "critic", "finish"),
-            after_select,
+            "select", select, ("generate", "diagnose", "consult", "critic", "finish"), after_select
         ),
         Step("consult", consult, ("select",), calls=("oracle",)),
         Step("critic", critic, ("execute", "finish"), after_critic, calls=("critic",)),
