@@ -91,18 +91,15 @@ def _runs_list(args: argparse.Namespace) -> int:
             since is not None and s.started_at < since
         ):
             continue
+        when = datetime.datetime.fromtimestamp(s.started_at).isoformat(timespec="seconds")
         rows.append(
             {
                 "run_id": s.run_id,
                 "status": s.status,
                 "iterations": s.iteration,
-                "started_at": datetime.datetime.fromtimestamp(s.started_at).isoformat(
-                    timespec="seconds"
-                ),
+                "started_at": when,
                 "spec": s.spec.text,
-                "parent": None
-                if s.parent is None
-                else {"run_id": s.parent.run_id, "at_iteration": s.parent.at_iteration},
+                "parent": s.parent.model_dump(exclude={"changes"}) if s.parent else None,
                 "path": str(p),
             }
         )
