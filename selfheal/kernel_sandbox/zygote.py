@@ -1,8 +1,6 @@
 """A fork server for sandbox kernels: one process that has already imported ipykernel and
-IPython forks each new kernel (docs/sandbox.md, "How a run works", step 1). It is trusted
-code with a kernel's allow-listed environment and never runs candidate code; each forked
-child sets up its own containment before starting the kernel, and the host then treats it
-like any other kernel process (``ForkedProcess``).
+IPython forks each new kernel (docs/sandbox.md, "How a run works", step 1); the host treats
+a forked kernel like any other kernel process (``ForkedProcess``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""Kernel side: one candidate run, in the forked process that serves one request: load the
-candidate as a module named ``candidate``, then run every test from ``start`` in order, each
-in a copy of the candidate's namespace with pristine builtins, one signed message per step.
-Shipped to the kernel as source (see ``_harness/__init__.py``).
+"""Kernel side: one candidate run, in the forked process that serves one request
+(docs/sandbox.md, "How a run works", step 3). Shipped to the kernel as source.
 """
 
 from __future__ import annotations
