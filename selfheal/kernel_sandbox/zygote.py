@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from selfheal.kernel_sandbox.containment import kernel_env, kill_tree
 from selfheal.kernel_sandbox.leftovers import mark_owner
 
 _ZYGOTE_SRC = r"""
-import ctypes, json, os, random, resource, select, signal, sys
+import contextlib, ctypes, json, os, random, resource, select, signal, sys
 from ipykernel.kernelapp import IPKernelApp
 import ipykernel.ipkernel, ipykernel.zmqshell, IPython.core.interactiveshell
 import jupyter_client.session, zmq, tornado.ioloop, asyncio, traceback, linecache, _hashlib
@@ -37,10 +38,8 @@ for name in ("debugpy", "ipykernel.debugger", "ipykernel.comm", "IPython.core.de
              "encodings.idna", "email.parser", "http.server", "xmlrpc.client", "xml.dom",
              "jupyter_client.jsonutil", "ipykernel.iostream", "ipykernel.heartbeat",
              "ipykernel.parentpoller", "ipykernel.eventloops", "ipykernel.displayhook"):
-    try:
+    with contextlib.suppress(Exception):
         importlib.import_module(name)
-    except Exception:
-        pass
 libc = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWNET = 0x40000000
 inp, out = sys.stdin.buffer, sys.stdout
@@ -207,8 +206,6 @@ def _stop(proc: subprocess.Popen[bytes], root: str) -> None:
         kill_tree(proc.pid, proc.pid)
     with contextlib.suppress(Exception):
         proc.wait(timeout=2)
-    import shutil
-
     shutil.rmtree(root, ignore_errors=True)
 
 

@@ -175,17 +175,15 @@ class _PtCapture:
     def __init__(self) -> None:
         import io
 
-        self._io = io
         self._saved = (_pt_sys.stdout, _pt_sys.stderr)
         self._out, self._err = io.StringIO(), io.StringIO()
         _pt_sys.stdout, _pt_sys.stderr = self._out, self._err
 
     def readouterr(self) -> Any:
         out, err = self._out.getvalue(), self._err.getvalue()
-        self._out.seek(0)
-        self._out.truncate()
-        self._err.seek(0)
-        self._err.truncate()
+        for stream in (self._out, self._err):
+            stream.seek(0)
+            stream.truncate()
         return _PtCaptureResult((out, err))
 
     def close(self) -> None:
