@@ -103,11 +103,7 @@ async def launch(
 
 
 def cleanup(
-    proc: KernelProcess,
-    cgroups: CgroupSet,
-    kc: AsyncKernelClient,
-    root: str,
-    rfd: int,
+    proc: KernelProcess, cgroups: CgroupSet, kc: AsyncKernelClient, root: str, rfd: int
 ) -> None:
     """Kill the kernel's whole tree and remove its files (and its runs' directories)."""
     with contextlib.suppress(OSError):

@@ -23,12 +23,7 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
     )
     from selfheal.kernel_sandbox._harness.guard import Guard, Timeout, guarded
     from selfheal.kernel_sandbox._harness.pytest_collect import pytest_item
-    from selfheal.kernel_sandbox._harness.trace import (
-        Tracer,
-        code_objects,
-        hide_tracer,
-        traced,
-    )
+    from selfheal.kernel_sandbox._harness.trace import Tracer, code_objects, hide_tracer, traced
     from selfheal.kernel_sandbox._wire import decode_value, encode_value
 
 _perf = _time.perf_counter

@@ -25,13 +25,7 @@ _TR_SCALARS = frozenset({int, float, complex, bool, _NoneType})
 _TR_TEXTS = frozenset({str, bytes, bytearray})
 _TR_BASES = (dict, list, tuple, set, frozenset, str, bytes, int, float)
 _TR_HIDDEN = frozenset(
-    {
-        _types.FunctionType,
-        _types.BuiltinFunctionType,
-        _types.ModuleType,
-        _types.MethodType,
-        type,
-    }
+    {_types.FunctionType, _types.BuiltinFunctionType, _types.ModuleType, _types.MethodType, type}
 )
 _TR_BIG_INT = 1 << 200
 
