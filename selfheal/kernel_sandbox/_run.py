@@ -30,6 +30,8 @@ EXIT_GRACE = 2.0
 """Seconds the host waits for the harness to report a run's process gone after the host
 killed it, before it gives up on the kernel."""
 _NO_RESULT = "no verifiable result came back for this test"
+_PER_REQUEST = {"load_timeout", "test_timeout", "output_limit", "allow_network", "allow_subprocess"}
+"""The limits each request carries (the kernel's process carries the others)."""
 
 
 class KernelSource(Protocol):
@@ -210,17 +212,8 @@ class KernelRun:
 
     async def _serve(self, kernel: SandboxKernel, start: int) -> int | None:
         lim = self.limits
-        req = {
-            "code": self.code,
-            "tests": self.wire,
-            "start": start,
-            "load_timeout": lim.load_timeout,
-            "test_timeout": lim.test_timeout,
-            "output_limit": lim.output_limit,
-            "allow_network": lim.allow_network,
-            "allow_subprocess": lim.allow_subprocess,
-            "files": self.files,
-        }
+        req = {"code": self.code, "tests": self.wire, "start": start, "files": self.files}
+        req |= lim.model_dump(include=_PER_REQUEST)
         self._seq = seq = await kernel.send_request(req)
         loading = True
         current: int | None = None

@@ -227,8 +227,6 @@ def _one(
         exc = c[1]
     elif c[0] == "assert":
         exc = guarded(g, lambda: _run_test(c[1], tns), test_timeout, out, err)
-        if exc is None and c[2]:
-            exc = tampered(tns, base, tb_clean, g.clean_builtins)
     elif c[0] == "trace":
         tracer = Tracer(codes or {}, *c[3])
         exc = guarded(
@@ -236,8 +234,6 @@ def _one(
         )
         g.tracing = False
         _settrace(None)
-        if exc is None and c[2]:
-            exc = tampered(tns, base, tb_clean, g.clean_builtins)
         for what in g.refused:
             tracer.notes.append(f"the candidate tried {what} (refused)")
         if tracer.off and type(exc) is not Timeout:  # a timeout in the tracer unsets it
@@ -273,6 +269,8 @@ def _one(
                 box[0] = eval(c[2], tns)
 
         exc = guarded(g, snip, test_timeout, out, err)
+    if exc is None and c[0] in ("assert", "trace") and c[2]:
+        exc = tampered(tns, base, tb_clean, g.clean_builtins)
     if checks.harness_changed() and (exc is None or type(exc) is not Timeout):
         exc = AssertionError("the candidate edited the sandbox harness")
     dur = _perf() - t1
