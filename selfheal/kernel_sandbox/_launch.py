@@ -118,6 +118,5 @@ def cleanup(
         proc.wait(timeout=2)
     with contextlib.suppress(Exception):
         cgroups.remove()
-    shutil.rmtree(root, ignore_errors=True)
-    for d in glob.glob(glob.escape(root) + "-r*"):
+    for d in (root, *glob.glob(glob.escape(root) + "-r*")):
         shutil.rmtree(d, ignore_errors=True)
