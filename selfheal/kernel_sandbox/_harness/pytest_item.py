@@ -265,19 +265,20 @@ def pt_run(names: dict[str, Any], cls_name: str | None, func_name: str, k: int) 
         values[name] = v
         return v
 
+    def hooks(*hook_names: str) -> None:
+        """The class's setup or teardown hooks (none without a class; ``*_method`` gets the test)."""
+        for hook_name in hook_names:
+            hook = getattr(inst, hook_name, None)
+            if hook is not None:
+                hook(*([getattr(inst, func_name)] if hook_name.endswith("_method") else []))
+
     fail_exc = pytest.fail.Exception
     try:
         try:
             for name, f in fixtures.items():
                 if f[0].autouse:
                     get(name)
-            if inst is not None:
-                for setup in ("setUp", "setup_method"):
-                    hook = getattr(inst, setup, None)
-                    if hook is not None and setup == "setUp":
-                        hook()
-                    elif hook is not None:
-                        hook(getattr(inst, func_name))
+            hooks("setUp", "setup_method")
             fn = getattr(inst, func_name) if inst is not None else func
             if inspect.iscoroutinefunction(fn):
                 raise NotImplementedError("async test functions are not supported")
@@ -285,13 +286,7 @@ def pt_run(names: dict[str, Any], cls_name: str | None, func_name: str, k: int) 
         finally:
             for undo in reversed(teardown):
                 undo()
-            if inst is not None:
-                for hook_name in ("teardown_method", "tearDown"):
-                    hook = getattr(inst, hook_name, None)
-                    if hook is not None:
-                        hook(
-                            *([getattr(inst, func_name)] if hook_name == "teardown_method" else [])
-                        )
+            hooks("teardown_method", "tearDown")
     except fail_exc as e:  # pytest.fail(), pytest.raises' "DID NOT RAISE": a test failure
         raise AssertionError(str(e)) from None
     changed = pt_tampered()
