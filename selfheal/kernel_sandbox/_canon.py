@@ -2,11 +2,9 @@
 equal values give equal text across implementations (the rules: docs/sandbox.md, "Probe
 values: canonical text").
 
-This file is imported on the host (for tests) and its *source* is also executed inside each
-sandbox kernel by the harness, in a private namespace with its own copy of the builtins,
-before any candidate exists. So it stays plain Python with no selfheal imports, and it
-looks up nothing at call time on a module a candidate could patch: everything it uses is
-bound to a name here when the module loads.
+Its *source* is also executed inside each sandbox kernel, before any candidate exists: so
+it stays plain Python with no selfheal imports, and binds everything it uses to a name here
+at load (a module a candidate patches later changes nothing).
 """
 
 from __future__ import annotations

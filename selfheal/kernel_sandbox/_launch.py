@@ -103,11 +103,7 @@ async def launch(
 
 
 def cleanup(
-    proc: KernelProcess,
-    cgroups: CgroupSet,
-    kc: AsyncKernelClient,
-    root: str,
-    rfd: int,
+    proc: KernelProcess, cgroups: CgroupSet, kc: AsyncKernelClient, root: str, rfd: int
 ) -> None:
     """Kill the kernel's whole tree and remove its files (and its runs' directories)."""
     with contextlib.suppress(OSError):
@@ -122,6 +118,5 @@ def cleanup(
         proc.wait(timeout=2)
     with contextlib.suppress(Exception):
         cgroups.remove()
-    shutil.rmtree(root, ignore_errors=True)
-    for d in glob.glob(glob.escape(root) + "-r*"):
+    for d in (root, *glob.glob(glob.escape(root) + "-r*")):
         shutil.rmtree(d, ignore_errors=True)

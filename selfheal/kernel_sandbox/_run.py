@@ -29,6 +29,9 @@ not stop the code itself (code that swallows the harness's interrupt, or blocks 
 EXIT_GRACE = 2.0
 """Seconds the host waits for the harness to report a run's process gone after the host
 killed it, before it gives up on the kernel."""
+_NO_RESULT = "no verifiable result came back for this test"
+_PER_REQUEST = {"load_timeout", "test_timeout", "output_limit", "allow_network", "allow_subprocess"}
+"""The limits each request carries (the kernel's process carries the others)."""
 
 
 class KernelSource(Protocol):
@@ -41,32 +44,19 @@ class KernelSource(Protocol):
 
 def _check_call(t: CallTest, r: TestResult, value: Any) -> TestResult:
     """Compare a CallTest's returned value with ``expected`` on the host."""
-    call = (
-        f"{t.function}("
-        + ", ".join([repr(a) for a in t.args] + [f"{k}={v!r}" for k, v in t.kwargs.items()])
-        + ")"
-    )
+    args = [*map(repr, t.args), *(f"{k}={v!r}" for k, v in t.kwargs.items())]
+    call = f"{t.function}({', '.join(args)})"
     if not isinstance(value, tuple) or not value:
         return r.model_copy(update={"outcome": "error", "message": "no value came back"})
     if value[0] == "opaque":
-        return r.model_copy(
-            update={
-                "outcome": "failed",
-                "exc_type": "AssertionError",
-                "message": f"{call} returned a {value[1]}, not a plain builtin value "
-                f"({value[2]}); expected {t.expected!r}",
-            }
-        )
-    actual = decode_value(value[1])
-    if _plain_equal(actual, t.expected):
-        return r
-    return r.model_copy(
-        update={
-            "outcome": "failed",
-            "exc_type": "AssertionError",
-            "message": f"{call} returned {_short(actual)}, expected {_short(t.expected)}",
-        }
-    )
+        got = f"a {value[1]}, not a plain builtin value ({value[2]}); expected {t.expected!r}"
+    else:
+        actual = decode_value(value[1])
+        if _plain_equal(actual, t.expected):
+            return r
+        got = f"{_short(actual)}, expected {_short(t.expected)}"
+    msg = f"{call} returned {got}"
+    return r.model_copy(update={"outcome": "failed", "exc_type": "AssertionError", "message": msg})
 
 
 def _plain_equal(a: Any, b: Any) -> bool:
@@ -222,17 +212,8 @@ class KernelRun:
 
     async def _serve(self, kernel: SandboxKernel, start: int) -> int | None:
         lim = self.limits
-        req = {
-            "code": self.code,
-            "tests": self.wire,
-            "start": start,
-            "load_timeout": lim.load_timeout,
-            "test_timeout": lim.test_timeout,
-            "output_limit": lim.output_limit,
-            "allow_network": lim.allow_network,
-            "allow_subprocess": lim.allow_subprocess,
-            "files": self.files,
-        }
+        req = {"code": self.code, "tests": self.wire, "start": start, "files": self.files}
+        req |= lim.model_dump(include=_PER_REQUEST)
         self._seq = seq = await kernel.send_request(req)
         loading = True
         current: int | None = None
@@ -272,8 +253,8 @@ class KernelRun:
                         )
                 elif kind == "result":
                     i = int(m[1])
-                    r, value = _result_from(m, self.tests[i])
                     t = self.tests[i]
+                    r, value = _result_from(m, t)
                     if isinstance(t, CallTest) and r.outcome == "passed":
                         r = _check_call(t, r, value)
                     self.results[i] = r
@@ -283,11 +264,8 @@ class KernelRun:
                     current = i + 1 if i + 1 < len(self.tests) else None
                     mark = time.monotonic()
                 elif kind == "done":
-                    # every result is in; the harness reaps the process in the background
-                    # and runs the next request only once everything of this one is gone
-                    self._fill_rest(
-                        "error", "SandboxError", "no verifiable result came back for this test"
-                    )
+                    # every result is in (``report`` marks a missing one); the harness reaps
+                    # the process and serves the next request once all of this one is gone
                     return None
                 elif kind == "exit":
                     if pending is None:
@@ -301,7 +279,7 @@ class KernelRun:
                 continue
             if ev.kind == "replied":
                 kernel.retire()
-                self._harness_failed("no verifiable result came back for this test")
+                self._harness_failed(_NO_RESULT)
                 return None
             if ev.kind == "dead":
                 if pending is None:
@@ -374,20 +352,10 @@ class KernelRun:
 
     def report(self) -> ExecutionReport:
         assert self.load is not None
-        results = tuple(
-            r
-            if r is not None
-            else TestResult(
-                test_id=self.tests[i].id,
-                outcome="error",
-                exc_type="SandboxError",
-                message="no verifiable result came back for this test",
-            )
-            for i, r in enumerate(self.results)
-        )
+        self._fill_rest("error", "SandboxError", _NO_RESULT)
         return ExecutionReport(
             load=self.load,
-            results=results,
+            results=tuple(r for r in self.results if r is not None),
             kernel_restarts=self.restarts,
             duration=time.monotonic() - self.t0,
             budget_exhausted=self.budget_exhausted,

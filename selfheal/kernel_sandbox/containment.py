@@ -1,8 +1,5 @@
-"""OS-level containment of a sandbox kernel: environment allow-list, rlimits, cgroups,
-network namespace, and killing a kernel's whole process tree.
-
-These are the hard boundaries (enforced by the kernel of the operating system); the
-audit hook in the harness is defence in depth only.
+"""OS-level containment of a sandbox kernel (docs/sandbox.md, "Containment"): environment
+allow-list, rlimits, cgroups, network namespace, and killing a kernel's whole process tree.
 """
 
 from __future__ import annotations
@@ -29,11 +26,8 @@ _MiB = 1024 * 1024
 
 
 def kernel_env(home: Path, tmp: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The kernel's whole environment: an allow-list, never the host's secrets.
-
-    Only locale variables are copied from the host; ``PATH`` is a fixed system path,
-    ``HOME``/``TMPDIR``/``IPYTHONDIR`` point into the run's temporary directory.
-    """
+    """The kernel's whole environment: an allow-list (only locale variables come from the
+    host), never the host's secrets."""
     src = os.environ if base is None else base
     env = {k: src[k] for k in _ENV_KEEP if k in src}
     env.setdefault("LANG", "C.UTF-8")
@@ -104,11 +98,8 @@ def rlimit_pairs(limits: Limits, nproc: int | None = None) -> list[tuple[int, in
 
 
 def apply_rlimits(limits: Limits, pid: int = 0, nproc: int | None = None) -> None:
-    """Set the kernel rlimits (``rlimit_pairs``).
-
-    ``pid=0`` means the calling process (used in ``preexec_fn``); otherwise ``prlimit``
-    changes a running kernel (used when a run asks for other limits than the pool's).
-    """
+    """Set the kernel rlimits (``rlimit_pairs``) of the calling process (``pid=0``, in
+    ``preexec_fn``), else of the running kernel ``pid`` (``prlimit``)."""
     for res, value in rlimit_pairs(limits, nproc):
         with contextlib.suppress(ValueError, OSError):
             if pid:

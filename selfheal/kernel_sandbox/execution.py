@@ -111,9 +111,7 @@ async def run_snippet(source: KernelSource, code: str, setup: str, limits: Limit
         body, last = split_snippet(code)
     except SyntaxError as e:
         return SnippetResult(
-            outcome="error",
-            exc_type="SyntaxError",
-            message=f"{e.msg} (line {e.lineno})",
+            outcome="error", exc_type="SyntaxError", message=f"{e.msg} (line {e.lineno})"
         )
     test = AssertTest(id="snippet", code=code)
     run = KernelRun(source, setup, [test], [("snippet", "snippet", body, last)], limits)

@@ -324,9 +324,8 @@ class SandboxKernel:
         except OSError:
             return  # already gone
         try:
-            signal.pidfd_send_signal(fd, signal.SIGKILL)
-        except OSError:
-            pass
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
         finally:
             os.close(fd)
 

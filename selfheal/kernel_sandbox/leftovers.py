@@ -86,9 +86,8 @@ def sweep_leftovers(tmp: str | None = None) -> list[str]:
                 continue
             with contextlib.suppress(Exception):
                 CgroupSet({str(i): Path(c) for i, c in enumerate(cgroups)}, 0).remove()
-            shutil.rmtree(root, ignore_errors=True)
-            for run_dir in glob.glob(glob.escape(str(root)) + "-r*"):
-                shutil.rmtree(run_dir, ignore_errors=True)
+            for path in (str(root), *glob.glob(glob.escape(str(root)) + "-r*")):
+                shutil.rmtree(path, ignore_errors=True)
             removed.append(str(root))
     return removed
 

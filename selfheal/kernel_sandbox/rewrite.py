@@ -12,19 +12,6 @@ from typing import Any
 
 from selfheal._parse import ast_parse
 
-_OPS: dict[type[ast.cmpop], str] = {
-    ast.Eq: "Eq",
-    ast.NotEq: "NotEq",
-    ast.Lt: "Lt",
-    ast.LtE: "LtE",
-    ast.Gt: "Gt",
-    ast.GtE: "GtE",
-    ast.Is: "Is",
-    ast.IsNot: "IsNot",
-    ast.In: "In",
-    ast.NotIn: "NotIn",
-}
-
 
 def _call(name: str, *args: ast.expr) -> ast.Call:
     return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=list(args), keywords=[])
@@ -35,7 +22,7 @@ class _Rewriter(ast.NodeTransformer):
         self.generic_visit(node)
         operands = [node.left, *node.comparators]
         parts: list[ast.expr] = [
-            _call("__sh_cmp__", ast.Constant(_OPS[type(op)]), operands[i], operands[i + 1])
+            _call("__sh_cmp__", ast.Constant(type(op).__name__), operands[i], operands[i + 1])
             for i, op in enumerate(node.ops)
         ]
         if len(parts) == 1:
@@ -56,7 +43,7 @@ class _Rewriter(ast.NodeTransformer):
             right = self.visit(test.comparators[0])
             call = _call(
                 "__sh_assert_cmp__",
-                ast.Constant(_OPS[type(test.ops[0])]),
+                ast.Constant(type(test.ops[0]).__name__),
                 left,
                 right,
                 ast.Constant(src),
@@ -91,29 +78,14 @@ def rewrite_test(code: str) -> tuple[str, bool]:
     compile(code, "<test>", "exec", dont_inherit=True)
     tree = _Rewriter().visit(ast_parse(code))
     body = tree.body or [ast.Pass()]
-    func = ast.FunctionDef(
-        name="__sh_test__",
-        args=ast.arguments(
-            posonlyargs=[],
-            args=[ast.arg(arg=h) for h in HELPERS],
-            kwonlyargs=[],
-            kw_defaults=[],
-            defaults=[],
-        ),
-        body=body,
-        decorator_list=[],
-        returns=None,
-        type_comment=None,
-    )
-    wrapped_tree = ast.Module(body=[func], type_ignores=[])
-    ast.fix_missing_locations(wrapped_tree)
-    wrapped = ast.unparse(wrapped_tree)
+    (func,) = ast_parse(f"def __sh_test__({', '.join(HELPERS)}): pass").body
+    assert isinstance(func, ast.FunctionDef)
+    func.body = body
+    wrapped = ast.unparse(func)
     try:
         compile(wrapped, "<test>", "exec", dont_inherit=True)
     except SyntaxError:  # e.g. ``from m import *`` is only legal at module level
-        flat = ast.Module(body=body, type_ignores=[])
-        ast.fix_missing_locations(flat)
-        return ast.unparse(flat), False
+        return ast.unparse(ast.Module(body=body, type_ignores=[])), False
     return wrapped, True
 
 

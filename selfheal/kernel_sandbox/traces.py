@@ -8,11 +8,11 @@ the harness, but built in a process that ran candidate code, so they are read de
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from selfheal.kernel_sandbox.types import TraceResult, TraceStep, TraceStepKind
 
-_KINDS: frozenset[str] = frozenset({"call", "line", "exception", "return", "raise"})
+_KINDS: frozenset[str] = frozenset(get_args(TraceStepKind))
 _MAX_TEXT = 1000
 _MAX_STEPS = 20_000
 

@@ -166,10 +166,7 @@ class ExecutionReport(Record):
         return tuple(r for r in self.results if r.outcome != "passed")
 
     def result_for(self, test_id: str) -> TestResult | None:
-        for r in self.results:
-            if r.test_id == test_id:
-                return r
-        return None
+        return next((r for r in self.results if r.test_id == test_id), None)
 
 
 class SnippetResult(Record):

@@ -1,8 +1,6 @@
 """A fork server for sandbox kernels: one process that has already imported ipykernel and
-IPython forks each new kernel (docs/sandbox.md, "How a run works", step 1). It is trusted
-code with a kernel's allow-listed environment and never runs candidate code; each forked
-child sets up its own containment before starting the kernel, and the host then treats it
-like any other kernel process (``ForkedProcess``).
+IPython forks each new kernel (docs/sandbox.md, "How a run works", step 1); the host treats
+a forked kernel like any other kernel process (``ForkedProcess``).
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from selfheal.kernel_sandbox.containment import kernel_env, kill_tree
 from selfheal.kernel_sandbox.leftovers import mark_owner
 
 _ZYGOTE_SRC = r"""
-import ctypes, json, os, random, resource, select, signal, sys
+import contextlib, ctypes, json, os, random, resource, select, signal, sys
 from ipykernel.kernelapp import IPKernelApp
 import ipykernel.ipkernel, ipykernel.zmqshell, IPython.core.interactiveshell
 import jupyter_client.session, zmq, tornado.ioloop, asyncio, traceback, linecache, _hashlib
@@ -39,10 +38,8 @@ for name in ("debugpy", "ipykernel.debugger", "ipykernel.comm", "IPython.core.de
              "encodings.idna", "email.parser", "http.server", "xmlrpc.client", "xml.dom",
              "jupyter_client.jsonutil", "ipykernel.iostream", "ipykernel.heartbeat",
              "ipykernel.parentpoller", "ipykernel.eventloops", "ipykernel.displayhook"):
-    try:
+    with contextlib.suppress(Exception):
         importlib.import_module(name)
-    except Exception:
-        pass
 libc = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWNET = 0x40000000
 inp, out = sys.stdin.buffer, sys.stdout
@@ -209,8 +206,6 @@ def _stop(proc: subprocess.Popen[bytes], root: str) -> None:
         kill_tree(proc.pid, proc.pid)
     with contextlib.suppress(Exception):
         proc.wait(timeout=2)
-    import shutil
-
     shutil.rmtree(root, ignore_errors=True)
 
 

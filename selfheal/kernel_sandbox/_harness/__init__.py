@@ -1,10 +1,7 @@
-"""The harness that runs inside every sandbox kernel, as small modules of plain top-level
-functions that the host never imports to run them: their *source* is sent to the kernel at
-warm-up and executed there, in the order of ``PARTS``, in one private namespace whose
-builtins are a copy taken before any candidate exists (docs/sandbox.md, "How a run works",
-says what each part does). On the host they are ordinary modules, unit-tested without a
-kernel (``tests/sandbox/test_harness_parts.py``). ``_canon.py`` (probe values) is executed
-separately, in a namespace of its own.
+"""The harness that runs inside every sandbox kernel: small modules whose *source* is sent
+to the kernel at warm-up and executed there, in the order of ``PARTS``, in one private
+namespace with a copy of the builtins taken before any candidate exists (docs/sandbox.md,
+"How a run works", says what each part does). ``_canon.py`` runs in a namespace of its own.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Kernel side: the serving loop, one forked process per request (docs/sandbox.md, "How a
-run works", step 2). A *standby* process takes a request, tells the kernel which (a private
-pipe) and waits for the *go*, given once every process of the previous run is gone; the
-kernel meanwhile caches the tests and forks the next standby. When a process is gone the
-kernel kills whatever it left behind, says ``exit`` and removes the run's directory.
-Shipped to the kernel as source (see ``_harness/__init__.py``).
+"""Kernel side: the serving loop, one forked process per request: standby, go, reaping
+(docs/sandbox.md, "How a run works", steps 2 and 3). Shipped to the kernel as source (see
+``_harness/__init__.py``).
 """
 
 from __future__ import annotations

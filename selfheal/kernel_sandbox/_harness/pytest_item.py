@@ -1,9 +1,7 @@
 """Kernel side: your tests in pytest's form (docs/sandbox.md, "Your tests in pytest's form").
 ``pytest_item("collect", text)`` (``pytest_collect.py``) prints pytest's collection as one
 JSON line; ``pytest_item("run", names, cls, func, k)`` runs one item with parameter set ``k``
-in a test's namespace, fixtures resolved and torn down. The verdict stays the harness's, and
-pytest's modules are checked before and after every item against a snapshot taken before
-any candidate existed. Shipped to the kernel as source (see ``_harness/__init__.py``).
+in a test's namespace, fixtures resolved and torn down. Shipped to the kernel as source.
 """
 
 from __future__ import annotations
@@ -177,17 +175,15 @@ class _PtCapture:
     def __init__(self) -> None:
         import io
 
-        self._io = io
         self._saved = (_pt_sys.stdout, _pt_sys.stderr)
         self._out, self._err = io.StringIO(), io.StringIO()
         _pt_sys.stdout, _pt_sys.stderr = self._out, self._err
 
     def readouterr(self) -> Any:
         out, err = self._out.getvalue(), self._err.getvalue()
-        self._out.seek(0)
-        self._out.truncate()
-        self._err.seek(0)
-        self._err.truncate()
+        for stream in (self._out, self._err):
+            stream.seek(0)
+            stream.truncate()
         return _PtCaptureResult((out, err))
 
     def close(self) -> None:
@@ -269,19 +265,20 @@ def pt_run(names: dict[str, Any], cls_name: str | None, func_name: str, k: int) 
         values[name] = v
         return v
 
+    def hooks(*hook_names: str) -> None:
+        """The class's setup or teardown hooks (none without a class; ``*_method`` gets the test)."""
+        for hook_name in hook_names:
+            hook = getattr(inst, hook_name, None)
+            if hook is not None:
+                hook(*([getattr(inst, func_name)] if hook_name.endswith("_method") else []))
+
     fail_exc = pytest.fail.Exception
     try:
         try:
             for name, f in fixtures.items():
                 if f[0].autouse:
                     get(name)
-            if inst is not None:
-                for setup in ("setUp", "setup_method"):
-                    hook = getattr(inst, setup, None)
-                    if hook is not None and setup == "setUp":
-                        hook()
-                    elif hook is not None:
-                        hook(getattr(inst, func_name))
+            hooks("setUp", "setup_method")
             fn = getattr(inst, func_name) if inst is not None else func
             if inspect.iscoroutinefunction(fn):
                 raise NotImplementedError("async test functions are not supported")
@@ -289,13 +286,7 @@ def pt_run(names: dict[str, Any], cls_name: str | None, func_name: str, k: int) 
         finally:
             for undo in reversed(teardown):
                 undo()
-            if inst is not None:
-                for hook_name in ("teardown_method", "tearDown"):
-                    hook = getattr(inst, hook_name, None)
-                    if hook is not None:
-                        hook(
-                            *([getattr(inst, func_name)] if hook_name == "teardown_method" else [])
-                        )
+            hooks("teardown_method", "tearDown")
     except fail_exc as e:  # pytest.fail(), pytest.raises' "DID NOT RAISE": a test failure
         raise AssertionError(str(e)) from None
     changed = pt_tampered()

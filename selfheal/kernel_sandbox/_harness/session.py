@@ -1,7 +1,5 @@
-"""Kernel side: one candidate run, in the forked process that serves one request: load the
-candidate as a module named ``candidate``, then run every test from ``start`` in order, each
-in a copy of the candidate's namespace with pristine builtins, one signed message per step.
-Shipped to the kernel as source (see ``_harness/__init__.py``).
+"""Kernel side: one candidate run, in the forked process that serves one request
+(docs/sandbox.md, "How a run works", step 3). Shipped to the kernel as source.
 """
 
 from __future__ import annotations
@@ -25,12 +23,7 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
     )
     from selfheal.kernel_sandbox._harness.guard import Guard, Timeout, guarded
     from selfheal.kernel_sandbox._harness.pytest_collect import pytest_item
-    from selfheal.kernel_sandbox._harness.trace import (
-        Tracer,
-        code_objects,
-        hide_tracer,
-        traced,
-    )
+    from selfheal.kernel_sandbox._harness.trace import Tracer, code_objects, hide_tracer, traced
     from selfheal.kernel_sandbox._wire import decode_value, encode_value
 
 _perf = _time.perf_counter
@@ -234,8 +227,6 @@ def _one(
         exc = c[1]
     elif c[0] == "assert":
         exc = guarded(g, lambda: _run_test(c[1], tns), test_timeout, out, err)
-        if exc is None and c[2]:
-            exc = tampered(tns, base, tb_clean, g.clean_builtins)
     elif c[0] == "trace":
         tracer = Tracer(codes or {}, *c[3])
         exc = guarded(
@@ -243,8 +234,6 @@ def _one(
         )
         g.tracing = False
         _settrace(None)
-        if exc is None and c[2]:
-            exc = tampered(tns, base, tb_clean, g.clean_builtins)
         for what in g.refused:
             tracer.notes.append(f"the candidate tried {what} (refused)")
         if tracer.off and type(exc) is not Timeout:  # a timeout in the tracer unsets it
@@ -280,6 +269,8 @@ def _one(
                 box[0] = eval(c[2], tns)
 
         exc = guarded(g, snip, test_timeout, out, err)
+    if exc is None and c[0] in ("assert", "trace") and c[2]:
+        exc = tampered(tns, base, tb_clean, g.clean_builtins)
     if checks.harness_changed() and (exc is None or type(exc) is not Timeout):
         exc = AssertionError("the candidate edited the sandbox harness")
     dur = _perf() - t1

@@ -1,11 +1,7 @@
 """Kernel side: a line-level trace of the candidate while one test runs (the debugger's
-``trace_failure``; docs/sandbox.md, "Traces").
-
-``Tracer`` is installed with ``sys.settrace`` only around the traced test and follows only
-frames that run the candidate's own code objects (``code_objects``, collected before it
-ran), so code compiled at run time cannot add lines to its own trace. Each step is a plain
-tuple ``(kind, frame, depth, function, line, values, value)`` (``TraceStep`` on the host).
-Values are shown without running candidate code: a candidate's ``__repr__`` never runs.
+``trace_failure``; docs/sandbox.md, "Traces": only the candidate's own code objects are
+followed, and values are shown without running candidate code). Each step is a plain tuple
+``(kind, frame, depth, function, line, values, value)`` (``TraceStep`` on the host).
 Shipped to the kernel as source (see ``_harness/__init__.py``).
 """
 
@@ -29,13 +25,7 @@ _TR_SCALARS = frozenset({int, float, complex, bool, _NoneType})
 _TR_TEXTS = frozenset({str, bytes, bytearray})
 _TR_BASES = (dict, list, tuple, set, frozenset, str, bytes, int, float)
 _TR_HIDDEN = frozenset(
-    {
-        _types.FunctionType,
-        _types.BuiltinFunctionType,
-        _types.ModuleType,
-        _types.MethodType,
-        type,
-    }
+    {_types.FunctionType, _types.BuiltinFunctionType, _types.ModuleType, _types.MethodType, type}
 )
 _TR_BIG_INT = 1 << 200
 
