@@ -13,7 +13,7 @@ import ast
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from selfheal._parse import ast_parse, literal
+from selfheal._parse import literal, parse_or_none
 from selfheal.examples import no_trusted_test
 from selfheal.kernel_sandbox.boundary import weaker_than_landlock
 from selfheal.kernel_sandbox.types import ExecutionReport
@@ -38,9 +38,7 @@ def outputs_of(rep: ExecutionReport, ids: Collection[str]) -> dict[str, str]:
         if r.test_id not in ids:
             continue
         value = getattr(r, "value", None)
-        if (r.outcome == "passed" and value is not None) or (
-            value is not None and r.outcome == "error"
-        ):
+        if value is not None and r.outcome in ("passed", "error"):
             out[r.test_id] = value
         elif r.outcome == "error":
             out[r.test_id] = f"raise {r.exc_type or 'Exception'}"
@@ -74,18 +72,10 @@ def ignores_input(code: str, entry_point: str | None) -> bool:
     by returning them (a 1.5B model sometimes hardcodes an example's expected output)."""
     if not entry_point:
         return False
-    try:
-        tree = ast_parse(code)
-    except SyntaxError:
-        return False
-    fn = next(
-        (
-            n
-            for n in tree.body
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == entry_point
-        ),
-        None,
-    )
+    tree = parse_or_none(code)
+    body = tree.body if tree else []
+    defs = [n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    fn = next((n for n in defs if n.name == entry_point), None)
     if fn is None:
         return False
     a = fn.args
@@ -279,10 +269,7 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
         sum(1 for c in sel.clusters[0] if c.origin in ("memory", "user")) if chosen_size else 0
     )
     agreed = chosen_size + remembered >= need
-    if not trusted:
-        head = no_trusted_test(state.spec)
-    else:
-        head = f"{t_pass}/{len(trusted)} trusted tests pass"
+    head = f"{t_pass}/{len(trusted)} trusted tests pass" if trusted else no_trusted_test(state.spec)
     if ran > 1:
         if chosen_size:
             agree = (
@@ -328,13 +315,8 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
         parts.append(f"{len(sel.disputed)} model-written test(s) disputed")
     if sel.failing:
         parts.append(f"still failing: {', '.join(sel.failing[:4])}")
-    weak = sorted(
-        {
-            c.report.boundary
-            for c in state.candidates
-            if c.report is not None and weaker_than_landlock(c.report.boundary)
-        }
-    )
+    boundaries = {c.report.boundary for c in state.candidates if c.report is not None}
+    weak = sorted(b for b in boundaries if weaker_than_landlock(b))
     if weak:
         parts.append(f"candidates ran inside a boundary weaker than Landlock: {', '.join(weak)}")
     return Evidence(
