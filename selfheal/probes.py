@@ -14,7 +14,7 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from selfheal._parse import ast_parse
+from selfheal._parse import parse_or_none
 from selfheal.state import ProbeInput, Spec, TestCase
 
 _MAX_REPR = 400
@@ -23,10 +23,8 @@ _MAX_REPR = 400
 
 def _parse_call(call: str, name: str | None) -> tuple[list[Any], dict[str, Any]] | None:
     """Literal positional and keyword arguments of ``name(...)``, or None when not literal."""
-    try:
-        node = ast_parse(call.strip(), mode="eval").body
-    except SyntaxError:
-        return None
+    tree = parse_or_none(call.strip(), "eval")
+    node = tree.body if tree else None
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
         return None
     if name is not None and node.func.id != name:
@@ -123,9 +121,8 @@ def calls_in_test(source: str, name: str | None) -> list[str]:
     """The calls of ``name`` inside a test's source (``assert f(2) == 4`` -> ``f(2)``)."""
     if not name:
         return []
-    try:
-        tree = ast_parse(source)
-    except SyntaxError:
+    tree = parse_or_none(source)
+    if tree is None:
         return []
     calls = []
     for node in ast.walk(tree):
@@ -151,10 +148,8 @@ def _values_for(annotation: ast.expr | None, rng: random.Random, depth: int = 0)
     if isinstance(annotation, ast.Name) and annotation.id in _SIMPLE:
         return list(_SIMPLE[annotation.id])
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-        try:
-            return _values_for(ast_parse(annotation.value, mode="eval").body, rng, depth)
-        except SyntaxError:
-            return []
+        parsed = parse_or_none(annotation.value, "eval")
+        return _values_for(parsed.body, rng, depth) if parsed else []
     if isinstance(annotation, ast.Subscript) and isinstance(annotation.value, ast.Name):
         outer = annotation.value.id.lower()
         inner = annotation.slice
@@ -186,11 +181,8 @@ def signature_values(spec: Spec, limit: int, *, seed: int = 0) -> list[str]:
     name = spec.entry_point
     if not (name and spec.signature) or limit <= 0:
         return []
-    try:
-        tree = ast_parse(spec.signature.rstrip().rstrip(":") + ":\n    ...")
-    except SyntaxError:
-        return []
-    fn = tree.body[0] if tree.body else None
+    tree = parse_or_none(spec.signature.rstrip().rstrip(":") + ":\n    ...")
+    fn = tree.body[0] if tree and tree.body else None
     if not isinstance(fn, ast.FunctionDef):
         return []
     rng = random.Random(seed)
@@ -210,10 +202,8 @@ def signature_values(spec: Spec, limit: int, *, seed: int = 0) -> list[str]:
 
 
 def _normalize(call: str) -> str:
-    try:
-        return ast.dump(ast_parse(call.strip(), mode="eval"))
-    except SyntaxError:
-        return call.strip()
+    tree = parse_or_none(call.strip(), "eval")
+    return ast.dump(tree) if tree else call.strip()
 
 
 def merge_probes(
