@@ -9,7 +9,7 @@ import linecache
 from collections.abc import Sequence
 from types import TracebackType
 
-from selfheal._parse import ast_parse
+from selfheal._parse import parse_or_none
 from selfheal.errors import ConfigError
 
 _PYTEST_START = ("def test", "class Test", "@pytest.", "import pytest", "from pytest ")
@@ -49,11 +49,8 @@ def split_spec_and_tests(body: str) -> tuple[str, list[str]]:
 
 def definition(cell: str, function: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The top-level ``def function`` of ``cell`` (None if it has none or does not parse)."""
-    try:
-        tree = ast_parse(cell)
-    except SyntaxError:
-        return None
-    for node in tree.body:
+    tree = parse_or_none(cell)
+    for node in tree.body if tree else []:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function:
             return node
     return None

@@ -7,7 +7,7 @@ import ast
 import re
 from collections.abc import Iterable, Sequence
 
-from selfheal._parse import ast_parse
+from selfheal._parse import parse_or_none
 from selfheal.kernel_sandbox.types import ExecutionReport, Limits, TestResult
 from selfheal.state import HealState, TestCase
 from selfheal.state.cases import Origin
@@ -39,9 +39,8 @@ def parse_test_block(
     signature names the function); imports are prepended to every test; each other
     top-level statement that checks something and calls ``entry_point`` is one test.
     """
-    try:
-        tree = ast_parse(code)
-    except SyntaxError:
+    tree = parse_or_none(code)
+    if tree is None:
         return None, []
     lines = code.splitlines()
     imports: list[str] = []
@@ -96,10 +95,8 @@ def _def_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
 
 
 def _norm(src: str) -> str:
-    try:
-        return ast.dump(ast_parse(src))
-    except SyntaxError:
-        return src.strip()
+    tree = parse_or_none(src)
+    return ast.dump(tree) if tree else src.strip()
 
 
 def add_tests(
