@@ -1,13 +1,7 @@
-"""Which ``llama-server`` to run and how: finding the binary ``make install`` built, its build
-record, and the settings a server starts with (slots, context, threads, extra arguments,
-prompt copying), from arguments and the environment.
-
-``make install`` builds ``llama-server`` from the llama.cpp tree vendored in the
-``llama-cpp-python`` sdist (``scripts/install_llama_server.sh``) and caches it under
-``$SELFHEAL_CACHE_DIR/llama-server/<hash of version + flags>/bin/``; :func:`find_server_binary`
-finds it, :func:`server_settings` says how to run it, and
-:class:`~selfheal.local.server.LocalServer` runs it.
-"""
+"""Which ``llama-server`` to run and how: :func:`find_server_binary` finds the build
+``make install`` cached (docs/local_model.md, "Install"), :func:`build_info` reads its build
+record, and :func:`server_settings` gives the settings a server starts with (slots, context,
+threads, extra arguments, prompt copying) from arguments and the environment."""
 
 from __future__ import annotations
 
