@@ -1,11 +1,6 @@
-"""``Memory``: lessons and verified solutions kept across runs, in one SQLite file.
-
-The standard library's ``sqlite3`` in WAL mode: a notebook and a terminal can write at once
-(each write is one ``BEGIN IMMEDIATE`` transaction, waiting up to ``BUSY_TIMEOUT`` seconds for
-the other), and a killed process loses nothing that was committed (``synchronous=FULL``).
-Retrieval is SQLite's FTS5 full-text index ranked by ``bm25()``, filtered by the keyword
-similarity of the specs (``selfheal.memory.match``). Every connection is opened for one
-operation and closed, so a ``Memory`` can be shared by threads.
+"""``Memory``: lessons and verified solutions kept across runs, in one SQLite file (WAL mode,
+FTS5 retrieval: docs/memory.md, "Where it lives"). Every connection is opened for one operation
+and closed, so a ``Memory`` can be shared by threads.
 """
 
 from __future__ import annotations
