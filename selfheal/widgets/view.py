@@ -16,7 +16,7 @@ from typing import Any
 import ipywidgets as w
 
 from selfheal.approval import Approve, Edit, Reject
-from selfheal.state import Decision, Event, HealState, Proposal
+from selfheal.state import Decision, Event, HealState
 from selfheal.widgets.approver import FutureApprover
 from selfheal.widgets.candidates import candidates_view, evidence_summary
 from selfheal.widgets.detail import row_detail
@@ -174,10 +174,7 @@ class HealView(w.VBox):  # type: ignore[misc]
     def bind(self, approver: FutureApprover) -> None:
         """Let the buttons answer ``approver``'s proposals, and show the panel when one comes."""
         self._approver = approver
-        approver.on_proposal(self._on_proposal)
-
-    def _on_proposal(self, proposal: Proposal, state: HealState) -> None:
-        self.refresh(state)
+        approver.on_proposal(lambda _proposal, state: self.refresh(state))
 
     def _decide(self, decision: Decision) -> None:
         if self._approver is None or not self._approver.waiting:
@@ -253,20 +250,15 @@ class HealView(w.VBox):  # type: ignore[misc]
             code_html += "<b>diff against the previous attempt</b>" + diff_html(cv.diff)
         self.code_html.value = code_html
         lv = lessons_view(state)
-        parts = ["<b>Rolling lessons</b>"]
-        parts.append(
-            "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lv.current) + "</ul>"
-            if lv.current
-            else "<p>(none yet)</p>"
-        )
-        if lv.carried:
-            parts.append("<b>Carried in from earlier</b><ul>")
-            parts += [f"<li>{html.escape(x)}</li>" for x in lv.carried]
-            parts.append("</ul>")
-        if lv.remembered:
-            parts.append("<b>Remembered from earlier runs</b><ul>")
-            parts += [f"<li>{html.escape(x)}</li>" for x in lv.remembered]
-            parts.append("</ul>")
+        parts = [] if lv.current else ["<b>Rolling lessons</b><p>(none yet)</p>"]
+        for title, items in (
+            ("Rolling lessons", lv.current),
+            ("Carried in from earlier", lv.carried),
+            ("Remembered from earlier runs", lv.remembered),
+        ):
+            if items:
+                listed = "".join(f"<li>{html.escape(x)}</li>" for x in items)
+                parts.append(f"<b>{title}</b><ul>{listed}</ul>")
         self.lessons_html.value = "".join(parts)
         av = approval_view(state)
         if av is not None and self._approver is not None and self._approver.waiting:

@@ -228,12 +228,6 @@ def attempt_at(state: HealState, iteration: int) -> Attempt | None:
 # -- tests ------------------------------------------------------------------------------------
 
 
-def trust_of(t: TestCase) -> Trust:
-    if t.quarantined:
-        return "quarantined"
-    return "trusted" if t.trusted else "untrusted"
-
-
 def first_line(t: TestCase, width: int = 80) -> str:
     """The test's first source line (`` …`` when it has more), at most ``width`` characters."""
     lines = [ln for ln in t.source.strip().splitlines() if ln.strip()]
@@ -251,7 +245,7 @@ def test_rows(state: HealState) -> list[TestRow]:
         TestRow(
             id=t.id,
             origin=t.origin,
-            trust=trust_of(t),
+            trust="quarantined" if t.quarantined else "trusted" if t.trusted else "untrusted",
             source=first_line(t),
             outcomes=tuple(str(o.get(t.id, "not run")) for o in per_attempt),
             quarantine_reason=t.quarantine_reason,
@@ -268,21 +262,17 @@ def code_view(state: HealState) -> CodeView:
     with its diff against the attempt before it."""
     if awaits_human(state) and state.pending is not None:
         p = state.pending
-        diff = unified_diff(p.previous_code, p.code) if p.previous_code else p.diff
         return CodeView(
             iteration=state.iteration + 1,
             code=p.code,
-            diff=diff if p.previous_code else "",
+            diff=unified_diff(p.previous_code, p.code) if p.previous_code else "",
             label=f"proposed {'repair' if p.kind == 'repair' else 'first version'}",
         )
     if not state.attempts:
         return CodeView(iteration=0, code="", diff="", label="no code yet")
     cur = state.attempts[-1]
     if state.final_code is not None and state.finished:
-        for a in state.attempts:
-            if a.code == state.final_code:
-                cur = a
-                break
+        cur = next((a for a in state.attempts if a.code == state.final_code), cur)
     prev = attempt_at(state, cur.iteration - 1)
     diff = (
         unified_diff(
