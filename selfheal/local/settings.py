@@ -26,9 +26,6 @@ DEFAULT_CTX_PER_SLOT = 4096
 INSTALL = f"{LOCAL_MODEL_INSTALL}, which builds llama-server (about 5-8 min, once)"
 
 
-# ----------------------------------------------------------------------------- finding
-
-
 def log_dir() -> Path:
     """Where server logs go: ``$XDG_STATE_HOME/selfheal/llama-server`` (default
     ``~/.local/state/selfheal/llama-server``)."""
@@ -101,9 +98,6 @@ def default_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
-
-
-# ----------------------------------------------------------------------------- settings
 
 
 Drafts = Literal["none", "ngram-simple", "ngram-mod", "ngram-cache"]

@@ -125,8 +125,6 @@ class SlotRouter:
         self.stats: dict[str, int] = {"requests": 0, "restores": 0, "prefills": 0, "waits": 0}
         self._salt = f"{os.getpid()}-{id(self):x}"
 
-    # -- choosing ---------------------------------------------------------------------------
-
     def _best_file(self, key: str) -> tuple[_File | None, int]:
         best, reach = None, 0
         for f in self._files:

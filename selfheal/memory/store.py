@@ -76,8 +76,6 @@ class Memory:
     def __repr__(self) -> str:
         return f"Memory({str(self.path)!r})"
 
-    # -- connections ------------------------------------------------------------------------
-
     def _unavailable(self, exc: BaseException) -> MemoryUnavailable:
         hint = (
             "Move the file away (a new memory is made)"
@@ -117,8 +115,6 @@ class Memory:
             raise self._unavailable(exc) from exc
         finally:
             conn.close()
-
-    # -- reading ----------------------------------------------------------------------------
 
     _LESSON_COLUMNS = """l.*,
         (SELECT COUNT(*) FROM uses u WHERE u.lesson_id = l.id) AS uses,
@@ -218,8 +214,6 @@ class Memory:
         """How many runs have written to this memory."""
         with self._connect() as conn:
             return int(conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
-
-    # -- a run's start and end --------------------------------------------------------------
 
     def recall(self, state: HealState) -> tuple[Remembered, ...]:
         """What a run of ``state``'s spec should be shown: at most ``RECALLED_LESSONS``
@@ -340,8 +334,6 @@ class Memory:
             if cur.rowcount:
                 harmed.add(lesson_id)
         return harmed
-
-    # -- forgetting -------------------------------------------------------------------------
 
     def forget(self, entry_id: str) -> MemoryEntry:
         """Remove the lesson or solution ``entry_id``; its text is overwritten in the file, not

@@ -107,9 +107,6 @@ class CandidatesView(Record):
     """The spec oracle's answers: ``call -> value``."""
 
 
-# -- the population ---------------------------------------------------------------------------
-
-
 def chosen_id(state: HealState) -> str | None:
     """The candidate the latest selection chose (the latest attempt's)."""
     return next((a.candidate for a in reversed(state.attempts) if a.candidate), None)

@@ -138,8 +138,6 @@ class HealView(w.VBox):  # type: ignore[misc]
         self.add_class("selfheal-view")
         self._render()
 
-    # -- the tests as a pytest file ------------------------------------------------------------
-
     def show_pytest(self) -> str:
         """Show the tests behind the shown state as a pytest file (selected, to copy)."""
         from selfheal.result import HealResult
@@ -164,8 +162,6 @@ class HealView(w.VBox):  # type: ignore[misc]
             return
         self.save_note.value = f"<span>saved to {html.escape(str(path.resolve()))}</span>"
 
-    # -- wiring -----------------------------------------------------------------------------
-
     def attach_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """Hand events that arrive on other threads to ``loop`` (the kernel's)."""
         self._loop = loop
@@ -184,8 +180,6 @@ class HealView(w.VBox):  # type: ignore[misc]
         self.header.value = (
             f"<b>selfheal</b> · {html.escape(decision.kind)} sent; resuming the run…"
         )
-
-    # -- feeding ----------------------------------------------------------------------------
 
     def on_event(self, event: Event) -> None:
         """The run's event sink. Safe to call from any thread."""
@@ -228,8 +222,6 @@ class HealView(w.VBox):  # type: ignore[misc]
         if not self._live_events:
             return state
         return state.model_copy(update={"events": state.events + tuple(self._live_events)})
-
-    # -- drawing ----------------------------------------------------------------------------
 
     def _render(self) -> None:
         state = self.display_state()
@@ -338,8 +330,6 @@ class HealView(w.VBox):  # type: ignore[misc]
             code = diff_html(d.code) if d.code.startswith("---") else pre(d.code)
         calls = "".join(transcript_html(c) for c in d.calls)
         self.detail.value = f"<div><b>{html.escape(d.title)}</b><br>{body}{code}{calls}</div>"
-
-    # -- fallbacks --------------------------------------------------------------------------
 
     def __repr__(self) -> str:
         return render_text(self.display_state(), live=self.live)

@@ -122,9 +122,6 @@ class ApprovalView(Record):
     them all, an edit replaces the first."""
 
 
-# -- timeline ---------------------------------------------------------------------------------
-
-
 def timeline_rows(state: HealState, *, live: bool = False) -> list[TimelineRow]:
     """One row per node run, in order. A node that started but has not ended is ``running``
     when ``live`` (the run is executing) and ``error`` otherwise (it was interrupted). A run
@@ -225,9 +222,6 @@ def attempt_at(state: HealState, iteration: int) -> Attempt | None:
     return next((a for a in state.attempts if a.iteration == iteration), None)
 
 
-# -- tests ------------------------------------------------------------------------------------
-
-
 def first_line(t: TestCase, width: int = 80) -> str:
     """The test's first source line (`` …`` when it has more), at most ``width`` characters."""
     lines = [ln for ln in t.source.strip().splitlines() if ln.strip()]
@@ -252,9 +246,6 @@ def test_rows(state: HealState) -> list[TestRow]:
         )
         for t in state.tests
     ]
-
-
-# -- code, lessons, approval ------------------------------------------------------------------
 
 
 def code_view(state: HealState) -> CodeView:
