@@ -11,7 +11,7 @@ import asyncio
 import html
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
 import ipywidgets as w
 
@@ -31,6 +31,7 @@ from selfheal.widgets.fragments import (
 from selfheal.widgets.text import render_markdown, render_text
 from selfheal.widgets.viewmodel import (
     OUTCOME_ICONS,
+    RowState,
     TimelineRow,
     approval_note,
     approval_view,
@@ -214,10 +215,7 @@ class HealView(w.VBox):  # type: ignore[misc]
         """The state shown: the last known state plus live events not yet checkpointed."""
         state = self._state
         known = set(state.events)
-        last_known = -1
-        for i, e in enumerate(self._live_events):
-            if e in known:
-                last_known = i
+        last_known = max((i for i, e in enumerate(self._live_events) if e in known), default=-1)
         self._live_events = [e for e in self._live_events[last_known + 1 :] if e not in known]
         if not self._live_events:
             return state
@@ -281,12 +279,11 @@ class HealView(w.VBox):  # type: ignore[misc]
             if b.description != label:
                 b.description = label
                 b.tooltip = r.detail[:300]
-            for st in ("running", "done", "error", "waiting"):
-                cls = f"selfheal-row-{st}"
+            for st in get_args(RowState):
                 if st == r.state:
-                    b.add_class(cls)
+                    b.add_class(f"selfheal-row-{st}")
                 else:
-                    b.remove_class(cls)
+                    b.remove_class(f"selfheal-row-{st}")
         if len(buttons) != len(self.timeline_box.children):
             self.timeline_box.children = tuple(buttons)
         self._rows = rows

@@ -333,9 +333,7 @@ def summary_line(state: HealState, *, live: bool = False) -> str:
         where = "waiting for your approval"
     elif running:
         where = f"running {running[-1].node}"
-    elif state.finished:
-        where = state.status
-    elif live:
+    elif live and not state.finished:
         where = "starting"
     else:
         where = state.status
