@@ -1,11 +1,8 @@
 """The local model's engine: llama.cpp's ``llama-server``, built, supervised and fed by
 selfheal, behind the OpenAI-compatible provider (its modules: docs/llm.md; how it runs:
-docs/local_model.md).
-
-This package sits above :mod:`selfheal.llm` and registers the ``local`` backend with its
-router on import (``import selfheal`` imports it); the server and the provider are imported
-when first used.
-"""
+docs/local_model.md). On import it registers the ``local`` backend with the router of
+:mod:`selfheal.llm` (``import selfheal`` imports it); the server and the provider are imported
+when first used."""
 
 from __future__ import annotations
 

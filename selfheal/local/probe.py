@@ -284,9 +284,7 @@ def local_verdict(model: ModelCheck, server: ServerCheck) -> tuple[bool, str]:
 
 def local_lines(m: ModelCheck, srv: ServerCheck) -> list[str]:
     """The report's sections on the local model and llama-server, as terminal lines."""
-    lines: list[str] = []
-    lines.append("local model")
-    lines.append(f"  path       {m.path or 'not installed'}")
+    lines = ["local model", f"  path       {m.path or 'not installed'}"]
     if m.size is not None:
         verified = {
             True: "sha256 verified",

@@ -1,13 +1,9 @@
 """The ``local`` provider: :class:`~selfheal.llm.openai_compat.OpenAICompatible` on a
-llama-server, with what only llama-server has.
-
-* With a supervised server (``server=``, a :class:`~selfheal.local.server.LocalServer`), the
-  server starts on the first request, and a request that lost its connection because the
-  server died is retried once after a restart (not when tokens already reached ``on_token``).
-* Requests are pinned to slots by a :class:`~selfheal.local.slots.SlotRouter` (the supervised
-  server's own, or ``router=`` for a llama-server started with ``-np N --slot-save-path DIR``),
-  which processes a prompt shared by concurrent requests once and copies it between slots
-  through llama-server's ``/slots`` actions (:class:`_HTTPSlots`).
+llama-server, with what only llama-server has (docs/local_model.md): a supervised server
+(``server=``) starts on the first request, and a request whose connection broke because the
+server died is retried once after a restart (not when tokens already reached ``on_token``);
+requests are pinned to slots by a :class:`~selfheal.local.slots.SlotRouter`, which copies a
+shared prompt between slots through llama-server's ``/slots`` actions (:class:`_HTTPSlots`).
 """
 
 from __future__ import annotations
@@ -66,16 +62,12 @@ class LocalProvider(OpenAICompatible):
     def max_concurrency(self) -> int | None:  # type: ignore[override]
         """A supervised server's slots (more requests would wait in its queue), else what was
         given."""
-        if self.server is not None:
-            return self.server.settings.slots
-        return self._max_concurrency
+        return self.server.settings.slots if self.server is not None else self._max_concurrency
 
     @property
     def base_url(self) -> str | None:
         """The server's URL (for a supervised server: once it has started)."""
-        if self.server is not None:
-            return self.server.base_url
-        return self._base_url
+        return self.server.base_url if self.server is not None else self._base_url
 
     def __repr__(self) -> str:
         where = self.base_url or ("(starts on first use)" if self.server else "(SDK default)")
@@ -83,9 +75,7 @@ class LocalProvider(OpenAICompatible):
 
     def router(self) -> SlotRouter | None:
         """The slot router of this provider's llama-server (None: requests go unpinned)."""
-        if self.server is not None:
-            return self.server.router
-        return self._router
+        return self.server.router if self.server is not None else self._router
 
     def _address(self, endpoint: Endpoint | None) -> tuple[str | None, str]:
         """Where requests go: the started server's URL and key, else the ones given."""

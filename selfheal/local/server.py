@@ -96,8 +96,6 @@ class LocalServer:
         state = "running" if self.alive else ("stopped" if self._proc else "not started")
         return f"LocalServer({self.settings.alias!r}, {state}, url={self.base_url!r})"
 
-    # -- state ----------------------------------------------------------------------------
-
     @property
     def pid(self) -> int | None:
         """The server's process id (of the last one started, once it has stopped)."""
@@ -157,8 +155,6 @@ class LocalServer:
         return f"llama-server (pid {self.pid}) {how}. The end of its log ({self.log_path}):\n" + (
             tail or "(empty)"
         )
-
-    # -- lifecycle ------------------------------------------------------------------------
 
     def ensure(self) -> Endpoint:
         """Start the server if it has not started (or was stopped), restart it once if it
@@ -318,9 +314,6 @@ class LocalServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-# ----------------------------------------------------------------------------- registry
 
 
 _SERVERS: dict[ServerSettings, LocalServer] = {}

@@ -1,13 +1,7 @@
-"""Which ``llama-server`` to run and how: finding the binary ``make install`` built, its build
-record, and the settings a server starts with (slots, context, threads, extra arguments,
-prompt copying), from arguments and the environment.
-
-``make install`` builds ``llama-server`` from the llama.cpp tree vendored in the
-``llama-cpp-python`` sdist (``scripts/install_llama_server.sh``) and caches it under
-``$SELFHEAL_CACHE_DIR/llama-server/<hash of version + flags>/bin/``; :func:`find_server_binary`
-finds it, :func:`server_settings` says how to run it, and
-:class:`~selfheal.local.server.LocalServer` runs it.
-"""
+"""Which ``llama-server`` to run and how: :func:`find_server_binary` finds the build
+``make install`` cached (docs/local_model.md, "Install"), :func:`build_info` reads its build
+record, and :func:`server_settings` gives the settings a server starts with (slots, context,
+threads, extra arguments, prompt copying) from arguments and the environment."""
 
 from __future__ import annotations
 
@@ -30,9 +24,6 @@ DEFAULT_CTX_PER_SLOT = 4096
 """Context tokens per slot: the longest selfheal prompt plus its reply."""
 
 INSTALL = f"{LOCAL_MODEL_INSTALL}, which builds llama-server (about 5-8 min, once)"
-
-
-# ----------------------------------------------------------------------------- finding
 
 
 def log_dir() -> Path:
@@ -107,9 +98,6 @@ def default_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
-
-
-# ----------------------------------------------------------------------------- settings
 
 
 Drafts = Literal["none", "ngram-simple", "ngram-mod", "ngram-cache"]

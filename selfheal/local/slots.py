@@ -3,9 +3,7 @@ an already processed prompt into that slot first (``/slots`` save and restore), 
 requests that share a prompt process it once (docs/local_model.md, "Slot routing").
 
 A slot's content is tracked as the text of the messages last sent to it; a common prefix in
-characters stands in for one in tokens. The router only decides where work goes: a save,
-restore or prefill that fails turns the copying off for that server start and the request is
-sent anyway."""
+characters stands in for one in tokens."""
 
 from __future__ import annotations
 
@@ -126,8 +124,6 @@ class SlotRouter:
         self._lock = threading.Lock()
         self.stats: dict[str, int] = {"requests": 0, "restores": 0, "prefills": 0, "waits": 0}
         self._salt = f"{os.getpid()}-{id(self):x}"
-
-    # -- choosing ---------------------------------------------------------------------------
 
     def _best_file(self, key: str) -> tuple[_File | None, int]:
         best, reach = None, 0

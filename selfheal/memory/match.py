@@ -1,9 +1,5 @@
-"""How specs are compared: their keywords, a normal form, a similarity and a full-text query.
-
-The store ranks with SQLite's FTS5 ``bm25()`` (a query of the new spec's keywords); what counts
-as related is decided here, on a scale every spec shares: the Jaccard similarity of the two
-specs' keyword sets (1.0 for the same words, 0.0 for none in common).
-"""
+"""How specs are compared: their keywords, a normal form, a similarity (what counts as related,
+on a scale every spec shares) and a full-text query for the store's FTS5 ranking."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""``Memory``: lessons and verified solutions kept across runs, in one SQLite file.
-
-The standard library's ``sqlite3`` in WAL mode: a notebook and a terminal can write at once
-(each write is one ``BEGIN IMMEDIATE`` transaction, waiting up to ``BUSY_TIMEOUT`` seconds for
-the other), and a killed process loses nothing that was committed (``synchronous=FULL``).
-Retrieval is SQLite's FTS5 full-text index ranked by ``bm25()``, filtered by the keyword
-similarity of the specs (``selfheal.memory.match``). Every connection is opened for one
-operation and closed, so a ``Memory`` can be shared by threads.
+"""``Memory``: lessons and verified solutions kept across runs, in one SQLite file (WAL mode,
+FTS5 retrieval: docs/memory.md, "Where it lives"). Every connection is opened for one operation
+and closed, so a ``Memory`` can be shared by threads.
 """
 
 from __future__ import annotations
@@ -81,8 +76,6 @@ class Memory:
     def __repr__(self) -> str:
         return f"Memory({str(self.path)!r})"
 
-    # -- connections ------------------------------------------------------------------------
-
     def _unavailable(self, exc: BaseException) -> MemoryUnavailable:
         hint = (
             "Move the file away (a new memory is made)"
@@ -122,8 +115,6 @@ class Memory:
             raise self._unavailable(exc) from exc
         finally:
             conn.close()
-
-    # -- reading ----------------------------------------------------------------------------
 
     _LESSON_COLUMNS = """l.*,
         (SELECT COUNT(*) FROM uses u WHERE u.lesson_id = l.id) AS uses,
@@ -223,8 +214,6 @@ class Memory:
         """How many runs have written to this memory."""
         with self._connect() as conn:
             return int(conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
-
-    # -- a run's start and end --------------------------------------------------------------
 
     def recall(self, state: HealState) -> tuple[Remembered, ...]:
         """What a run of ``state``'s spec should be shown: at most ``RECALLED_LESSONS``
@@ -345,8 +334,6 @@ class Memory:
             if cur.rowcount:
                 harmed.add(lesson_id)
         return harmed
-
-    # -- forgetting -------------------------------------------------------------------------
 
     def forget(self, entry_id: str) -> MemoryEntry:
         """Remove the lesson or solution ``entry_id``; its text is overwritten in the file, not

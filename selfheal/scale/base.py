@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Generic, Literal, Protocol, TypeVar
 
 J = TypeVar("J")
@@ -38,12 +37,7 @@ class Engine(Protocol):
 
     async def __aenter__(self) -> Engine: ...
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
+    async def __aexit__(self, *exc: object) -> None: ...
 
     def run(self, fn: Callable[[J], R], jobs: Sequence[J]) -> AsyncIterator[Finished[J, R]]:
         """``fn(job)`` for every job on the workers, each ``Finished`` as soon as it is.

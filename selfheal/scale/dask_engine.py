@@ -10,7 +10,6 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from selfheal.errors import ConfigError, MissingDependency
@@ -202,12 +201,7 @@ class DaskEngine:
         await self.client.register_plugin(plugin, name=self.run_id)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self._close()
 
     async def _close(self) -> None:

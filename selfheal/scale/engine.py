@@ -9,7 +9,6 @@ import asyncio
 import functools
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from types import TracebackType
 from typing import Any, TypeVar
 
 from selfheal._sync import sync_iter_twin
@@ -48,12 +47,7 @@ class LocalEngine:
         self._resources = WorkerResources(pool_size=self.pool_size, where="local")
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         resources, self._resources = self._resources, None
         if resources is not None:
             await asyncio.to_thread(resources.close)
@@ -69,13 +63,15 @@ class LocalEngine:
         jobs = list(jobs)
         queue: asyncio.Queue[tuple[int, Future[R]]] = asyncio.Queue()
         loop = asyncio.get_running_loop()
+
+        def report(i: int, done: Future[R]) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, (i, done))
+
         pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="selfheal-job")
-        futures: list[Future[R]] = []
         try:
             for i, job in enumerate(jobs):
                 future = pool.submit(self._call, fn, job)
-                future.add_done_callback(functools.partial(_report, loop, queue, i))
-                futures.append(future)
+                future.add_done_callback(functools.partial(report, i))
             for _ in jobs:
                 i, future = await queue.get()
                 if future.cancelled():
@@ -91,15 +87,6 @@ class LocalEngine:
             # jobs not started are dropped; running ones end on their own (a thread cannot
             # be stopped) and their results are not reported
             pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _report(
-    loop: asyncio.AbstractEventLoop,
-    queue: asyncio.Queue[tuple[int, Future[Any]]],
-    index: int,
-    future: Future[Any],
-) -> None:
-    loop.call_soon_threadsafe(queue.put_nowait, (index, future))
 
 
 def make_engine(

@@ -1,9 +1,7 @@
-"""``FutureApprover``: an async approver whose answers come from buttons (or code).
-
-In a live kernel a cell must not block while it waits for a click: the click is a message
-queued behind the cell. So the run goes on as an asyncio task on the kernel's loop, and when
-it needs a decision it awaits a future that the Approve / Edit / Reject buttons resolve.
-"""
+"""``FutureApprover``: an async approver whose answers come from buttons (or code). The run goes
+on as an asyncio task on the kernel's loop and, when it needs a decision, awaits a future that
+the Approve / Edit / Reject buttons resolve (a blocked cell would never see the click:
+docs/notebook.md)."""
 
 from __future__ import annotations
 

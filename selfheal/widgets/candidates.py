@@ -107,9 +107,6 @@ class CandidatesView(Record):
     """The spec oracle's answers: ``call -> value``."""
 
 
-# -- the population ---------------------------------------------------------------------------
-
-
 def chosen_id(state: HealState) -> str | None:
     """The candidate the latest selection chose (the latest attempt's)."""
     return next((a.candidate for a in reversed(state.attempts) if a.candidate), None)
@@ -127,11 +124,7 @@ def shown_probes(state: HealState, limit: int = 3) -> list[ProbeInput]:
     ran = [c for c in state.candidates if c.report is not None and c.report.load.ok]
     asked = [p for p in state.probes if p.call in state.oracle]
     split = [p for p in state.probes if len({c.behaviour.get(p.id) for c in ran}) > 1]
-    out: list[ProbeInput] = []
-    for p in [*asked, *split, *state.probes]:
-        if p not in out:
-            out.append(p)
-    return out[:limit]
+    return list(dict.fromkeys([*asked, *split, *state.probes]))[:limit]
 
 
 def candidate_row(
@@ -173,7 +166,7 @@ def candidate_row(
                 "chosen": c.id == chosen,
             }
         )
-    out = {r.test_id: r.outcome for r in c.report.results} if c.report is not None else {}
+    out = {r.test_id: r.outcome for r in rep.results}
     t_pass = sum(1 for t in trusted if out.get(t.id) == "passed")
     st: CandidateState = "passes trusted" if t_pass == len(trusted) else "fails trusted"
     return base.model_copy(
@@ -237,11 +230,11 @@ def candidates_view(state: HealState, *, probes: int = 3) -> CandidatesView:
     the clusters; the chosen one; and why (the evidence)."""
     shown = shown_probes(state, probes)
     chosen = chosen_id(state)
-    if chosen not in {c.id for c in state.candidates}:
+    known = {c.id for c in state.candidates}
+    if chosen not in known:
         chosen = None  # a run from before the population
     rows = [candidate_row(state, c, shown, chosen=chosen) for c in state.candidates]
     if awaits_human(state) and state.pending is not None:
-        known = {c.id for c in state.candidates}
         rows += [
             candidate_row(state, c, shown, proposed=True)
             for c in state.pending.candidates

@@ -164,11 +164,8 @@ def row_detail(
             lines.append(f"{e.kind}: {e.detail}")
     code = ""
     it = row.iteration
-    about = RowCandidates()
-    if row.node in ("generate", "repair", "execute", "select"):
-        about = row_candidates(state, rows if rows is not None else timeline_rows(state)).get(
-            row.index, RowCandidates()
-        )
+    rows = rows if rows is not None else timeline_rows(state)
+    about = row_candidates(state, rows).get(row.index, RowCandidates())
     if row.node in ("generate", "repair"):
         code = _detail_proposal(state, row, about, lines)
     elif row.node == "execute":
@@ -336,7 +333,7 @@ def _detail_select(
     state: HealState,
     row: TimelineRow,
     about: RowCandidates,
-    rows: Sequence[TimelineRow] | None,
+    rows: Sequence[TimelineRow],
     lines: list[str],
 ) -> str:
     """A select row: the candidates it ranked; for the latest selection, the clusters."""
@@ -344,8 +341,7 @@ def _detail_select(
     text = " ".join(state.events[i].detail for i in row.events)
     picked = re.search(r"\bchose (c\d+)\b", text)
     pick = found.get(picked.group(1)) if picked else None
-    all_rows = rows if rows is not None else timeline_rows(state)
-    latest = not any(r.node == "select" and r.index > row.index for r in all_rows)
+    latest = not any(r.node == "select" and r.index > row.index for r in rows)
     if latest:
         view = candidates_view(state)
         lines.append(f"ranked {len(about.ids) or len(view.rows)} candidate(s)")

@@ -1,8 +1,5 @@
-"""The view without a widget frontend: the same panels as plain text and markdown.
-
-Used by plain IPython, nbconvert/nbclient outputs, terminals and as the ``text/plain`` and
-``text/markdown`` parts of the live view's output.
-"""
+"""The view without a widget frontend: the same panels as plain text and markdown (plain
+IPython, nbconvert/nbclient outputs, terminals, and the live view's text parts)."""
 
 from __future__ import annotations
 

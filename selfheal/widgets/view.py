@@ -11,12 +11,12 @@ import asyncio
 import html
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
 import ipywidgets as w
 
 from selfheal.approval import Approve, Edit, Reject
-from selfheal.state import Decision, Event, HealState, Proposal
+from selfheal.state import Decision, Event, HealState
 from selfheal.widgets.approver import FutureApprover
 from selfheal.widgets.candidates import candidates_view, evidence_summary
 from selfheal.widgets.detail import row_detail
@@ -31,6 +31,7 @@ from selfheal.widgets.fragments import (
 from selfheal.widgets.text import render_markdown, render_text
 from selfheal.widgets.viewmodel import (
     OUTCOME_ICONS,
+    RowState,
     TimelineRow,
     approval_note,
     approval_view,
@@ -138,8 +139,6 @@ class HealView(w.VBox):  # type: ignore[misc]
         self.add_class("selfheal-view")
         self._render()
 
-    # -- the tests as a pytest file ------------------------------------------------------------
-
     def show_pytest(self) -> str:
         """Show the tests behind the shown state as a pytest file (selected, to copy)."""
         from selfheal.result import HealResult
@@ -164,8 +163,6 @@ class HealView(w.VBox):  # type: ignore[misc]
             return
         self.save_note.value = f"<span>saved to {html.escape(str(path.resolve()))}</span>"
 
-    # -- wiring -----------------------------------------------------------------------------
-
     def attach_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """Hand events that arrive on other threads to ``loop`` (the kernel's)."""
         self._loop = loop
@@ -174,10 +171,7 @@ class HealView(w.VBox):  # type: ignore[misc]
     def bind(self, approver: FutureApprover) -> None:
         """Let the buttons answer ``approver``'s proposals, and show the panel when one comes."""
         self._approver = approver
-        approver.on_proposal(self._on_proposal)
-
-    def _on_proposal(self, proposal: Proposal, state: HealState) -> None:
-        self.refresh(state)
+        approver.on_proposal(lambda _proposal, state: self.refresh(state))
 
     def _decide(self, decision: Decision) -> None:
         if self._approver is None or not self._approver.waiting:
@@ -187,8 +181,6 @@ class HealView(w.VBox):  # type: ignore[misc]
         self.header.value = (
             f"<b>selfheal</b> · {html.escape(decision.kind)} sent; resuming the run…"
         )
-
-    # -- feeding ----------------------------------------------------------------------------
 
     def on_event(self, event: Event) -> None:
         """The run's event sink. Safe to call from any thread."""
@@ -223,16 +215,11 @@ class HealView(w.VBox):  # type: ignore[misc]
         """The state shown: the last known state plus live events not yet checkpointed."""
         state = self._state
         known = set(state.events)
-        last_known = -1
-        for i, e in enumerate(self._live_events):
-            if e in known:
-                last_known = i
+        last_known = max((i for i, e in enumerate(self._live_events) if e in known), default=-1)
         self._live_events = [e for e in self._live_events[last_known + 1 :] if e not in known]
         if not self._live_events:
             return state
         return state.model_copy(update={"events": state.events + tuple(self._live_events)})
-
-    # -- drawing ----------------------------------------------------------------------------
 
     def _render(self) -> None:
         state = self.display_state()
@@ -253,20 +240,15 @@ class HealView(w.VBox):  # type: ignore[misc]
             code_html += "<b>diff against the previous attempt</b>" + diff_html(cv.diff)
         self.code_html.value = code_html
         lv = lessons_view(state)
-        parts = ["<b>Rolling lessons</b>"]
-        parts.append(
-            "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lv.current) + "</ul>"
-            if lv.current
-            else "<p>(none yet)</p>"
-        )
-        if lv.carried:
-            parts.append("<b>Carried in from earlier</b><ul>")
-            parts += [f"<li>{html.escape(x)}</li>" for x in lv.carried]
-            parts.append("</ul>")
-        if lv.remembered:
-            parts.append("<b>Remembered from earlier runs</b><ul>")
-            parts += [f"<li>{html.escape(x)}</li>" for x in lv.remembered]
-            parts.append("</ul>")
+        parts = [] if lv.current else ["<b>Rolling lessons</b><p>(none yet)</p>"]
+        for title, items in (
+            ("Rolling lessons", lv.current),
+            ("Carried in from earlier", lv.carried),
+            ("Remembered from earlier runs", lv.remembered),
+        ):
+            if items:
+                listed = "".join(f"<li>{html.escape(x)}</li>" for x in items)
+                parts.append(f"<b>{title}</b><ul>{listed}</ul>")
         self.lessons_html.value = "".join(parts)
         av = approval_view(state)
         if av is not None and self._approver is not None and self._approver.waiting:
@@ -297,12 +279,11 @@ class HealView(w.VBox):  # type: ignore[misc]
             if b.description != label:
                 b.description = label
                 b.tooltip = r.detail[:300]
-            for st in ("running", "done", "error", "waiting"):
-                cls = f"selfheal-row-{st}"
+            for st in get_args(RowState):
                 if st == r.state:
-                    b.add_class(cls)
+                    b.add_class(f"selfheal-row-{st}")
                 else:
-                    b.remove_class(cls)
+                    b.remove_class(f"selfheal-row-{st}")
         if len(buttons) != len(self.timeline_box.children):
             self.timeline_box.children = tuple(buttons)
         self._rows = rows
@@ -346,8 +327,6 @@ class HealView(w.VBox):  # type: ignore[misc]
             code = diff_html(d.code) if d.code.startswith("---") else pre(d.code)
         calls = "".join(transcript_html(c) for c in d.calls)
         self.detail.value = f"<div><b>{html.escape(d.title)}</b><br>{body}{code}{calls}</div>"
-
-    # -- fallbacks --------------------------------------------------------------------------
 
     def __repr__(self) -> str:
         return render_text(self.display_state(), live=self.live)

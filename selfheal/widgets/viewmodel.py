@@ -122,9 +122,6 @@ class ApprovalView(Record):
     them all, an edit replaces the first."""
 
 
-# -- timeline ---------------------------------------------------------------------------------
-
-
 def timeline_rows(state: HealState, *, live: bool = False) -> list[TimelineRow]:
     """One row per node run, in order. A node that started but has not ended is ``running``
     when ``live`` (the run is executing) and ``error`` otherwise (it was interrupted). A run
@@ -225,15 +222,6 @@ def attempt_at(state: HealState, iteration: int) -> Attempt | None:
     return next((a for a in state.attempts if a.iteration == iteration), None)
 
 
-# -- tests ------------------------------------------------------------------------------------
-
-
-def trust_of(t: TestCase) -> Trust:
-    if t.quarantined:
-        return "quarantined"
-    return "trusted" if t.trusted else "untrusted"
-
-
 def first_line(t: TestCase, width: int = 80) -> str:
     """The test's first source line (`` …`` when it has more), at most ``width`` characters."""
     lines = [ln for ln in t.source.strip().splitlines() if ln.strip()]
@@ -251,7 +239,7 @@ def test_rows(state: HealState) -> list[TestRow]:
         TestRow(
             id=t.id,
             origin=t.origin,
-            trust=trust_of(t),
+            trust="quarantined" if t.quarantined else "trusted" if t.trusted else "untrusted",
             source=first_line(t),
             outcomes=tuple(str(o.get(t.id, "not run")) for o in per_attempt),
             quarantine_reason=t.quarantine_reason,
@@ -260,29 +248,22 @@ def test_rows(state: HealState) -> list[TestRow]:
     ]
 
 
-# -- code, lessons, approval ------------------------------------------------------------------
-
-
 def code_view(state: HealState) -> CodeView:
     """The code to show: the pending proposal while one waits, else the final or latest code,
     with its diff against the attempt before it."""
     if awaits_human(state) and state.pending is not None:
         p = state.pending
-        diff = unified_diff(p.previous_code, p.code) if p.previous_code else p.diff
         return CodeView(
             iteration=state.iteration + 1,
             code=p.code,
-            diff=diff if p.previous_code else "",
+            diff=unified_diff(p.previous_code, p.code) if p.previous_code else "",
             label=f"proposed {'repair' if p.kind == 'repair' else 'first version'}",
         )
     if not state.attempts:
         return CodeView(iteration=0, code="", diff="", label="no code yet")
     cur = state.attempts[-1]
     if state.final_code is not None and state.finished:
-        for a in state.attempts:
-            if a.code == state.final_code:
-                cur = a
-                break
+        cur = next((a for a in state.attempts if a.code == state.final_code), cur)
     prev = attempt_at(state, cur.iteration - 1)
     diff = (
         unified_diff(
@@ -352,9 +333,7 @@ def summary_line(state: HealState, *, live: bool = False) -> str:
         where = "waiting for your approval"
     elif running:
         where = f"running {running[-1].node}"
-    elif state.finished:
-        where = state.status
-    elif live:
+    elif live and not state.finished:
         where = "starting"
     else:
         where = state.status
