@@ -5,6 +5,7 @@ rate gate never grants more than its rate in any window, across workers."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -60,16 +61,22 @@ def test_stopping_early_runs_no_more_jobs() -> None:
     ran: list[int] = []
     release = threading.Event()
 
+    started = threading.Event()
+
     def job(i: int) -> int:
         ran.append(i)
         if i > 0:
+            started.set()
             assert release.wait(timeout=60)  # job 1 is still running when the caller stops
         return i
 
     for finished in stream(LocalEngine(1), job, list(range(20))):
         assert finished.index == 0
+        # the one worker has taken job 1 (else stopping would cancel it before it starts)
+        assert started.wait(timeout=60)
         break
     release.set()
+    time.sleep(0.5)  # a job the stop failed to cancel would start in this time
     assert ran == [0, 1]
 
 
