@@ -150,6 +150,14 @@ class DiagnosisReply(BaseModel):
     wrong_tests: list[str] = Field(default_factory=list)
 
 
+_OUTCOME_CATEGORY: dict[str, DiagnosisCategory] = {
+    "timeout": "timeout",
+    "crashed": "crash",
+    "error": "exception",
+}
+"""The category of a failure by the worst test outcome, in this order (else ``logic``)."""
+
+
 def heuristic(state: HealState) -> Diagnosis:
     """A diagnosis from the execution report alone, used when the model's reply is unusable."""
     current = state.current
@@ -157,13 +165,8 @@ def heuristic(state: HealState) -> Diagnosis:
     rep = current.report
     cat: DiagnosisCategory
     if not rep.load.ok:
-        cat = (
-            "syntax"
-            if rep.load.exc_type == "SyntaxError"
-            else "import"
-            if "Import" in (rep.load.exc_type or "")
-            else "exception"
-        )
+        exc = rep.load.exc_type or ""
+        cat = "syntax" if exc == "SyntaxError" else "import" if "Import" in exc else "exception"
         return Diagnosis(
             iteration=state.iteration,
             root_cause=f"The code does not load: {rep.load.exc_type}: {rep.load.message}",
@@ -174,15 +177,7 @@ def heuristic(state: HealState) -> Diagnosis:
         )
     failing = [r for r in rep.results if r.outcome != "passed"]
     kinds = {r.outcome for r in failing}
-    cat = (
-        "timeout"
-        if "timeout" in kinds
-        else "crash"
-        if "crashed" in kinds
-        else "exception"
-        if "error" in kinds
-        else "logic"
-    )
+    cat = next((c for outcome, c in _OUTCOME_CATEGORY.items() if outcome in kinds), "logic")
     first = failing[0] if failing else None
     return Diagnosis(
         iteration=state.iteration,
