@@ -9,7 +9,7 @@ from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, BeforeValidator, Field
 
-from selfheal._parse import ast_parse, literal
+from selfheal._parse import literal, parse_or_none
 from selfheal.context import Context
 from selfheal.errors import MalformedReply
 from selfheal.kernel_sandbox.types import SnippetResult, acall
@@ -27,9 +27,8 @@ CATEGORIES: tuple[DiagnosisCategory, ...] = get_args(DiagnosisCategory)
 
 def _equality(source: str) -> tuple[str, str] | None:
     """``(call, expected)`` for a test of the form ``assert <call> == <literal>``."""
-    try:
-        tree = ast_parse(source)
-    except SyntaxError:
+    tree = parse_or_none(source)
+    if tree is None:
         return None
     stmts = [n for n in tree.body if not isinstance(n, ast.Import | ast.ImportFrom)]
     if len(stmts) != 1 or not isinstance(stmts[0], ast.Assert):
