@@ -328,20 +328,12 @@ class Router:
         """Role → model id, for the roles configured or used so far (and ``default``)."""
         roles = ["default", *self._per_role]
         prefix = "SELFHEAL_MODEL_"
-        for name in self._env:
+        for name, value in self._env.items():
             suffix = name[len(prefix) :]
-            if (
-                name.startswith(prefix)
-                and suffix
-                and suffix not in _NOT_ROLES
-                and self._env[name].strip()
-            ):
+            if name.startswith(prefix) and suffix and suffix not in _NOT_ROLES and value.strip():
                 roles.append(suffix.lower())
-        roles.extend(self._roles_seen)
         out: dict[str, str] = {}
-        for role in roles:
-            if role in out:
-                continue
+        for role in dict.fromkeys([*roles, *self._roles_seen]):
             with self._lock:
                 model_string = self.model_string(role)
                 built = self._cache.get(model_string)
