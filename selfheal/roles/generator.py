@@ -155,11 +155,8 @@ async def generate(state: HealState, ctx: Context) -> HealState:
         lambda: _ask_round(state, ctx, log, requests, round=1)
     ]
     if write_tests:
-        jobs.append(
-            (lambda: spec_blind_inputs(state, log))
-            if inputs
-            else (lambda: spec_blind_tests(state, log))
-        )
+        writer = spec_blind_inputs if inputs else spec_blind_tests
+        jobs.append(lambda: writer(state, log))
     results = await fan_out(ctx, "generator", jobs)
     if isinstance(results[0], BaseException):
         raise results[0]
