@@ -2,7 +2,7 @@
 
 A call is one :class:`CompletionRequest` (the messages, the options, and who asks). The public
 surface stays keyword-shaped, ``provider.complete(messages, max_tokens=64)``; selfheal's own
-providers derive from :class:`ProviderBase` and implement one method, ``_acomplete(request)``:
+providers derive from :class:`ProviderBase` and implement ``_acomplete(request)``:
 ``acomplete`` builds the request, the blocking ``complete`` is derived from it, and
 ``complete_many`` asks for ``n`` answers at once. :func:`asend` sends a request record to any
 provider (the call context, ``role`` and ``node``, reaches selfheal's providers and never a
