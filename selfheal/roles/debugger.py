@@ -257,8 +257,7 @@ async def diagnose(state: HealState, ctx: Context) -> HealState:
         log.failure(state, "debugger", exc)
         diag = heuristic(state).model_copy(update={"probes": probes})
     failing = {r.test_id for r in rep.results if r.outcome != "passed"}
-    # An untrusted test alone never overturns code: the debugger may quarantine a failing
-    # model-written test it finds wrong; trusted tests (examples, the user's) are never quarantined.
+    # the debugger may quarantine a failing model-written test it blames, never a trusted one
     reason = f"debugger, iteration {state.iteration}: {diag.root_cause[:200]}"
     blamed = diag.suspect_tests if diag.blame in ("test", "both") else ()
     wrong = {

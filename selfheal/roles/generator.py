@@ -252,7 +252,6 @@ async def repair(state: HealState, ctx: Context) -> HealState:
     leaders = _failing_leaders(state, 2)
     base = base_variables(state)
     requests: list[Request] = []
-    # without a diagnosis asked (``diagnosis=False``) a patch is made from the failing tests
     patching = confident or candidates_of(cfg) == 1 or not cfg.diagnosis
     if patching:
         for i, c in enumerate(leaders[: 1 if cfg.repair_width < 3 else 2]):
