@@ -110,6 +110,7 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[s
 class AnthropicProvider(ProviderBase):
     """Claude through Anthropic's API. Implements the Provider protocol."""
 
+    backend = "anthropic"
     supports_tools = True
     """Native tool calling through ``tools`` / ``tool_use`` blocks (see the module docs)."""
     batch_hint = 1
@@ -147,10 +148,6 @@ class AnthropicProvider(ProviderBase):
         # Recent SDKs dropped ``temperature`` (the newest models fix it); older ones take it.
         create = client_class(**self._client_args).messages.create
         self._takes_temperature = "temperature" in inspect.signature(create).parameters
-
-    @property
-    def model_id(self) -> str:
-        return f"anthropic:{self.model}"
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(model={self.model!r})"

@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from selfheal._parse import parse_or_none
 from selfheal._record import Record
 from selfheal.errors import MalformedReply
 from selfheal.llm.aio import blocking
@@ -19,7 +20,6 @@ from selfheal.llm.parsing.code_extract import (
     defines,
     extract_code,
     fences,
-    parses,
     syntax_error,
     was_fenced,
 )
@@ -166,7 +166,7 @@ async def aask_structured(
 def _code_check(completion: Completion, entry_point: str | None) -> tuple[str | None, str, str]:
     code = extract_code(completion.text, entry_point=entry_point)
     if code is not None:
-        tree = parses(code)
+        tree = parse_or_none(code)
         if entry_point is None or (tree is not None and defines(tree, entry_point)):
             return code, "", ""
         problem = f"The code does not define `{entry_point}` at the top level"

@@ -2,7 +2,7 @@
 
 A call is one :class:`CompletionRequest` (the messages, the options, and who asks). The public
 surface stays keyword-shaped, ``provider.complete(messages, max_tokens=64)``; selfheal's own
-providers derive from :class:`ProviderBase` and implement one method, ``_acomplete(request)``:
+providers derive from :class:`ProviderBase` and implement ``_acomplete(request)``:
 ``acomplete`` builds the request, the blocking ``complete`` is derived from it, and
 ``complete_many`` asks for ``n`` answers at once. :func:`asend` sends a request record to any
 provider (the call context, ``role`` and ``node``, reaches selfheal's providers and never a
@@ -17,7 +17,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from selfheal._record import Record
 from selfheal.llm.aio import blocking
@@ -189,10 +189,14 @@ class Provider(Protocol):
 
 
 class ProviderBase:
-    """selfheal's providers: implement ``model_id`` and ``_acomplete(request)``; everything
-    else is derived. ``_acomplete_many`` may be overridden (the scripted mock answers in
-    order)."""
+    """selfheal's providers: set ``backend`` and ``model`` (or implement ``model_id``) and
+    implement ``_acomplete(request)``; everything else is derived. ``_acomplete_many`` may be
+    overridden (the scripted mock answers in order)."""
 
+    backend: ClassVar[str] = ""
+    """The ``provider`` part of ``model_id`` (``ollama``, ``hf``, ...)."""
+    model: str
+    """The backend's name for the model: the rest of ``model_id``."""
     max_concurrency: int | None = None
     """Requests worth having in flight at once (the pipeline's ``fan_out`` reads it);
     None when there is no limit."""
@@ -207,7 +211,7 @@ class ProviderBase:
 
     @property
     def model_id(self) -> str:
-        raise NotImplementedError
+        return f"{self.backend}:{self.model}"
 
     def check_spec(self, spec: str) -> None:
         """Refuse, before a run starts, a spec this provider cannot answer for: raise

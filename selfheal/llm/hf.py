@@ -47,6 +47,8 @@ def pick_device(torch: Any = None) -> str:
 class HFProvider(ProviderBase):
     """A transformers model run in this process. Implements the Provider protocol."""
 
+    backend = "hf"
+
     def __init__(
         self,
         model: str,
@@ -105,10 +107,6 @@ class HFProvider(ProviderBase):
         return self._tf.BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_compute_dtype=self._torch.float16
         )
-
-    @property
-    def model_id(self) -> str:
-        return f"hf:{self.model}"
 
     def __repr__(self) -> str:
         return f"HFProvider(model={self.model!r}, device={self.device!r})"

@@ -93,15 +93,13 @@ class LocalGate:
         """(Caller holds the lock.) Grant a slot, or say how long to wait: seconds until the
         rate window frees one, or None to wait for a release."""
         now = self._clock()
-        if self._window is not None:
-            permits, seconds = self._window
-            while self._granted and self._granted[0] <= now - seconds:
-                self._granted.popleft()
         cap = self.limits.max_concurrency
         if cap is not None and self._in_flight >= cap:
             return False, None
         if self._window is not None:
             permits, seconds = self._window
+            while self._granted and self._granted[0] <= now - seconds:
+                self._granted.popleft()
             if len(self._granted) >= permits:
                 return False, self._granted[0] + seconds - now
             self._granted.append(now)

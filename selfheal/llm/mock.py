@@ -86,6 +86,7 @@ class _Script:
 class MockProvider(ProviderBase):
     """Scripted replies per role. Implements the ``Provider`` protocol."""
 
+    backend = "mock"
     max_concurrency = 1
     """Requests the pipeline may have in flight at once: one, so scripted replies are consumed
     in a fixed order and a scripted run is reproducible."""
@@ -106,15 +107,11 @@ class MockProvider(ProviderBase):
         self._script = _Script(
             {k: list(v) for k, v in (script or {}).items()}, default, repeat_last
         )
-        self._name = name
+        self.model = name
         self._latency = latency
         self._only_spec = only_spec
         self._lock = threading.Lock()
         self.calls: list[MockCall] = []
-
-    @property
-    def model_id(self) -> str:
-        return f"mock:{self._name}"
 
     def check_spec(self, spec: str) -> None:
         """Refuse a spec the script was not written for, before the run starts."""

@@ -55,6 +55,7 @@ def context_size(prompt_tokens: int, max_tokens: int, *, floor: int = MIN_CTX) -
 class OllamaProvider(ProviderBase):
     """A model served by Ollama (``ollama serve``). Implements the Provider protocol."""
 
+    backend = "ollama"
     batch_hint = 1
     """One: the server's ``OLLAMA_NUM_PARALLEL`` cannot be read from this client."""
 
@@ -77,10 +78,6 @@ class OllamaProvider(ProviderBase):
         self._keep_alive = keep_alive
         self._options = dict(options or {})
         self._clients: PerLoop[Any] = PerLoop()
-
-    @property
-    def model_id(self) -> str:
-        return f"ollama:{self.model}"
 
     def __repr__(self) -> str:
         return f"OllamaProvider(model={self.model!r}, host={self.host!r})"

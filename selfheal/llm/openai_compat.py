@@ -90,17 +90,11 @@ def cached_tokens(usage: Any, timings: Any) -> int:
 
 class OpenAICompatible(ProviderBase):
     """A chat model behind an OpenAI-compatible HTTP API. Implements the Provider protocol,
-    plus ``complete_many`` / ``acomplete_many``.
-
-    ``base_url`` defaults to ``$OPENAI_BASE_URL`` (else the SDK's default, OpenAI's API),
-    ``api_key`` to ``$OPENAI_API_KEY`` (else a dummy, fine for local servers). ``policy``
-    sets the timeout (longest silence while streaming) and the SDK's retries
-    (``attempts - 1``). ``local=True`` marks a llama.cpp server: requests then ask for its
-    prompt cache (``cache_prompt``) explicitly. ``extra_body`` is merged into every request.
-    ``max_concurrency`` tells callers how many requests to have in flight at once (None: no
-    limit). A supervised llama-server and its slot routing are
-    :class:`selfheal.local.provider.LocalProvider`, a subclass.
-    """
+    plus ``complete_many`` / ``acomplete_many``; the arguments are in docs/llm.md
+    ("Providers", "Reliability"). ``base_url`` and ``api_key`` default to ``$OPENAI_BASE_URL``
+    (else OpenAI's API) and ``$OPENAI_API_KEY`` (else a dummy); ``extra_body`` is merged into
+    every request. A supervised llama-server and its slot routing are
+    :class:`selfheal.local.provider.LocalProvider`, a subclass."""
 
     def __init__(
         self,

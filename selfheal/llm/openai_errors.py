@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import httpx
 import openai
 
 from selfheal.errors import (
@@ -14,23 +15,9 @@ from selfheal.errors import (
 )
 from selfheal.llm.retry import RetryPolicy
 
-
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    """Connection-level exceptions the SDK's HTTP library raises while a stream is read
-    (the SDK wraps errors of the request itself, not of the streamed body)."""
-    found: list[type[BaseException]] = []
-    for name in ("httpx", "httpx2"):
-        try:
-            module = __import__(name)
-        except ImportError:
-            continue
-        err = getattr(module, "TransportError", None)
-        if isinstance(err, type) and issubclass(err, BaseException):
-            found.append(err)
-    return tuple(found)
-
-
-TRANSPORT_ERRORS = _transport_errors()
+TRANSPORT_ERRORS = (httpx.TransportError,)
+"""Connection-level exceptions the SDK's HTTP library raises while a stream is read
+(the SDK wraps errors of the request itself, not of the streamed body)."""
 
 
 class IncompleteStream(ConnectionError):
@@ -54,7 +41,7 @@ def map_error(
     provider = model_id.partition(":")[0]
     who = {"provider": provider, "model": model}
     tail = "\n" + died if died else ""
-    if isinstance(exc, openai.APITimeoutError) or is_timeout(exc):
+    if is_timeout(exc):
         return ProviderTimeout(
             f"{model_id} at {where} sent nothing for {policy.timeout:g} s. Raise "
             "the timeout (RetryPolicy(timeout=...)), lower max_tokens, or give the server "
@@ -135,9 +122,8 @@ def map_error(
 
 
 def is_timeout(exc: BaseException) -> bool:
-    if isinstance(exc, openai.APITimeoutError):
-        return True
-    return any(c.__name__ == "TimeoutException" for c in type(exc).__mro__)  # httpx's timeouts
+    """A timeout: the SDK's, or httpx's while a stream is read."""
+    return isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException))
 
 
 def _detail(exc: openai.APIStatusError) -> str:

@@ -113,14 +113,8 @@ def _shipped_dir() -> Path:
 
 def prompts_dirs() -> list[Path]:
     """Folders searched for a role's prompt, first match wins."""
-    dirs: list[Path] = []
-    if _user_dir is not None:
-        dirs.append(_user_dir)
-    env = os.environ.get("SELFHEAL_PROMPTS_DIR")
-    if env:
-        dirs.append(Path(env))
-    dirs.append(_shipped_dir())
-    return dirs
+    given = (_user_dir, os.environ.get("SELFHEAL_PROMPTS_DIR"))
+    return [*(Path(d) for d in given if d), _shipped_dir()]
 
 
 def _find(role: str) -> Path:

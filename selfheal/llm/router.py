@@ -1,11 +1,6 @@
-"""Model strings (:data:`VALID_FORMS`; docs/llm.md, "Choosing a model"), automatic resolution,
-and per-role routing.
-
-``auto`` (or no model at all) resolves in this order: ``$SELFHEAL_MODEL``; an
-``ANTHROPIC_API_KEY`` → ``anthropic``; a reachable Ollama server with a model → ``ollama``;
-the installed local model with a llama-server binary (or ``$SELFHEAL_LOCAL_URL``) →
-``local``. Otherwise it is a :class:`ConfigError` that says the three ways to fix it. The mock
-is never chosen silently.
+"""Model strings (:data:`VALID_FORMS`), automatic resolution (``auto``: ``$SELFHEAL_MODEL``,
+then Anthropic, Ollama, the local model, in the order of docs/llm.md, "Choosing a model"; never
+the mock), and per-role routing.
 
 The ``local`` backend is :mod:`selfheal.local`, which sits above this package and registers
 itself here (:func:`use_local_engine`), so this module never imports it."""
@@ -162,7 +157,7 @@ def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | No
     """Decide which model a string means, without loading anything.
 
     An explicit string is checked and returned in canonical form; ``auto``/None follows
-    the resolution order in the module docs (it may probe an Ollama server briefly).
+    the resolution order of docs/llm.md (it may probe an Ollama server briefly).
     """
     env = os.environ if env is None else env
     parsed = parse_model_string(spec or "") or parse_model_string(env.get("SELFHEAL_MODEL", ""))
@@ -328,20 +323,12 @@ class Router:
         """Role → model id, for the roles configured or used so far (and ``default``)."""
         roles = ["default", *self._per_role]
         prefix = "SELFHEAL_MODEL_"
-        for name in self._env:
+        for name, value in self._env.items():
             suffix = name[len(prefix) :]
-            if (
-                name.startswith(prefix)
-                and suffix
-                and suffix not in _NOT_ROLES
-                and self._env[name].strip()
-            ):
+            if name.startswith(prefix) and suffix and suffix not in _NOT_ROLES and value.strip():
                 roles.append(suffix.lower())
-        roles.extend(self._roles_seen)
         out: dict[str, str] = {}
-        for role in roles:
-            if role in out:
-                continue
+        for role in dict.fromkeys([*roles, *self._roles_seen]):
             with self._lock:
                 model_string = self.model_string(role)
                 built = self._cache.get(model_string)

@@ -47,10 +47,6 @@ def count_tokens(text: str, provider: object | None = None) -> int:
     return estimate_tokens(text)
 
 
-def _cut_note(n: int) -> str:
-    return ELLIPSIS.format(n=n)
-
-
 def trim_text(
     text: str, budget_tokens: int, *, keep: Keep = "end", provider: object | None = None
 ) -> str:
@@ -65,17 +61,17 @@ def trim_text(
         return text
     # Work in characters, scaled by the text's own chars-per-token ratio.
     ratio = len(text) / max(1, count_tokens(text, provider))
-    budget_chars = max(1, int(budget_tokens * ratio) - len(_cut_note(len(text))))
+    budget_chars = max(1, int(budget_tokens * ratio) - len(ELLIPSIS.format(n=len(text))))
     if keep == "start":
         head = _cut_at_line(text[:budget_chars], from_end=False)
-        return head + _cut_note(len(text) - len(head))
+        return head + ELLIPSIS.format(n=len(text) - len(head))
     if keep == "end":
         tail = _cut_at_line(text[len(text) - budget_chars :], from_end=True)
-        return _cut_note(len(text) - len(tail)) + tail
+        return ELLIPSIS.format(n=len(text) - len(tail)) + tail
     half = budget_chars // 2
     head = _cut_at_line(text[:half], from_end=False)
     tail = _cut_at_line(text[len(text) - half :], from_end=True)
-    return head + _cut_note(len(text) - len(head) - len(tail)) + tail
+    return head + ELLIPSIS.format(n=len(text) - len(head) - len(tail)) + tail
 
 
 def _cut_at_line(piece: str, *, from_end: bool) -> str:
@@ -99,16 +95,9 @@ def trim_traceback(tb: str, budget_tokens: int, *, provider: object | None = Non
     when that line was earlier in the text."""
     if count_tokens(tb, provider) <= budget_tokens:
         return tb
-    keep: list[str] = []
-    for match in _ASSERT_LINE.finditer(tb):
-        line = match.group(0).strip()
-        if line not in keep:
-            keep.append(line)
-    keep = keep[-3:]
+    keep = list(dict.fromkeys(m.group(0).strip() for m in _ASSERT_LINE.finditer(tb)))[-3:]
     error_lines = [m.group(0) for m in _ERROR_LINE.finditer(tb)]
-    header = ""
-    if keep:
-        header = "Failing line(s):\n" + "\n".join(keep) + "\n"
+    header = "Failing line(s):\n" + "\n".join(keep) + "\n" if keep else ""
     if count_tokens(header, provider) > budget_tokens // 2:
         header = trim_text(header, budget_tokens // 2, keep="end", provider=provider)
     rest = max(1, budget_tokens - count_tokens(header, provider))

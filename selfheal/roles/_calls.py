@@ -235,15 +235,8 @@ async def ask_for_tests(
     request = CompletionRequest.of(_messages(state, prompt, variables), **options)
     completion = await asend(provider, request)
     code, salvaged = lenient_block(completion.text)
-    _record(
-        log,
-        state,
-        role,
-        prompt,
-        [completion],
-        salvaged,
-        ["kept the complete statements of a cut-off block"] if salvaged else [],
-    )
+    repairs = ["kept the complete statements of a cut-off block"] if salvaged else []
+    _record(log, state, role, prompt, [completion], salvaged, repairs)
     return code
 
 

@@ -11,7 +11,12 @@ from collections.abc import Iterator
 from functools import cache
 from types import ModuleType
 
-from selfheal._parse import ast_parse, parse_or_none
+from selfheal._parse import parse_or_none
+
+FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+"""The AST nodes of a function definition."""
+DEFS = (*FUNCS, ast.ClassDef)
+"""The AST nodes that define a name at the top of a module: a function or a class."""
 
 _STDLIB = (
     "math",
@@ -62,7 +67,7 @@ def _bound(tree: ast.AST) -> Iterator[str]:
     for n in ast.walk(tree):
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
             yield n.id
-        elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        elif isinstance(n, DEFS):
             yield n.name
         elif isinstance(n, ast.arg):
             yield n.arg
@@ -118,22 +123,12 @@ def with_prelude(code: str, prelude: str) -> str:
 def _with_spec_prelude(code: str, prelude: str) -> str:
     if not prelude:
         return code
-    try:
-        defined = {
-            n.name
-            for n in ast_parse(code).body
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-        }
-    except SyntaxError:
-        defined = set()
-    try:
-        blocks = ast_parse(prelude).body
-    except SyntaxError:
-        blocks = []
+    tree, blocks = parse_or_none(code), parse_or_none(prelude)
+    defined = {n.name for n in tree.body if isinstance(n, DEFS)} if tree else set()
     missing: list[str] = []
-    for node in blocks:
+    for node in blocks.body if blocks else []:
         src = ast.get_source_segment(prelude, node) or ""
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        if isinstance(node, DEFS):
             if node.name not in defined:
                 missing.append(src)
         elif src.strip() and src.strip() not in code:
@@ -143,17 +138,12 @@ def _with_spec_prelude(code: str, prelude: str) -> str:
 
 def normalized(code: str) -> str:
     """The code's AST dump (comments and formatting ignored), or the stripped text."""
-    try:
-        return ast.dump(ast_parse(code))
-    except SyntaxError:
-        return code.strip()
+    tree = parse_or_none(code)
+    return ast.dump(tree) if tree else code.strip()
 
 
 def entry_point_of(code: str) -> str | None:
     """The last top-level function the code defines (the usual shape of a reply)."""
-    try:
-        tree = ast_parse(code)
-    except SyntaxError:
-        return None
-    names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    tree = parse_or_none(code)
+    names = [n.name for n in tree.body if isinstance(n, FUNCS)] if tree else []
     return names[-1] if names else None

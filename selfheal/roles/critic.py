@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field
 
-from selfheal._parse import ast_parse
+from selfheal._parse import parse_or_none
 from selfheal.context import Context
 from selfheal.errors import MalformedReply
 from selfheal.probes import calls_in_test, merge_probes
@@ -41,10 +41,8 @@ class CriticReply(BaseModel):
 def _counterexample(text: str, entry_point: str | None) -> str:
     """The critic's counterexample when it is one call of the function on literal inputs
     (else "")."""
-    try:
-        node = ast_parse(text.strip().rstrip(";"), mode="eval").body
-    except SyntaxError:
-        return ""
+    tree = parse_or_none(text.strip().rstrip(";"), "eval")
+    node = tree.body if tree else None
     if not (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
@@ -86,11 +84,8 @@ async def critic(state: HealState, ctx: Context) -> HealState:
     verdict = reply.verdict
     found: list[tuple[str, str]] = []
     for src in reply.tests:
-        try:
-            ast_parse(src)
-        except SyntaxError:
-            continue
-        found.extend(parse_test_block(src, state.spec.entry_point)[1])
+        if parse_or_none(src) is not None:
+            found.extend(parse_test_block(src, state.spec.entry_point)[1])
     new = (
         add_tests(
             state, found, origin="critic", prefix="cr", trusted=False, limit=cfg.max_critic_tests

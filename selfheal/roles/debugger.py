@@ -9,7 +9,7 @@ from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, BeforeValidator, Field
 
-from selfheal._parse import ast_parse, literal
+from selfheal._parse import literal, parse_or_none
 from selfheal.context import Context
 from selfheal.errors import MalformedReply
 from selfheal.kernel_sandbox.types import SnippetResult, acall
@@ -27,9 +27,8 @@ CATEGORIES: tuple[DiagnosisCategory, ...] = get_args(DiagnosisCategory)
 
 def _equality(source: str) -> tuple[str, str] | None:
     """``(call, expected)`` for a test of the form ``assert <call> == <literal>``."""
-    try:
-        tree = ast_parse(source)
-    except SyntaxError:
+    tree = parse_or_none(source)
+    if tree is None:
         return None
     stmts = [n for n in tree.body if not isinstance(n, ast.Import | ast.ImportFrom)]
     if len(stmts) != 1 or not isinstance(stmts[0], ast.Assert):
@@ -150,6 +149,14 @@ class DiagnosisReply(BaseModel):
     wrong_tests: list[str] = Field(default_factory=list)
 
 
+_OUTCOME_CATEGORY: dict[str, DiagnosisCategory] = {
+    "timeout": "timeout",
+    "crashed": "crash",
+    "error": "exception",
+}
+"""The category of a failure by the worst test outcome, in this order (else ``logic``)."""
+
+
 def heuristic(state: HealState) -> Diagnosis:
     """A diagnosis from the execution report alone, used when the model's reply is unusable."""
     current = state.current
@@ -157,13 +164,8 @@ def heuristic(state: HealState) -> Diagnosis:
     rep = current.report
     cat: DiagnosisCategory
     if not rep.load.ok:
-        cat = (
-            "syntax"
-            if rep.load.exc_type == "SyntaxError"
-            else "import"
-            if "Import" in (rep.load.exc_type or "")
-            else "exception"
-        )
+        exc = rep.load.exc_type or ""
+        cat = "syntax" if exc == "SyntaxError" else "import" if "Import" in exc else "exception"
         return Diagnosis(
             iteration=state.iteration,
             root_cause=f"The code does not load: {rep.load.exc_type}: {rep.load.message}",
@@ -174,15 +176,7 @@ def heuristic(state: HealState) -> Diagnosis:
         )
     failing = [r for r in rep.results if r.outcome != "passed"]
     kinds = {r.outcome for r in failing}
-    cat = (
-        "timeout"
-        if "timeout" in kinds
-        else "crash"
-        if "crashed" in kinds
-        else "exception"
-        if "error" in kinds
-        else "logic"
-    )
+    cat = next((c for outcome, c in _OUTCOME_CATEGORY.items() if outcome in kinds), "logic")
     first = failing[0] if failing else None
     return Diagnosis(
         iteration=state.iteration,
@@ -263,8 +257,7 @@ async def diagnose(state: HealState, ctx: Context) -> HealState:
         log.failure(state, "debugger", exc)
         diag = heuristic(state).model_copy(update={"probes": probes})
     failing = {r.test_id for r in rep.results if r.outcome != "passed"}
-    # An untrusted test alone never overturns code: the debugger may quarantine a failing
-    # model-written test it finds wrong; trusted tests (examples, the user's) are never quarantined.
+    # the debugger may quarantine a failing model-written test it blames, never a trusted one
     reason = f"debugger, iteration {state.iteration}: {diag.root_cause[:200]}"
     blamed = diag.suspect_tests if diag.blame in ("test", "both") else ()
     wrong = {

@@ -155,11 +155,8 @@ async def generate(state: HealState, ctx: Context) -> HealState:
         lambda: _ask_round(state, ctx, log, requests, round=1)
     ]
     if write_tests:
-        jobs.append(
-            (lambda: spec_blind_inputs(state, log))
-            if inputs
-            else (lambda: spec_blind_tests(state, log))
-        )
+        writer = spec_blind_inputs if inputs else spec_blind_tests
+        jobs.append(lambda: writer(state, log))
     results = await fan_out(ctx, "generator", jobs)
     if isinstance(results[0], BaseException):
         raise results[0]
@@ -255,7 +252,6 @@ async def repair(state: HealState, ctx: Context) -> HealState:
     leaders = _failing_leaders(state, 2)
     base = base_variables(state)
     requests: list[Request] = []
-    # without a diagnosis asked (``diagnosis=False``) a patch is made from the failing tests
     patching = confident or candidates_of(cfg) == 1 or not cfg.diagnosis
     if patching:
         for i, c in enumerate(leaders[: 1 if cfg.repair_width < 3 else 2]):
@@ -276,46 +272,28 @@ async def repair(state: HealState, ctx: Context) -> HealState:
             )
     else:
         log.info(state, "low-confidence diagnosis: fresh samples from the spec instead of a patch")
-    failures = _failures_of(state, leaders[0]) if leaders else []
+    fresh_variables = {**base, "failures": _failures_of(state, leaders[0]) if leaders else []}
     origin: CandidateOrigin = "rewrite" if confident or not cfg.diagnosis else "regenerate"
-    while len(requests) < cfg.repair_width:
-        requests.append(
-            Request(
-                origin,
-                "generator",
-                {**base, "failures": failures},
-                max(cfg.sample_temperature, 0.2),
-            )
-        )
+    rewrite = Request(origin, "generator", fresh_variables, max(cfg.sample_temperature, 0.2))
+    requests += [rewrite] * (cfg.repair_width - len(requests))
     round_no = state.iteration + 1
     fresh = await _ask_round(state, ctx, log, requests, round=round_no)
     seen = {normalized(c.code) for c in state.candidates}
-    kept: list[Candidate] = []
-    repeats = 0
-    for c in fresh:
+
+    def unseen(c: Candidate) -> bool:
         key = normalized(c.code)
-        if key in seen:
-            repeats += 1
-            continue
+        new = key not in seen
         seen.add(key)
-        kept.append(c)
+        return new
+
+    kept = [c for c in fresh if unseen(c)]
+    repeats = len(fresh) - len(kept)
     if repeats:
         # a repeated version brings nothing: replace it by a fresh sample, hotter
-        again = [
-            Request(
-                "regenerate",
-                "generator",
-                {**base, "failures": failures},
-                max(1.0, cfg.sample_temperature),
-            )
-            for _ in range(repeats)
-        ]
+        hot = Request("regenerate", "generator", fresh_variables, max(1.0, cfg.sample_temperature))
         state_for_ids = state.model_copy(update={"candidates": state.candidates + tuple(kept)})
-        for c in await _ask_round(state_for_ids, ctx, log, again, round=round_no):
-            key = normalized(c.code)
-            if key not in seen:
-                seen.add(key)
-                kept.append(c)
+        again = await _ask_round(state_for_ids, ctx, log, [hot] * repeats, round=round_no)
+        kept += [c for c in again if unseen(c)]
         log.info(state, f"{repeats} repair(s) repeated a known version: resampled")
     if not kept:
         log.info(state, "every repair repeats an earlier version: no new idea")

@@ -23,10 +23,7 @@ MAX_TOKENS = 320
 
 class OracleReply(BaseModel):
     """The spec oracle's answer (``prompts/oracle.yaml``): the reasoning first, then the value.
-
-    Both fields are required, so a backend that decodes by the JSON schema writes them in this
-    order: llama.cpp's grammar puts required properties before optional ones, and with an
-    optional ``reasoning`` it made the model commit to the value before working it out."""
+    Both fields are required, so schema-constrained decoding keeps this order (docs/loop.md)."""
 
     reasoning: str
     """The working-out, from the spec alone."""

@@ -13,7 +13,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from selfheal._parse import ast_parse
+from selfheal._parse import ast_parse, parse_or_none
 
 CODE_LANGS = frozenset({"", "python", "py", "python3", "py3", "ipython", "pycon"})
 """Fence tags taken for Python (untagged included)."""
@@ -63,14 +63,6 @@ def prose(text: str, limit: int = 500) -> str:
     return "".join(kept).strip()[:limit]
 
 
-def parses(code: str) -> ast.Module | None:
-    """The module ``code`` parses to, or None."""
-    try:
-        return ast_parse(code)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-
-
 def defines(tree: ast.Module, name: str) -> bool:
     """Whether the module defines ``name`` at the top level."""
     for node in tree.body:
@@ -113,7 +105,7 @@ def _unfenced(text: str) -> str | None:
     """Code in a reply without fences: the whole text, or from the first line that starts
     code, dropping trailing prose lines."""
     whole = text.strip()
-    tree = parses(whole)
+    tree = parse_or_none(whole)
     if tree is not None and _substantial(tree):
         return whole
     for n, match in enumerate(_CODE_START_RE.finditer(whole)):
@@ -122,7 +114,7 @@ def _unfenced(text: str) -> str | None:
         lines = whole[match.start() :].splitlines()
         for end in range(len(lines), 0, -1):
             code = "\n".join(lines[:end]).strip()
-            tree = parses(code)
+            tree = parse_or_none(code)
             if tree is not None and _substantial(tree):
                 return code
             if len(lines) - end >= 20:
@@ -147,7 +139,7 @@ def extract_code(text: str, *, entry_point: str | None = None) -> str | None:
         code = block.body.strip("\n").rstrip()
         if block.lang == "pycon" or code.startswith(">>>"):
             continue
-        tree = parses(code)
+        tree = parse_or_none(code)
         if tree is None or not _substantial(tree):
             continue
         defined = int(entry_point is not None and defines(tree, entry_point))
@@ -177,10 +169,8 @@ def lenient_block(text: str) -> tuple[str, bool]:
     lines = body.rstrip().splitlines()
     while lines:
         candidate = "\n".join(lines)
-        try:
-            ast_parse(candidate)
+        if parse_or_none(candidate) is not None:
             return candidate, salvaged
-        except SyntaxError:
-            lines.pop()
-            salvaged = True
+        lines.pop()
+        salvaged = True
     return "", True

@@ -12,6 +12,7 @@ import mccabe
 
 from selfheal._parse import ast_parse, literal
 from selfheal.context import Context
+from selfheal.roles._source import DEFS, FUNCS
 from selfheal.roles.debugtools._common import current, cut, snippet
 from selfheal.state import HealState
 
@@ -23,28 +24,13 @@ def _find(tree: ast.Module, name: str) -> ast.AST | None:
     parts = name.split(".")
     scope: list[ast.stmt] = tree.body
     for i, part in enumerate(parts):
-        node = next(
-            (
-                n
-                for n in scope
-                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-                and n.name == part
-            ),
-            None,
-        )
+        node = next((n for n in scope if isinstance(n, DEFS) and n.name == part), None)
         if node is None:
             break
         if i == len(parts) - 1:
             return node
         scope = node.body
-    return next(
-        (
-            n
-            for n in ast.walk(tree)
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == parts[-1]
-        ),
-        None,
-    )
+    return next((n for n in ast.walk(tree) if isinstance(n, FUNCS) and n.name == parts[-1]), None)
 
 
 def _complexity(node: ast.AST, name: str) -> str:
@@ -94,24 +80,18 @@ async def inspect_function(name: str, state: HealState, ctx: Context) -> tuple[s
         return f"the candidate does not parse: {e}", 0
     node = _find(tree, name)
     if node is None:
-        defined = [
-            n.name
-            for n in ast.walk(tree)
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-        ]
+        defined = [n.name for n in ast.walk(tree) if isinstance(n, DEFS)]
         return (
             f"the candidate defines no {name!r}; it defines: {', '.join(defined) or 'nothing'}",
             0,
         )
-    assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    assert isinstance(node, DEFS)
     lines = code.splitlines()
     first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
     last = node.end_lineno or node.lineno
     out: list[str] = []
     if isinstance(node, ast.ClassDef):
-        methods = [
-            n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-        ]
+        methods = [n.name for n in node.body if isinstance(n, FUNCS)]
         out.append(
             f"class {node.name} (lines {first}-{last}); methods: {', '.join(methods) or 'none'}"
         )
