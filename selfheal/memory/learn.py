@@ -72,17 +72,13 @@ def _failing(state: HealState, attempt: Attempt | None) -> str:
     return "; ".join(lines)[:500]
 
 
-def _attempt(state: HealState, iteration: int) -> Attempt | None:
-    return next((a for a in state.attempts if a.iteration == iteration), None)
-
-
 def _lessons(state: HealState) -> tuple[LessonNote, ...]:
     diagnoses = [
         d
         for d in state.diagnoses
         if d.source != "heuristic" and d.blame in ("code", "both") and d.root_cause.strip()
     ]
-    failure = _failing(state, _attempt(state, diagnoses[-1].iteration)) if diagnoses else ""
+    failure = _failing(state, state.attempt(diagnoses[-1].iteration)) if diagnoses else ""
     if state.lessons:
         return tuple(
             LessonNote(text=x.text[:MAX_LESSON_CHARS], failure=failure, source="lessons")
@@ -96,7 +92,7 @@ def _lessons(state: HealState) -> tuple[LessonNote, ...]:
         notes.append(
             LessonNote(
                 text=text[:MAX_LESSON_CHARS],
-                failure=_failing(state, _attempt(state, d.iteration)),
+                failure=_failing(state, state.attempt(d.iteration)),
                 source="diagnosis",
             )
         )

@@ -19,10 +19,15 @@ class Request:
     """One candidate to ask for."""
 
     origin: CandidateOrigin
+    """How the candidate is made (``greedy``, ``sample``, ``patch``, ...)."""
     prompt: str
+    """The prompt file (``prompts/<prompt>.yaml``) the request renders."""
     variables: dict[str, Any]
+    """The prompt's variables (the spec's own are added when it is rendered)."""
     temperature: float
+    """Sampling temperature (0: greedy)."""
     parent: str | None = None
+    """The candidate a patch starts from."""
     prefill: str = ""
     """The start of the reply the model continues (the ``complete`` form)."""
 

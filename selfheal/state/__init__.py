@@ -133,6 +133,10 @@ class HealState(Record):
         """The latest attempt."""
         return self.attempts[-1] if self.attempts else None
 
+    def attempt(self, iteration: int) -> Attempt | None:
+        """The attempt of ``iteration`` (None if there is none)."""
+        return next((a for a in self.attempts if a.iteration == iteration), None)
+
     @property
     def active_tests(self) -> tuple[TestCase, ...]:
         """Tests that block verification (not quarantined)."""

@@ -23,7 +23,6 @@ from selfheal.widgets.candidates import (
 from selfheal.widgets.viewmodel import (
     OUTCOME_ICONS,
     TimelineRow,
-    attempt_at,
     first_line,
     timeline_rows,
 )
@@ -266,7 +265,7 @@ def _detail_proposal(
     if about.replaced:
         return ""
     # a run from before the population (no candidate named): the attempt it became
-    attempt = attempt_at(state, row.iteration + 1)
+    attempt = state.attempt(row.iteration + 1)
     if attempt is not None:
         if attempt.rationale:
             lines.append(f"rationale: {attempt.rationale}")
@@ -302,7 +301,7 @@ def _detail_execute(
     found = _by_id(state)
     cands = [found[cid] for cid in about.ids if cid in found]
     if not cands:  # a run from before the population: the attempt's report
-        attempt = attempt_at(state, row.iteration)
+        attempt = state.attempt(row.iteration)
         if attempt is None or attempt.report is None:
             return ""
         c = Candidate(id="c0", code=attempt.code, origin="greedy", round=row.iteration)

@@ -10,7 +10,7 @@ from typing import Literal
 
 from selfheal.diffs import unified_diff
 from selfheal.records import Record
-from selfheal.state import Attempt, Event, HealState, TestCase
+from selfheal.state import Event, HealState, TestCase
 from selfheal.texts import remembered_lines
 
 RowState = Literal["running", "done", "error", "waiting"]
@@ -217,11 +217,6 @@ def _rows(events: tuple[Event, ...], *, waiting: bool, live: bool) -> list[Timel
     return rows
 
 
-def attempt_at(state: HealState, iteration: int) -> Attempt | None:
-    """The attempt of ``iteration`` (None if there is none)."""
-    return next((a for a in state.attempts if a.iteration == iteration), None)
-
-
 def first_line(t: TestCase, width: int = 80) -> str:
     """The test's first source line (`` …`` when it has more), at most ``width`` characters."""
     lines = [ln for ln in t.source.strip().splitlines() if ln.strip()]
@@ -264,7 +259,7 @@ def code_view(state: HealState) -> CodeView:
     cur = state.attempts[-1]
     if state.final_code is not None and state.finished:
         cur = next((a for a in state.attempts if a.code == state.final_code), cur)
-    prev = attempt_at(state, cur.iteration - 1)
+    prev = state.attempt(cur.iteration - 1)
     diff = (
         unified_diff(
             prev.code, cur.code, a=f"attempt{prev.iteration}.py", b=f"attempt{cur.iteration}.py"
