@@ -4,10 +4,8 @@ ipykernel_launcher``) with its containment, and tearing it down."""
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +22,7 @@ from selfheal.kernel_sandbox.containment import (
     nproc_budget,
     rlimit_pairs,
 )
+from selfheal.kernel_sandbox.leftovers import remove_kernel_dirs
 from selfheal.kernel_sandbox.types import Limits
 from selfheal.kernel_sandbox.zygote import ForkedProcess, Zygote
 
@@ -118,5 +117,4 @@ def cleanup(
         proc.wait(timeout=2)
     with contextlib.suppress(Exception):
         cgroups.remove()
-    for d in (root, *glob.glob(glob.escape(root) + "-r*")):
-        shutil.rmtree(d, ignore_errors=True)
+    remove_kernel_dirs(root)

@@ -86,10 +86,15 @@ def sweep_leftovers(tmp: str | None = None) -> list[str]:
                 continue
             with contextlib.suppress(Exception):
                 CgroupSet({str(i): Path(c) for i, c in enumerate(cgroups)}, 0).remove()
-            for path in (str(root), *glob.glob(glob.escape(str(root)) + "-r*")):
-                shutil.rmtree(path, ignore_errors=True)
+            remove_kernel_dirs(str(root))
             removed.append(str(root))
     return removed
+
+
+def remove_kernel_dirs(root: str) -> None:
+    """Remove a kernel's folder and its runs' folders (``<root>-r<N>``, the harness's names)."""
+    for path in (root, *glob.glob(glob.escape(root) + "-r*")):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def sweep_once() -> list[str]:
