@@ -41,6 +41,12 @@ def parse_or_none(
         return None
 
 
+def normalized(code: str) -> str:
+    """The code's AST dump (comments and formatting ignored), or the stripped text."""
+    tree = parse_or_none(code)
+    return ast.dump(tree) if tree else code.strip()
+
+
 def literal(source: str) -> Any:
     """``ast.literal_eval(source)`` for text: parsed under the lock, evaluated outside it."""
     return ast.literal_eval(ast_parse(source.lstrip(" \t"), mode="eval"))

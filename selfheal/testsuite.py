@@ -7,7 +7,7 @@ import ast
 import re
 from collections.abc import Iterable, Sequence
 
-from selfheal._parse import parse_or_none
+from selfheal._parse import normalized, parse_or_none
 from selfheal.kernel_sandbox.types import ExecutionReport, Limits, TestResult
 from selfheal.state import HealState, TestCase
 from selfheal.state.cases import Origin
@@ -94,11 +94,6 @@ def _def_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     return text.replace("async def", "def")
 
 
-def _norm(src: str) -> str:
-    tree = parse_or_none(src)
-    return ast.dump(tree) if tree else src.strip()
-
-
 def add_tests(
     state: HealState,
     sources: Iterable[tuple[str, str]],
@@ -109,13 +104,13 @@ def add_tests(
     limit: int,
 ) -> tuple[TestCase, ...]:
     """New test cases for ``sources`` that are not already in ``state.tests`` (at most ``limit``)."""
-    seen = {_norm(t.source) for t in state.tests}
+    seen = {normalized(t.source) for t in state.tests}
     n = sum(1 for t in state.tests if t.origin == origin)
     out: list[TestCase] = []
     for src, why in sources:
         if len(out) >= limit:
             break
-        key = _norm(src)
+        key = normalized(src)
         if key in seen:
             continue
         seen.add(key)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from selfheal._parse import normalized
 from selfheal.agreement import behaviour_of
 from selfheal.context import Context
 from selfheal.graph.events import record
 from selfheal.kernel_sandbox.types import ExecutionReport, ProbeCall, SandboxTest, arun_many
-from selfheal.roles.generator import normalized
 from selfheal.roles.test_writer import probes_added
 from selfheal.state import Candidate, HealState
 from selfheal.testsuite import limits_for

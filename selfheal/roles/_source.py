@@ -106,8 +106,8 @@ def missing_imports(code: str) -> list[str]:
                 lines.append(f"import {name}")
             elif inner is not None and all(hasattr(inner, a) for a in read):
                 lines.append(f"from {name} import {name}")
-        elif name in _importable():
-            lines.append(f"from {_importable()[name]} import {name}")
+        elif (module_name := _importable().get(name)) is not None:
+            lines.append(f"from {module_name} import {name}")
     return lines
 
 
@@ -134,12 +134,6 @@ def _with_spec_prelude(code: str, prelude: str) -> str:
         elif src.strip() and src.strip() not in code:
             missing.append(src)
     return "\n".join([*missing, code]) if missing else code
-
-
-def normalized(code: str) -> str:
-    """The code's AST dump (comments and formatting ignored), or the stripped text."""
-    tree = parse_or_none(code)
-    return ast.dump(tree) if tree else code.strip()
 
 
 def entry_point_of(code: str) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from selfheal._parse import normalized
 from selfheal.config import candidates_of
 from selfheal.context import Context
 from selfheal.diffs import unified_diff
@@ -18,7 +19,7 @@ from selfheal.examples import find_examples
 from selfheal.llm.parsing import prose
 from selfheal.memory.recall import remembered_candidates
 from selfheal.roles._calls import CallLog, ask_for_code, fan_out
-from selfheal.roles._source import entry_point_of, missing_imports, normalized, with_prelude
+from selfheal.roles._source import entry_point_of, missing_imports, with_prelude
 from selfheal.roles.requests import (
     Request,
     base_variables,
@@ -319,4 +320,4 @@ async def repair(state: HealState, ctx: Context) -> HealState:
     return log.apply(state, pending=proposal, feedback="")
 
 
-__all__ = ["entry_point_of", "generate", "missing_imports", "normalized", "repair", "with_prelude"]
+__all__ = ["entry_point_of", "generate", "missing_imports", "repair", "with_prelude"]
