@@ -10,8 +10,8 @@ import asyncio
 import time
 from typing import Any, Protocol
 
-from selfheal.kernel_sandbox._wire import decode_value
 from selfheal.kernel_sandbox.kernel import SandboxKernel
+from selfheal.kernel_sandbox.split import SplitTest
 from selfheal.kernel_sandbox.types import (
     CallTest,
     ExecutionReport,
@@ -22,6 +22,7 @@ from selfheal.kernel_sandbox.types import (
     SandboxTest,
     TestResult,
 )
+from selfheal.kernel_sandbox.verdict import check_call, judge
 
 KILL_GRACE = 0.5
 """Seconds past a limit after which the host kills the process of a run whose harness did
@@ -40,35 +41,6 @@ class KernelSource(Protocol):
     async def acquire(self, limits: Limits, deadline: float) -> SandboxKernel: ...
 
     async def release(self, kernel: SandboxKernel) -> None: ...
-
-
-def _check_call(t: CallTest, r: TestResult, value: Any) -> TestResult:
-    """Compare a CallTest's returned value with ``expected`` on the host."""
-    args = [*map(repr, t.args), *(f"{k}={v!r}" for k, v in t.kwargs.items())]
-    call = f"{t.function}({', '.join(args)})"
-    if not isinstance(value, tuple) or not value:
-        return r.model_copy(update={"outcome": "error", "message": "no value came back"})
-    if value[0] == "opaque":
-        got = f"a {value[1]}, not a plain builtin value ({value[2]}); expected {t.expected!r}"
-    else:
-        actual = decode_value(value[1])
-        if _plain_equal(actual, t.expected):
-            return r
-        got = f"{_short(actual)}, expected {_short(t.expected)}"
-    msg = f"{call} returned {got}"
-    return r.model_copy(update={"outcome": "failed", "exc_type": "AssertionError", "message": msg})
-
-
-def _plain_equal(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
-
-
-def _short(v: Any, n: int = 300) -> str:
-    r = repr(v)
-    return r if len(r) <= n else r[:n] + "..."
 
 
 def _result_from(m: tuple[Any, ...], test: SandboxTest) -> tuple[TestResult, Any]:
@@ -121,8 +93,10 @@ class KernelRun:
         wire: list[tuple[Any, ...]],
         limits: Limits,
         files: tuple[tuple[str, bytes], ...] = (),
+        splits: list[SplitTest | None] | None = None,
     ) -> None:
         self.source = source
+        self.splits = splits or [None] * len(tests)  # tests judged on the host (split.py)
         self.files = files  # written into the run's folder before the candidate loads
         self.code = code
         self.tests = tests
@@ -256,7 +230,9 @@ class KernelRun:
                     t = self.tests[i]
                     r, value = _result_from(m, t)
                     if isinstance(t, CallTest) and r.outcome == "passed":
-                        r = _check_call(t, r, value)
+                        r = check_call(t, r, value)
+                    elif (split := self.splits[i]) is not None and r.outcome == "passed":
+                        r = judge(split, r, value)
                     self.results[i] = r
                     self.values[i] = value
                     # tests run in order and each result is sent as it ends: the next

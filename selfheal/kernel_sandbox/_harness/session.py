@@ -17,14 +17,13 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
         assert_,
         assert_cmp,
         cmp,
-        pure,
         srepr,
         truth,
     )
     from selfheal.kernel_sandbox._harness.guard import Guard, Timeout, guarded
     from selfheal.kernel_sandbox._harness.pytest_collect import pytest_item
     from selfheal.kernel_sandbox._harness.trace import Tracer, code_objects, hide_tracer, traced
-    from selfheal.kernel_sandbox._wire import decode_value, encode_value
+    from selfheal.kernel_sandbox._wire import decode_value, encode_result
 
 _perf = _time.perf_counter
 _settrace = _sysmod.settrace
@@ -56,6 +55,8 @@ def compile_tests(tests: list[Any], start: int, cache: dict[Any, Any]) -> list[A
             if c is None:
                 if kind == "assert":  # (kind, id, code, wrapped)
                     c = ("assert", compile(t[2], f"<test {t[1]}>", "exec"), t[3])
+                elif kind == "values":  # (kind, id, candidate side as def __sh_test__(__sh_v__))
+                    c = ("values", compile(t[2], f"<test {t[1]}>", "exec"))
                 elif kind == "trace":  # (kind, id, code, wrapped, tracer settings)
                     c = ("trace", compile(t[2], f"<test {t[1]}>", "exec"), t[3], tuple(t[4]))
                 elif kind == "probe":  # (kind, id, expr)
@@ -239,6 +240,13 @@ def _one(
         if tracer.off and type(exc) is not Timeout:  # a timeout in the tracer unsets it
             tracer.notes.append("the tracer was switched off while the test ran")
         box[0] = tracer.result()
+    elif c[0] == "values":
+        kept: list[Any] = []
+        exc = guarded(g, lambda: _run_values(c[1], tns, kept), test_timeout, out, err)
+        if exc is None:
+            encoded: list[Any] = []
+            exc = guarded(g, lambda: encoded.extend(_encode_kept(kept)), test_timeout, out, err)
+            box[0] = ("vals", encoded)
     elif c[0] == "call":
         fn = base.get(c[1])
         if fn is None:
@@ -284,6 +292,8 @@ def _one(
             value = ("repr", srepr(box[0], 4000))
         elif c[0] == "probe":
             value = ("canon", box[0])
+        elif c[0] == "values":
+            value = box[0]
     else:
         tname, msg, tb, _line = describe(exc)
         if type(exc) is Timeout:
@@ -301,12 +311,32 @@ def _one(
     return ("result", i, outcome, tname, msg, tb, *texts, dur, value)
 
 
-def _call_value(v: Any) -> tuple[Any, ...]:
-    """A CallTest's return value for the host: encoded if plain, else its type and repr."""
-    type_name = getattr(type(v), "__qualname__", "?")
-    if pure(v):
+def _run_values(co: Any, tns: dict[str, Any], kept: list[Any]) -> None:
+    """Run a test's candidate side (``split.py``): each ``__sh_v__(lambda: expr)`` keeps the
+    value of ``expr``, or the exception it raised, for the host to judge."""
+
+    def keep(thunk: Any) -> None:
         try:
-            return ("ok", encode_value(v))
-        except BaseException:
-            return ("opaque", type_name, "")
-    return ("opaque", type_name, srepr(v))
+            kept.append((True, thunk()))
+        except Exception as e:
+            kept.append((False, e))
+
+    exec(co, tns)
+    tns.pop("__sh_test__")(keep)
+
+
+def _encode_kept(kept: list[Any]) -> list[Any]:
+    """The kept values as data (``_wire.encode_result``); a raise as its type and message."""
+    out: list[Any] = []
+    for ok, v in kept:
+        if ok:
+            out.append(("v", encode_result(v)))
+        else:
+            tn, msg, tb, _line = describe(v)
+            out.append(("x", tn, msg, tb))
+    return out
+
+
+def _call_value(v: Any) -> tuple[Any, ...]:
+    """A CallTest's return value for the host, as data (``_wire.encode_result``)."""
+    return ("enc", encode_result(v))
