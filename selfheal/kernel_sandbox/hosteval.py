@@ -106,6 +106,7 @@ class HostEval:
     def __init__(self, env: dict[str, Any] | None = None) -> None:
         self.env: dict[str, Any] = dict(env or {})
         self.steps = 0
+        self.current: ast.stmt | None = None  # the statement being run, for tracebacks
 
     # statements
     def run(
@@ -113,6 +114,7 @@ class HostEval:
     ) -> None:
         for s in stmts:
             self.step()
+            self.current = s
             if isinstance(s, ast.Import | ast.ImportFrom):
                 self.imports(s)
             elif isinstance(s, ast.Assign):
@@ -200,6 +202,8 @@ class HostEval:
             return result
         if isinstance(node, ast.Compare):
             left = self.expr(node.left)
+            if len(node.ops) == 1:  # its own value: elementwise for arrays, as in Python
+                return compare(type(node.ops[0]).__name__, left, self.expr(node.comparators[0]))
             for op, right_node in zip(node.ops, node.comparators, strict=True):
                 right = self.expr(right_node)
                 if not truth(compare(type(op).__name__, left, right)):

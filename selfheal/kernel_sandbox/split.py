@@ -204,8 +204,9 @@ class _Splitter:
             msg = s.msg if s.msg is not None and not self.names_candidate(s.msg) else None
             if msg is not None:
                 _host_only(msg)
-            checked = ast.Assert(test=test, msg=msg)
-            checked.sh_src = ast.unparse(s.test)  # type: ignore[attr-defined]  # for messages
+            checked = ast.Assert(test=test, msg=msg, lineno=s.lineno, col_offset=s.col_offset)
+            checked.sh_src = getattr(s, "sh_src", None) or ast.unparse(s.test)  # type: ignore[attr-defined]
+            checked.sh_func = getattr(s, "sh_func", "<module>")  # type: ignore[attr-defined]
             self.host.append(checked)
             return
         raise _NotSplit
@@ -316,6 +317,10 @@ def _inline_check(body: list[ast.stmt]) -> list[ast.stmt]:
 
     if any(isinstance(n, ast.Name) and n.id == fn.name for s in fn.body for n in ast.walk(s)):
         raise _NotSplit  # a recursive check
+    for n in ast.walk(fn):  # messages show the check's own text (``candidate(5) == 10``)
+        if isinstance(n, ast.Assert):
+            n.sh_src = ast.unparse(n.test)  # type: ignore[attr-defined]
+            n.sh_func = fn.name  # type: ignore[attr-defined]
     inlined = [Rename().visit(s) for s in fn.body]
     rest = [s for s in body[:-1] if s is not fn]
     return [*rest, *inlined]

@@ -85,8 +85,9 @@ def judge(split: SplitTest, r: TestResult, value: Any) -> TestResult:
             env[SLOT.format(k)] = Raised(*(str(x)[:4000] for x in item[1:]))
         else:
             return _error(r, "SandboxError", "a value came back malformed")
+    ev = _Values(env)
     try:
-        _Values(env).run(split.host.body, _assert)
+        ev.run(split.host.body, _assert)
     except _CandidateRaised as e:
         raised = e.raised
         update = {
@@ -96,14 +97,23 @@ def judge(split: SplitTest, r: TestResult, value: Any) -> TestResult:
         }
         return r.model_copy(update={"outcome": "error", **update})
     except AssertionError as e:
-        return r.model_copy(
-            update={"outcome": "failed", "exc_type": "AssertionError", "message": str(e)}
-        )
+        update = {"exc_type": "AssertionError", "message": str(e), "traceback": _where(r, ev)}
+        return r.model_copy(update={"outcome": "failed", **update})
     except HostEvalError as e:
         return _error(r, "SandboxError", f"the host could not evaluate the test: {e}")
     except Exception as e:
         return _error(r, type(e).__name__, str(e)[:4000])
     return r
+
+
+def _where(r: TestResult, ev: HostEval) -> str:
+    """A traceback naming the test's line that failed (the host ran it)."""
+    s = ev.current
+    if s is None:
+        return ""
+    text = getattr(s, "sh_src", None)
+    shown = f"\n    assert {text}" if text else ""
+    return f'Traceback (most recent call last):\n  File "<test {r.test_id}>", line {s.lineno}, in {getattr(s, "sh_func", "<module>")}{shown}\n'
 
 
 def _error(r: TestResult, exc_type: str, message: str) -> TestResult:

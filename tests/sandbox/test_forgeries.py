@@ -1,5 +1,7 @@
 """Forging a verdict from inside the candidate's process: what the sandbox stops, and the two
-forgeries docs/sandbox.md admits it does not ("Not covered (in-process limits)").
+forgeries docs/sandbox.md admits it does not ("Not covered (in-process limits)") for the tests
+that still run whole in the candidate's process (here a test with a loop). An assert-line
+test's verdict is decided on the host (``split.py``): the same two forgeries fail there.
 
 * Through the garbage collector: ``gc.get_objects()`` hands the candidate the harness's own
   ``send`` (the closure that signs results with the kernel's key); calling it with a passing
@@ -27,7 +29,10 @@ from selfheal.kernel_sandbox import KernelPool
 from .conftest import FAST
 
 WRONG = "def f(x):\n    return x\n"
-TESTS = ["assert f(1) == 2", "assert f(3) == 4"]
+TESTS = ["for x in [1]:\n    assert f(x) == x + 1", "for x in [3]:\n    assert f(x) == x + 1"]
+"""Tests that run whole in the candidate's process (a loop is not split for the host)."""
+HOST_TESTS = ["assert f(1) == 2", "assert f(3) == 4"]
+"""The same checks as assert lines: judged on the host."""
 
 FORGE = """
 def _forge(send):
@@ -124,6 +129,14 @@ def test_documented_limit_patching_the_harness_and_restoring_it_within_one_test(
     assert [r.outcome for r in report.results] == ["passed", "passed"], (
         "patch-and-restore no longer works: update docs/sandbox.md"
     )
+    _honest_after(pool)
+
+
+def test_neither_forgery_passes_a_test_judged_on_the_host(pool: KernelPool) -> None:
+    for code in (THROUGH_FRAMES, PATCH_AND_RESTORE):
+        report = pool.run(code, HOST_TESTS, limits=FAST)
+        assert not report.passed
+        assert all(r.outcome in ("failed", "error") for r in report.results), code
     _honest_after(pool)
 
 

@@ -22,6 +22,9 @@ from selfheal.kernel_sandbox._harness.compare import assert_cmp, cmp, pure, srep
 from selfheal.kernel_sandbox._harness.guard import Guard, Timeout, audit, forbidden_read, guarded
 from selfheal.kernel_sandbox._harness.session import Checks, compile_tests, run_candidate
 from selfheal.kernel_sandbox.execution import _wire, normalize_tests
+from selfheal.kernel_sandbox.split import split_test
+from selfheal.kernel_sandbox.types import TestResult
+from selfheal.kernel_sandbox.verdict import judge
 
 
 class Yes:
@@ -140,7 +143,13 @@ def test_a_session_in_process() -> None:
     )
     kinds = [m[0] for m in sent]
     assert kinds == ["load", "result", "result", "result", "result", "done"]
-    assert [m[2] for m in sent[1:5]] == ["passed", "failed", "passed", "error"]
+    # the assert lines are split: the process returns f(2) and f(3); the host judges them
+    assert [m[2] for m in sent[1:5]] == ["passed", "passed", "passed", "error"]
+    assert sent[1][-1] == ("vals", [("v", ("p", 4))]) and sent[2][-1] == ("vals", [("v", ("p", 6))])
+    split = split_test("assert f(3) == 7")
+    assert split is not None
+    r = judge(split, TestResult(test_id="t1", outcome="passed"), sent[2][-1])
+    assert r.outcome == "failed" and "left:  6" in r.message
     assert sent[3][-1] == ("canon", "0.6")
     assert sent[4][3] == "SyntaxError"
 
