@@ -8,20 +8,20 @@ from __future__ import annotations
 from typing import Any
 
 _NoneType = type(None)
-_SCALARS = (int, str, bytes, bool, _NoneType)
 
 
 def encode_value(v: Any) -> Any:
     """Encode a plain Python value as tagged tuples (what ``decode_value`` reads).
 
-    Raises ``TypeError`` for values that are not plain builtin data.
+    Raises ``TypeError`` for values that are not plain builtin data. Types are checked by
+    identity: ``t in (int, ...)`` would ask the metaclass of a candidate's type.
     """
     t = type(v)
     if t is float:
         return ("f", v.hex())
     if t is complex:
         return ("c", v.real.hex(), v.imag.hex())
-    if t in _SCALARS:
+    if t is int or t is str or t is bytes or t is bool or t is _NoneType:
         return ("p", v)
     if t is bytearray:
         return ("ba", bytes(v))
