@@ -1,7 +1,7 @@
-"""Forging a verdict from inside the candidate's process: what the sandbox stops, and the two
-forgeries docs/sandbox.md admits it does not ("Not covered (in-process limits)") for the tests
+"""Forging a verdict from inside the candidate's process: what the sandbox stops, and the
+forgery docs/sandbox.md admits it does not ("Not covered (in-process limits)") for the tests
 that still run whole in the candidate's process (here a test with a loop). An assert-line
-test's verdict is decided on the host (``split.py``): the same two forgeries fail there.
+test's verdict is decided on the host (``split.py``): the forgeries fail there.
 
 * Through the garbage collector: ``gc.get_objects()`` hands the candidate the harness's own
   ``send`` (the closure that signs results with the kernel's key); calling it with a passing
@@ -9,12 +9,15 @@ test's verdict is decided on the host (``split.py``): the same two forgeries fai
   ``gc.get_objects/get_referrers/get_referents`` while candidate code runs, so the test errors
   with ``PermissionError`` instead. (Without that refusal, in guard.py, the first case here
   passes the wrong candidate: shown by deleting it.)
-* Documented limit 1, reading the key through stack frames: ``sys._getframe`` walks up to the
+* The documented limit, reading the key through stack frames: ``sys._getframe`` walks up to the
   harness's frame, whose locals hold the same ``send``. The forgery works: this test says so,
   so that closing the gap (or docs/sandbox.md changing) is a deliberate change here too.
-* Documented limit 2, patching the harness and restoring it within one test: the harness's
-  ``cmp`` is replaced by one that answers True once and puts the original back, so the
-  namespace check after the test finds nothing. The forgery works, as documented.
+* Once a documented limit, patching the harness and restoring it within one test: the
+  candidate takes the assertion helper from the test's locals and, through its
+  ``__globals__``, replaces the harness's ``cmp`` by one that answers True once and puts the
+  original back. Refused now: the helpers are sealed copies (``_harness/sealing.py``) whose
+  globals are empty, and they read no global name, so there is no ``cmp`` to replace (with
+  the sealing removed, in server.py, the forgery passes both tests).
 
 Every run here is its own process: a forgery reaches only its own verdict (the next candidate
 on the pool is checked honestly, asserted below).
@@ -122,13 +125,11 @@ def test_documented_limit_a_candidate_walking_stack_frames_can_forge_its_verdict
     _honest_after(pool)
 
 
-def test_documented_limit_patching_the_harness_and_restoring_it_within_one_test(
+def test_patching_the_harness_through_a_helper_and_restoring_it_is_refused(
     pool: KernelPool,
 ) -> None:
     report = pool.run(PATCH_AND_RESTORE, TESTS, limits=FAST)
-    assert [r.outcome for r in report.results] == ["passed", "passed"], (
-        "patch-and-restore no longer works: update docs/sandbox.md"
-    )
+    assert [(r.outcome, r.exc_type) for r in report.results] == [("error", "KeyError")] * 2
     _honest_after(pool)
 
 
@@ -140,7 +141,7 @@ def test_neither_forgery_passes_a_test_judged_on_the_host(pool: KernelPool) -> N
     _honest_after(pool)
 
 
-def test_the_docs_admit_both_limits() -> None:
+def test_the_docs_admit_the_limit_and_the_closed_path() -> None:
     docs = (Path(__file__).resolve().parents[2] / "docs" / "sandbox.md").read_text()
-    assert "walks frames (`frame.f_back`) into the harness" in docs
-    assert "patches it and puts it back within one test is not" in docs
+    assert "deliberately walks frames" in docs
+    assert "a helper in hand leads to no harness state" in docs

@@ -226,11 +226,14 @@ def test_the_tracer_is_invisible_and_cannot_be_fed(pool: KernelPool, limits: Lim
 
 
 def test_a_trace_gives_no_verdict_and_leaves_runs_alone(pool: KernelPool, limits: Limits) -> None:
-    """After a traced run (a fresh process), a plain run sees sys.settrace and sys.gettrace
-    as usual."""
+    """After a traced run (a fresh process), a plain run is unaffected: no tracer, and a
+    tracer of the candidate's own is refused there too (in every run: a tracer would see the
+    harness's frames, docs/sandbox.md)."""
     pool.run_trace(TAMPER, "switch_off(1)", limits=limits)
     report = pool.run(TAMPER, ["assert ask_gettrace(1) is None", "own_tracer(1)"], limits=limits)
-    assert report.passed
+    assert [r.outcome for r in report.results] == ["passed", "error"]
+    assert report.results[1].exc_type == "PermissionError"
+    assert "sys.settrace is blocked" in report.results[1].message
 
 
 # ----------------------------------------------------------------- on the host, no kernel

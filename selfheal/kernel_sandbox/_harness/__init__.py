@@ -18,6 +18,7 @@ PARTS = (
     _HERE / "pytest_item.py",
     _HERE / "pytest_collect.py",
     _HERE / "capture.py",
+    _HERE / "sealing.py",
     _HERE / "guard.py",
     _HERE / "trace.py",
     _HERE / "session.py",

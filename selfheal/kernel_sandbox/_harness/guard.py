@@ -14,7 +14,10 @@ from typing import Any
 
 _realpath = _os.path.realpath
 _getpid = _os.getpid
+_gettrace = _sysmod.gettrace  # the real ones: trace.hide_tracer replaces sys.gettrace
+_getprofile = _sysmod.getprofile
 _setitimer = _signalmod.setitimer
+_getitimer = _signalmod.getitimer
 _signal = _signalmod.signal
 _ITIMER_REAL = _signalmod.ITIMER_REAL
 _SIGALRM = _signalmod.SIGALRM
@@ -64,11 +67,28 @@ _FS = frozenset(
 _GC = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents"})
 _KILL = frozenset({"os.kill", "os.killpg", "signal.pthread_kill"})
 _TRACING = frozenset({"sys._getframe", "sys._current_frames"})
+_DEFAULT_ATTRS = frozenset({"__defaults__", "__kwdefaults__"})
+_HOOKS = frozenset({"sys.setprofile", "sys.addaudithook"})
 _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 
 
 class Timeout(BaseException):
     """Raised by the harness alarm inside a test that went over its limit."""
+
+
+def on_alarm(
+    signum: int,
+    frame: Any,
+    _getitimer: Any = _getitimer,
+    _which: int = _ITIMER_REAL,
+    _Timeout: Any = Timeout,
+) -> None:
+    """The SIGALRM handler: a ``Timeout`` while a test's timer runs (it repeats every 50 ms
+    until the harness stops it), nothing once it is stopped. A candidate gets it with
+    ``signal.getsignal``: it holds no harness state (its copy in the kernel is sealed at
+    warm-up, ``compare.seal``: no globals, no closure)."""
+    if _getitimer(_which)[1] > 0.0:
+        raise _Timeout()
 
 
 class Guard:
@@ -80,7 +100,6 @@ class Guard:
         self, work: str, host_home: str, clean_builtins: dict[str, Any], prefixes: Any = ()
     ) -> None:
         self.started = False  # candidate code has started: the hook enforces for good
-        self.alarm = False  # a test's alarm is armed
         self.tracing = False  # a test runs under the harness's tracer (trace.py)
         self.refused: list[str] = []  # what the audit hook refused while tracing
         self.allow_network = False
@@ -91,6 +110,8 @@ class Guard:
         self.home_dots = _realpath(host_home) + "/." if host_home else ""
         self.py_prefixes = tuple({_realpath(p) + "/" for p in prefixes})
         self.clean_builtins = clean_builtins
+        self.clean_items = tuple(clean_builtins.items())  # what guard_broken compares with
+        self.protected: dict[int, Any] = {}  # id -> harness function whose defaults are fixed
         self.candidate_builtins: dict[str, Any] | None = None
         self.stdout: Any = _sysmod.stdout
         self.stderr: Any = _sysmod.stderr
@@ -101,6 +122,30 @@ class Guard:
         self.work = _realpath(work)
         # kernel and run directories are <tmp>/selfheal-k-*/ ; work is <that>/work
         self.kprefix = _os.path.join(_os.path.dirname(_os.path.dirname(self.work)), "selfheal-k-")
+
+
+def guard_broken(g: Guard) -> str | None:
+    """Checked after every test: what the candidate changed that would let it see or steer
+    the harness in a later step (a tracer or profiler installed in this thread or waiting
+    for new threads, the audit hook switched off, the clean builtins edited), or None."""
+    if g.started is not True:
+        return "the candidate switched the sandbox's audit hook off"
+    if _getprofile() is not None:
+        return "the candidate installed a profiler"
+    if not g.tracing and _gettrace() is not None:
+        return "the candidate installed a tracer"
+    threading = _sysmod.modules.get("threading")
+    if threading is not None and (
+        getattr(threading, "_profile_hook", None) is not None
+        or getattr(threading, "_trace_hook", None) is not None
+    ):
+        return "the candidate set a tracer or profiler for new threads"
+    clean = g.clean_builtins
+    if len(clean) != len(g.clean_items) or any(
+        clean.get(k, clean) is not v for k, v in g.clean_items
+    ):
+        return "the candidate edited the sandbox's clean builtins"
+    return None
 
 
 def _text(path: Any) -> str | None:
@@ -164,13 +209,34 @@ def audit(g: Guard, event: str, args: tuple[Any, ...]) -> None:
             raise PermissionError(f"sandbox: starting processes is blocked ({event})")
     elif event in _FS:
         for a in args:
-            if type(a) in (str, bytes) and not inside_work(g, a):
+            t = type(a)
+            if (t is str or t is bytes) and not inside_work(g, a):
                 raise PermissionError(
                     f"sandbox: changing files outside the working directory is blocked "
                     f"({event} {a!r})"
                 )
     elif event in _GC:
         raise PermissionError(f"sandbox: {event} is blocked while candidate code runs")
+    elif event in _HOOKS:
+        # a profiler sees every frame, the harness's too; an audit hook sees the harness's
+        # events (docs/sandbox.md, "Your tests in pytest's form")
+        raise PermissionError(f"sandbox: {event} is blocked while candidate code runs")
+    elif event == "object.__setattr__" and len(args) > 1:
+        # a function's code, and a harness function's defaults (the sealed helpers' only
+        # references: sealing.py), stay what they were
+        if args[1] == "__code__" or (
+            args[1] in _DEFAULT_ATTRS and g.protected.get(id(args[0])) is args[0]
+        ):
+            raise PermissionError(
+                f"sandbox: replacing a function's {args[1]} is blocked while candidate code runs"
+            )
+    elif event == "selfheal.refused":  # sys.settrace & co., replaced by trace.hide_tracer
+        what = str(args[0])[:60] if args else "?"
+        if len(g.refused) < 20:
+            g.refused.append(what)
+        raise PermissionError(
+            f"sandbox: {what} is blocked (a tracer or profiler would see the harness's frames)"
+        )
     elif event in _KILL:
         if event == "signal.pthread_kill" or (
             event == "os.kill" and args and args[0] in (0, g.pid)
@@ -235,11 +301,6 @@ def _leave_candidate_world(g: Guard) -> None:
 def guarded(g: Guard, fn: Any, limit: float, out: Any, err: Any) -> BaseException | None:
     """Run ``fn`` as candidate code: streams captured, audit hook on, alarm armed.
     Returns the exception it raised (a ``Timeout`` when the alarm stopped it), or None."""
-
-    def on_alarm(signum: int, frame: Any) -> None:
-        if g.alarm:
-            raise Timeout()
-
     res: BaseException | None = None
     try:
         try:
@@ -247,18 +308,15 @@ def guarded(g: Guard, fn: Any, limit: float, out: Any, err: Any) -> BaseExceptio
             _signal(_SIGALRM, on_alarm)
             _sysmod.stdout = out
             _sysmod.stderr = err
-            g.alarm = True
             g.started = True
             _setitimer(_ITIMER_REAL, limit, 0.05)
             fn()
         finally:
-            g.alarm = False
             _setitimer(_ITIMER_REAL, 0, 0)
             _sysmod.stdout = g.stdout
             _sysmod.stderr = g.stderr
             _leave_candidate_world(g)
     except BaseException as e:
-        g.alarm = False
         _setitimer(_ITIMER_REAL, 0, 0)
         _sysmod.stdout = g.stdout
         _sysmod.stderr = g.stderr

@@ -8,17 +8,23 @@ from __future__ import annotations
 import gc as _gc
 import os as _os
 import sys as _sysmod
+import types as _types
 from typing import Any
 
 if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
     from selfheal.kernel_sandbox._harness.boundary import prepare
-    from selfheal.kernel_sandbox._harness.capture import NullOut
+    from selfheal.kernel_sandbox._harness.capture import Cap, NullOut
     from selfheal.kernel_sandbox._harness.channel import Harness
     from selfheal.kernel_sandbox._harness.compare import APPROX_EQ
     from selfheal.kernel_sandbox._harness.guard import Guard, make_hook
     from selfheal.kernel_sandbox._harness.loop import Loop
     from selfheal.kernel_sandbox._harness.pytest_item import pt_install
+    from selfheal.kernel_sandbox._harness.sealing import detach_class, seal
     from selfheal.kernel_sandbox._harness.session import Checks
+
+_SEALED = ("plain", "pure", "srepr", "truth", "cmp", "assert_", "assert_cmp", "on_alarm")
+"""The harness functions the kernel replaces with sealed copies (``sealing.seal``): the
+helpers tests are given and the alarm handler."""
 
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -49,8 +55,10 @@ def install(
     if canon_src:
         exec(compile(canon_src, "<selfheal canon>", "exec", dont_inherit=True), canon_ns)
     pt_install(APPROX_EQ)  # pytest imported and its modules snapshotted, no candidate yet
+    _seal_reachable(ns, clean)
     prefixes = (_sysmod.prefix, _sysmod.base_prefix, _sysmod.exec_prefix)
     guard = Guard(work, host_home, clean, prefixes)
+    guard.protected = {id(v): v for v in ns.values() if type(v) is _types.FunctionType}
     ip = get_ipython()  # type: ignore[name-defined]  # noqa: F821
     try:
         libc: Any = ctypes.CDLL(None, use_errno=True)
@@ -72,6 +80,23 @@ def install(
         serve(h, fifo)
 
     ip.user_ns["__selfheal__"] = entry
+
+
+def _seal_reachable(ns: dict[str, Any], clean: dict[str, Any]) -> None:
+    """What a candidate can get hold of leads to no harness state: the comparison helpers
+    (a test's locals), the alarm handler (``signal.getsignal``) and the classes of
+    ``sys.stdout``/``sys.stderr`` become sealed copies in ``ns`` (see ``sealing.py``)."""
+    sealed = seal({n: ns[n] for n in _SEALED}, {"_approx": tuple(APPROX_EQ.items())})
+    by_id = {id(ns[n]): sealed[n] for n in _SEALED}
+    helpers = ns.get("_HELPERS")
+    if helpers is not None:  # session.py's helpers for tests that are not wrapped
+        ns["_HELPERS"] = _types.MappingProxyType(
+            {k: by_id.get(id(v), v) for k, v in helpers.items()}
+        )
+    ns.update(sealed)
+    cap = detach_class(Cap, Cap.__bases__, ns, clean)
+    ns["Cap"] = cap
+    ns["NullOut"] = detach_class(NullOut, (cap,), ns, clean)
 
 
 def serve(h: Harness, fifo: str) -> None:

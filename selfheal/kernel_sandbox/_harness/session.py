@@ -20,7 +20,7 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
         srepr,
         truth,
     )
-    from selfheal.kernel_sandbox._harness.guard import Guard, Timeout, guarded
+    from selfheal.kernel_sandbox._harness.guard import Guard, Timeout, guard_broken, guarded
     from selfheal.kernel_sandbox._harness.pytest_collect import pytest_item
     from selfheal.kernel_sandbox._harness.trace import Tracer, code_objects, hide_tracer, traced
     from selfheal.kernel_sandbox._wire import decode_value, encode_result
@@ -165,9 +165,8 @@ def run_candidate(
     start = int(req.get("start", 0))
     tests = list(req.get("tests", ()))
     tracing = any(t[0] == "trace" for t in tests[start:])
-    if tracing:  # the tracer is the harness's: candidate code sees none (trace.py)
-        g.refused = []
-        hide_tracer(g)
+    g.refused = []
+    hide_tracer()  # no tracer or profiler of the candidate's sees the harness (trace.py)
     mod = _ModuleType("candidate")
     mod.__dict__["__file__"] = "<candidate>"
     _modules["candidate"] = mod
@@ -281,6 +280,9 @@ def _one(
         exc = tampered(tns, base, tb_clean, g.clean_builtins)
     if checks.harness_changed() and (exc is None or type(exc) is not Timeout):
         exc = AssertionError("the candidate edited the sandbox harness")
+    broken = guard_broken(g)
+    if broken is not None and (exc is None or type(exc) is not Timeout):
+        exc = AssertionError(broken)
     dur = _perf() - t1
     value: Any = None
     tname: str | None

@@ -21,11 +21,17 @@ _type_name = type.__dict__["__name__"].__get__
 _type_module = type.__dict__["__module__"].__get__
 _exc_args = BaseException.__dict__["args"].__get__
 _NoneType = type(None)
-_TR_SCALARS = frozenset({int, float, complex, bool, _NoneType})
-_TR_TEXTS = frozenset({str, bytes, bytearray})
+_FunctionType = _types.FunctionType
+_TR_SCALARS = (int, float, complex, bool, _NoneType)
+_TR_TEXTS = (str, bytes, bytearray)
+_TR_CONTAINERS = (dict, list, tuple, set, frozenset)
 _TR_BASES = (dict, list, tuple, set, frozenset, str, bytes, int, float)
-_TR_HIDDEN = frozenset(
-    {_types.FunctionType, _types.BuiltinFunctionType, _types.ModuleType, _types.MethodType, type}
+_TR_HIDDEN = (
+    _types.FunctionType,
+    _types.BuiltinFunctionType,
+    _types.ModuleType,
+    _types.MethodType,
+    type,
 )
 _TR_BIG_INT = 1 << 200
 
@@ -44,6 +50,12 @@ def code_objects(co: Any) -> dict[int, Any]:
             if type(k) is _CodeType:
                 stack.append(k)
     return found
+
+
+def one_of(t: Any, kinds: tuple[Any, ...]) -> bool:
+    """``t`` is one of ``kinds``, by identity (``t in kinds`` would ask the metaclass of a
+    candidate's type, which can answer anything)."""
+    return any(k is t for k in kinds)
 
 
 def brief(v: Any, limit: int = 60) -> str:
@@ -66,17 +78,17 @@ def _base_of(t: Any) -> Any:
 
 def _brief(v: Any, out: list[str], budget: list[int], depth: int) -> None:
     t = type(v)
-    if t in _TR_SCALARS:
+    if one_of(t, _TR_SCALARS):
         if t is int and (v >= _TR_BIG_INT or v <= -_TR_BIG_INT):
             text = f"<int of {v.bit_length()} bits>"
         else:
             text = repr(v)
-    elif t in _TR_TEXTS:
+    elif one_of(t, _TR_TEXTS):
         n = budget[0]
         text = repr(v[:n]) + ("…" if len(v) > n else "")
     elif t is range:
         text = repr(v)
-    elif t in (dict, list, tuple, set, frozenset):
+    elif one_of(t, _TR_CONTAINERS):
         _container(v, t, "", out, budget, depth)
         return
     else:
@@ -84,13 +96,13 @@ def _brief(v: Any, out: list[str], budget: list[int], depth: int) -> None:
         name = _type_name(t)
         if base is None:
             text = f"<{name}>"
-        elif base in (dict, list, tuple, set, frozenset):
+        elif one_of(base, _TR_CONTAINERS):
             out.append(name + "(")
             budget[0] -= len(name) + 2
             _container(v, base, name, out, budget, depth)
             out.append(")")
             return
-        elif base in (int, float):  # read through the builtin type
+        elif base is int or base is float:  # read through the builtin type
             text = f"{name}({base.__repr__(v)})"
         else:
             text = f"{name}({base.__repr__(base.__getitem__(v, slice(0, 40)))})"
@@ -183,10 +195,10 @@ class Tracer:
         f_locals = frame.f_locals
         pairs = dict.items(f_locals) if type(f_locals) is dict else f_locals.items()
         for name, v in pairs:
-            if type(name) is not str or name[:2] == "__" or type(v) in _TR_HIDDEN:
+            if type(name) is not str or name[:2] == "__" or one_of(type(v), _TR_HIDDEN):
                 continue
             old = seen.get(name)
-            if old is not None and old[0] is v and type(v) in _TR_SCALARS:
+            if old is not None and old[0] is v and one_of(type(v), _TR_SCALARS):
                 continue
             text = brief(v, self.value_chars)
             if old is not None and old[1] == text:
@@ -286,24 +298,40 @@ def exc_text(exc: Any, limit: int) -> str:
     return f"{name}: {brief(args, limit)}" if args else name
 
 
-def hide_tracer(g: Any) -> None:
-    """For a traced run, before the candidate loads: ``sys.gettrace`` gives None, and
-    ``sys.settrace`` / ``sys.setprofile`` (through which a tracer could be replaced, or a
-    profiler handed the frames) refuse, noting the attempt in ``g.refused``."""
+def refuse(
+    func: Any = None,
+    _what: str = "sys.settrace",
+    _audit: Any = _sysmod.audit,
+    _PermissionError: Any = PermissionError,
+) -> None:
+    """What ``sys.settrace``, ``sys.setprofile`` and their ``threading`` twins are in every
+    run (``hide_tracer``): the attempt goes to the audit hook (``guard.audit`` notes and
+    refuses it). Copies of it are sealed: no globals, no closure, no harness state."""
+    _audit("selfheal.refused", _what)
+    raise _PermissionError(f"sandbox: {_what} is blocked in the sandbox")
 
-    def refusing(what: str) -> Any:
-        def refused(*args: Any, **kwargs: Any) -> None:
-            if len(g.refused) < 20:
-                g.refused.append(what)
-            raise PermissionError(
-                f"sandbox: {what} is blocked in a traced run (the tracer belongs to the harness)"
-            )
 
-        return refused
-
+def hide_tracer() -> None:
+    """For every run, before the candidate loads: ``sys.gettrace`` gives None, and
+    ``sys.settrace`` / ``sys.setprofile`` and ``threading``'s ``settrace`` / ``setprofile``
+    (through which a tracer could be replaced, or a tracer or profiler handed the harness's
+    frames) refuse. ``guard.audit`` refuses ``sys.setprofile`` from C too (``cProfile``)."""
+    places = [(_sysmod, "sys", ("settrace", "setprofile"))]
+    threading = _sysmod.modules.get("threading")
+    if threading is not None:
+        places.append((threading, "threading", ("settrace", "setprofile")))
+    # Python 3.12+: the same for every thread at once
+    places.append((_sysmod, "sys", ("_settraceallthreads", "_setprofileallthreads")))
+    if threading is not None:
+        places.append((threading, "threading", ("settrace_all_threads", "setprofile_all_threads")))
+    for module, prefix, names in places:
+        for name in names:
+            if name in vars(module):
+                what = f"{prefix}.{name}"
+                fn = _FunctionType(refuse.__code__, {"__builtins__": {}}, name)
+                fn.__defaults__ = (None, what, _sysmod.audit, PermissionError)
+                setattr(module, name, fn)
     _sysmod.gettrace = _NoneType
-    _sysmod.settrace = refusing("sys.settrace")
-    _sysmod.setprofile = refusing("sys.setprofile")
 
 
 def traced(g: Any, tracer: Tracer, fn: Any) -> None:
