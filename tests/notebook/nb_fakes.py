@@ -6,7 +6,8 @@ implements the ``Executor`` protocol for the mock's scripted candidates (known, 
 the way the sandbox does, sharing its parts: the tests are numbered by the sandbox's own
 ``normalize_tests`` (``t0``, ``t1``...), assertions go through the sandbox's comparison
 rewrite (``rewrite_test``) and its kernel-side helpers (a candidate object is never equal to a
-plain value), a CallTest's value is checked by the host's own ``_check_call``, and the limits'
+plain value), a split test's values and a CallTest's value are judged by the host's own
+``verdict.judge``/``check_call``, and the limits'
 ``load_timeout``/``test_timeout`` stop a runaway (``timeout`` outcome). It is not a sandbox:
 no process, no containment. Never use it for untrusted code, nor where a test is about the
 user's tests reaching the sandbox (those use the real ``KernelPool``).
@@ -29,15 +30,13 @@ from selfheal.kernel_sandbox._harness.compare import (
     assert_,
     assert_cmp,
     cmp,
-    pure,
-    srepr,
     truth,
 )
 from selfheal.kernel_sandbox._harness.pytest_item import pt_install, pt_run
-from selfheal.kernel_sandbox._run import _check_call
-from selfheal.kernel_sandbox._wire import encode_value
+from selfheal.kernel_sandbox._wire import encode_result
 from selfheal.kernel_sandbox.execution import normalize_tests
 from selfheal.kernel_sandbox.rewrite import rewrite_test
+from selfheal.kernel_sandbox.split import split_test
 from selfheal.kernel_sandbox.types import (
     AssertTest,
     CallTest,
@@ -49,6 +48,7 @@ from selfheal.kernel_sandbox.types import (
     SnippetResult,
     TestResult,
 )
+from selfheal.kernel_sandbox.verdict import check_call, judge
 
 
 def _pytest_item(op: str, *args: Any) -> None:
@@ -113,7 +113,22 @@ def _failure(tid: str, exc: BaseException, started: float, limit: float) -> Test
     )
 
 
-def _assert_test(t: AssertTest, ns: dict[str, Any]) -> None:
+def _assert_test(t: AssertTest, ns: dict[str, Any]) -> Any:
+    """Run ``t``; for a split test return its candidate side's values (the host judges)."""
+    split = split_test(t.code)
+    if split is not None:
+        kept: list[Any] = []
+
+        def keep(thunk: Callable[[], Any]) -> None:
+            try:
+                kept.append(("v", encode_result(thunk())))
+            except Exception as exc:
+                kept.append(("x", type(exc).__name__, str(exc), ""))
+
+        tns = dict(ns)
+        exec(compile(split.wrapped, f"<test {t.id}>", "exec"), tns)
+        tns.pop("__sh_test__")(keep)
+        return ("vals", kept)
     try:
         code, wrapped = rewrite_test(t.code)
     except SyntaxError:
@@ -122,13 +137,7 @@ def _assert_test(t: AssertTest, ns: dict[str, Any]) -> None:
     exec(compile(code, f"<test {t.id}>", "exec"), tns)
     if wrapped:
         tns.pop("__sh_test__")(*HELPERS.values())
-
-
-def _call_value(v: Any) -> tuple[Any, ...]:
-    """A CallTest's return value as the kernel sends it to the host."""
-    if pure(v):
-        return ("ok", encode_value(v))
-    return ("opaque", getattr(type(v), "__qualname__", "?"), srepr(v))
+    return None
 
 
 class InProcessExecutor:
@@ -194,12 +203,19 @@ class InProcessExecutor:
                 fn = ns.get(t.function)
                 if fn is None:
                     raise NameError(f"the candidate defines no {t.function!r}")
-                value = _call_value(_within(limit, lambda: fn(*t.args, **t.kwargs)))
+                value = ("enc", encode_result(_within(limit, lambda: fn(*t.args, **t.kwargs))))
                 passed = TestResult(
                     test_id=t.id, outcome="passed", duration=time.perf_counter() - started
                 )
-                return _check_call(t, passed, value)
-            _within(limit, lambda: _assert_test(t, ns))
+                return check_call(t, passed, value)
+            values = _within(limit, lambda: _assert_test(t, ns))
+            if values is not None:
+                passed = TestResult(
+                    test_id=t.id, outcome="passed", duration=time.perf_counter() - started
+                )
+                split = split_test(t.code)
+                assert split is not None
+                return judge(split, passed, values)
         except BaseException as exc:
             result = _failure(t.id, exc, started, limit)
             if isinstance(t, ProbeCall) and result.outcome != "timeout":
