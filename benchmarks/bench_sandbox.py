@@ -21,6 +21,14 @@ The cost of the boundary the operating system enforces (docs/sandbox.md): the sa
 candidate and tests under ``off`` (the audit hook alone), Landlock and the fallback (mount
 namespace + seccomp), one pool of one kernel each, interleaved run by run: a warm run's
 latency, runs back to back (in blocks, interleaved), and a kernel's start to serving.
+
+    PYTHONPATH=. python benchmarks/bench_sandbox.py --verdict [--runs 60]
+
+The verdict on the host (docs/sandbox.md, "Verdicts on the host") against the verdict in the
+candidate's process: the same candidate and 10 assertion tests, as assert lines (split: the
+calls run in the candidate's process, the comparisons on the host) and each inside
+``if True:`` (not split: the whole test runs in the candidate's process, as before), one
+pool of one kernel, interleaved run by run.
 """
 
 from __future__ import annotations
@@ -322,6 +330,36 @@ def boundary_cost(runs: int) -> None:
         print(f"| {kind} | {built:.0f} | {entered:.0f} |")
 
 
+def verdict_cost(runs: int) -> None:
+    """The ``--verdict`` benchmark (see the module docstring)."""
+    from selfheal.kernel_sandbox.split import split_test
+
+    in_process = ["if True:\n    " + t for t in TESTS]
+    assert all(split_test(t) for t in TESTS) and not any(split_test(t) for t in in_process)
+    forms = {"on the host (split)": TESTS, "in the candidate's process": in_process}
+    times: dict[str, list[float]] = {f: [] for f in forms}
+    with KernelPool(size=1) as pool:
+        assert pool.wait_ready(120)
+        for tests in forms.values():
+            assert pool.run(CANDIDATE, tests).passed
+        for _ in range(runs):
+            for name, tests in forms.items():
+                time.sleep(0.02)  # the next standby is forked and waiting
+                times[name] += timed(functools.partial(pool.run, CANDIDATE, tests), 1)
+    ms = 1000.0
+    base = pct(times["in the candidate's process"], 0.5)
+    print(f"bench_sandbox --verdict: {runs} warm runs each, interleaved; {_machine()}")
+    print("Workload: one candidate function plus 10 assertion tests.\n")
+    print("| verdict decided | warm run p50 ms | p95 ms | p50 difference ms |")
+    print("|---|---:|---:|---:|")
+    for name in forms:
+        p50 = pct(times[name], 0.5)
+        print(
+            f"| {name} | {p50 * ms:.2f} | {pct(times[name], 0.95) * ms:.2f} | "
+            f"{(p50 - base) * ms:+.2f} |"
+        )
+
+
 def _machine() -> str:
     cpu = "?"
     try:
@@ -359,7 +397,15 @@ def main() -> None:
         action="store_true",
         help="instead: the cost of the OS boundary (off, Landlock, fallback), interleaved",
     )
+    ap.add_argument(
+        "--verdict",
+        action="store_true",
+        help="instead: the verdict on the host against the verdict in the process, interleaved",
+    )
     args = ap.parse_args()
+    if args.verdict:
+        verdict_cost(args.runs)
+        return
     if args.boundary:
         boundary_cost(args.runs)
         return

@@ -68,8 +68,7 @@ def f(x):
 @pytest.mark.parametrize("attack", [LYING_TYPE, HANDLER_STATE, PROFILER])
 def test_a_wrong_candidate_cannot_pass_assert_lines(pool: KernelPool, attack: str) -> None:
     tests = ["assert f(3) == 4", "assert [f(3)] == [[4]] or f(3) == 4", "assert f(3) == 4"]
-    report = pool.run(attack, tests, limits=FAST)
-    assert report.load.ok, report.load
+    report = pool.run(attack, tests, limits=FAST)  # (the profiler is also refused at load)
     assert not report.passed
     assert all(r.outcome in ("failed", "error") for r in report.results), report.results
 
