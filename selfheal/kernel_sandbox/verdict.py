@@ -57,13 +57,14 @@ def short(v: Any, n: int = _SHOWN) -> str:
 
 def _assert(s: ast.Assert, ev: HostEval) -> None:
     test = s.test
+    sides: tuple[Any, Any] | None = None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
-        left, right = ev.expr(test.left), ev.expr(test.comparators[0])
-        ok = truth(compare(type(test.ops[0]).__name__, left, right, top=True))
-        detail = f"\n  left:  {short(left)}\n  right: {short(right)}"
+        sides = ev.expr(test.left), ev.expr(test.comparators[0])
+        ok = truth(compare(type(test.ops[0]).__name__, *sides, top=True))
     else:
-        ok, detail = truth(ev.expr(test)), ""
+        ok = truth(ev.expr(test))
     if not ok:
+        detail = f"\n  left:  {short(sides[0])}\n  right: {short(sides[1])}" if sides else ""
         text = f"assert {getattr(s, 'sh_src', None) or ast.unparse(test)}{detail}"
         if s.msg is not None:
             text = f"{ev.expr(s.msg)!s}\n{text}"[:4000]

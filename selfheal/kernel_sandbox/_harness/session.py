@@ -242,10 +242,7 @@ def _one(
     elif c[0] == "values":
         kept: list[Any] = []
         exc = guarded(g, lambda: _run_values(c[1], tns, kept), test_timeout, out, err)
-        if exc is None:
-            encoded: list[Any] = []
-            exc = guarded(g, lambda: encoded.extend(_encode_kept(kept)), test_timeout, out, err)
-            box[0] = ("vals", encoded)
+        box[0] = ("vals", kept)
     elif c[0] == "call":
         fn = base.get(c[1])
         if fn is None:
@@ -315,28 +312,18 @@ def _one(
 
 def _run_values(co: Any, tns: dict[str, Any], kept: list[Any]) -> None:
     """Run a test's candidate side (``split.py``): each ``__sh_v__(lambda: expr)`` keeps the
-    value of ``expr``, or the exception it raised, for the host to judge."""
+    value of ``expr`` as data (``_wire.encode_result``), taken when it is evaluated, or the
+    exception it raised, as its type and message, for the host to judge."""
 
     def keep(thunk: Any) -> None:
         try:
-            kept.append((True, thunk()))
+            kept.append(("v", encode_result(thunk())))
         except Exception as e:
-            kept.append((False, e))
+            tn, msg, tb, _line = describe(e)
+            kept.append(("x", tn, msg, tb))
 
     exec(co, tns)
     tns.pop("__sh_test__")(keep)
-
-
-def _encode_kept(kept: list[Any]) -> list[Any]:
-    """The kept values as data (``_wire.encode_result``); a raise as its type and message."""
-    out: list[Any] = []
-    for ok, v in kept:
-        if ok:
-            out.append(("v", encode_result(v)))
-        else:
-            tn, msg, tb, _line = describe(v)
-            out.append(("x", tn, msg, tb))
-    return out
 
 
 def _call_value(v: Any) -> tuple[Any, ...]:
