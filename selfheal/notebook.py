@@ -13,12 +13,11 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Literal
 
 from selfheal.approval import Approve, Edit, Reject
-from selfheal.context import EventSink
 from selfheal.errors import ApprovalRequired, ConfigError
 from selfheal.graph.runner import Run
 from selfheal.request import HealRequest
 from selfheal.result import HealResult
-from selfheal.state import Event, HealState
+from selfheal.state import HealState
 from selfheal.widgets.approver import FutureApprover
 from selfheal.widgets.text import render_markdown, render_text
 
@@ -64,15 +63,21 @@ def _display_static(state: HealState) -> None:
 
 
 class _Relay:
-    """An event sink that forwards to several sinks (the view, the caller's ``on_event``)."""
+    """A sink that forwards to several sinks (the view, the caller's ``on_event`` or
+    ``on_token``)."""
 
-    def __init__(self, *sinks: EventSink | None) -> None:
+    def __init__(self, *sinks: Callable[..., None] | None) -> None:
         self.sinks = [s for s in sinks if s is not None]
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, *args: Any) -> None:
         for s in self.sinks:
             with contextlib.suppress(Exception):  # a broken sink must not break the run
-                s(event)
+                s(*args)
+
+    @property
+    def progress_only(self) -> bool:
+        """True when every sink only counts tokens (``selfheal.progress.progress_only``)."""
+        return all(getattr(s, "progress_only", False) for s in self.sinks)
 
 
 _HEADLESS_WHY = (
@@ -223,12 +228,14 @@ class LiveHeal:
         )
 
 
-def _make_view(run: Run, relay: _Relay, *, show: bool) -> HealView:
-    """The run's live view, fed by its events (shown at once with ``show``)."""
+def _make_view(run: Run, relay: _Relay, tokens: _Relay, *, show: bool) -> HealView:
+    """The run's live view, fed by its events and streamed tokens (shown at once with
+    ``show``)."""
     from selfheal.widgets.view import HealView
 
     view = HealView(run.state, state_getter=lambda: run.state, live=True)
     relay.sinks.insert(0, view.on_event)
+    tokens.sinks.insert(0, view.on_token)
     if show:
         from IPython.display import display
 
@@ -236,8 +243,8 @@ def _make_view(run: Run, relay: _Relay, *, show: bool) -> HealView:
     return view
 
 
-def _start(request: HealRequest, relay: _Relay) -> Run:
-    return Run.start(dataclasses.replace(request, on_event=relay))
+def _start(request: HealRequest, relay: _Relay, tokens: _Relay) -> Run:
+    return Run.start(dataclasses.replace(request, on_event=relay, on_token=tokens))
 
 
 def heal_in_notebook(mode: NotebookMode, request: HealRequest, *, show: bool = True) -> HealResult:
@@ -245,9 +252,9 @@ def heal_in_notebook(mode: NotebookMode, request: HealRequest, *, show: bool = T
     once done (``headless``); an approval no ``approver`` answers follows ``on_headless``
     (``error``: ``ApprovalRequired``), since a running cell holds the kernel (``start``
     returns a handle whose buttons answer instead)."""
-    relay = _Relay(request.on_event)
-    run = _start(request, relay)
-    view = _make_view(run, relay, show=show) if mode == "live" else None
+    relay, tokens = _Relay(request.on_event), _Relay(request.on_token)
+    run = _start(request, relay, tokens)
+    view = _make_view(run, relay, tokens, show=show) if mode == "live" else None
     try:
         result = run.run(request.approver)
     finally:
@@ -274,9 +281,9 @@ def start(spec: str, **keywords: Any) -> LiveHeal:
             "start's handle answers approvals through the view's buttons; to answer them with "
             "an approver=, call selfheal.heal(...)."
         )
-    relay = _Relay(request.on_event)
-    run = _start(request, relay)
-    view = _make_view(run, relay, show=True)
+    relay, tokens = _Relay(request.on_event), _Relay(request.on_token)
+    run = _start(request, relay, tokens)
+    view = _make_view(run, relay, tokens, show=True)
     loop = asyncio.get_event_loop()
     future_approver = FutureApprover()
     view.attach_loop(loop)
@@ -290,11 +297,11 @@ async def aheal_in_notebook(
 ) -> HealResult:
     """``aheal`` inside a kernel: shows the live view (``live``) and awaits the run; an
     approval no ``approver`` answers follows ``on_headless``, as with ``heal``."""
-    relay = _Relay(request.on_event)
-    run = await asyncio.to_thread(_start, request, relay)
+    relay, tokens = _Relay(request.on_event), _Relay(request.on_token)
+    run = await asyncio.to_thread(_start, request, relay, tokens)
     view = None
     if mode == "live":
-        view = _make_view(run, relay, show=show)
+        view = _make_view(run, relay, tokens, show=show)
         view.attach_loop(asyncio.get_running_loop())
     try:
         result = await run.arun(request.approver)

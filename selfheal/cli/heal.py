@@ -18,6 +18,7 @@ from selfheal.config.options import FLAGS, config_values
 from selfheal.errors import ConfigError
 from selfheal.graph.runner import Run
 from selfheal.inputs import check_output_path, check_python, read_text_file, read_text_stream
+from selfheal.progress import TerminalLine, TokenMeter, progress_only
 from selfheal.request import HealRequest
 from selfheal.result import HealResult, proposal_text
 from selfheal.state import Decision, Event, HealState, Proposal
@@ -27,15 +28,23 @@ _ICONS = {"end": "✓", "error": "✗", "degraded": "⚠", "decision": "?"}
 
 
 class Progress:
-    """Prints one line per node as the run goes (to stderr, so ``--json`` stays clean)."""
+    """Prints one line per node as the run goes (to stderr, so ``--json`` stays clean), and
+    while a node runs, its seconds and tokens so far (``selfheal.progress``: a live line on a
+    terminal, a plain line every 15 s otherwise)."""
 
     def __init__(self, stream: TextIO, *, quiet: bool = False) -> None:
         self.stream = stream
         self.quiet = quiet
+        self.meter = TokenMeter()
+        self.line = TerminalLine(stream, self.meter)
+        self.on_token = progress_only(self.meter.on_token)
+        """The run's token sink (it counts; it shows no text)."""
 
     def __call__(self, e: Event) -> None:
+        self.meter.on_event(e)
         if self.quiet:
             return
+        self.line.start()
         if e.kind == "end":
             tok = e.prompt_tokens + e.completion_tokens
             model = f"  [{e.model}]" if e.model else ""
@@ -46,7 +55,7 @@ class Progress:
             line = f"    {e.node:<11} {e.duration:6.2f}s  {e.detail}"
         else:
             return
-        print(line[:220], file=self.stream, flush=True)
+        self.line.print(line[:220])
 
 
 def _model_string(provider: str | None, model: str | None) -> str | None:
@@ -241,10 +250,15 @@ def cmd_heal(args: argparse.Namespace) -> int:
         code=code,
         tests=[*(args.test or ()), *(Path(f) for f in args.tests or ())],
         approver=terminal_approver if sys.stdin.isatty() else None,
-        on_event=Progress(sys.stderr, quiet=args.quiet),
+        on_event=(progress := Progress(sys.stderr, quiet=args.quiet)),
+        on_token=progress.on_token,
     )
     session = session_of(args)
     session.run = Run.start(request)
     if not args.quiet:
         print(f"selfheal: healing with {model or 'auto'}", file=sys.stderr)
-    return finish(session.run.run(request.approver), args)
+    try:
+        result = session.run.run(request.approver)
+    finally:
+        progress.line.stop()
+    return finish(result, args)

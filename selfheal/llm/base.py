@@ -365,7 +365,10 @@ class ReplyStream:
 
     @property
     def streamed(self) -> bool:
-        return bool(self.pieces) and self.on_token is not None
+        """Fragments reached a caller that shows them (a sink that only counts them, as a
+        progress line does, is marked ``progress_only`` and does not stop a retry)."""
+        shown = self.on_token is not None and not getattr(self.on_token, "progress_only", False)
+        return bool(self.pieces) and shown
 
     @property
     def text(self) -> str:

@@ -127,6 +127,7 @@ def _call(
             with contextlib.suppress(Exception):
                 sink(role, text)
 
+        on_token.progress_only = getattr(sink, "progress_only", False)  # type: ignore[attr-defined]
         options["on_token"] = on_token
     return p, options
 

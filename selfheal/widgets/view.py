@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import html
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, get_args
 
 import ipywidgets as w
 
 from selfheal.approval import Approve, Edit, Reject
+from selfheal.progress import TokenMeter, progress_only
 from selfheal.state import Decision, Event, HealState
 from selfheal.widgets.approver import FutureApprover
 from selfheal.widgets.candidates import candidates_view, evidence_summary
@@ -66,6 +68,11 @@ class HealView(w.VBox):  # type: ignore[misc]
         self._rows: list[TimelineRow] = []
         self._selected: int | None = None
         self._lock = threading.RLock()
+        self.meter = TokenMeter()
+        """Tokens and seconds of the node in flight, for the header."""
+        self.on_token = progress_only(self._on_token)
+        """The run's token sink (it counts; it shows no text)."""
+        self._ticker: threading.Thread | None = None
 
         self.header = w.HTML().add_class("selfheal-header")
         self.timeline_box = w.VBox(layout=w.Layout(width="100%")).add_class("selfheal-timeline")
@@ -193,7 +200,21 @@ class HealView(w.VBox):  # type: ignore[misc]
         else:
             self._handle_event(event)
 
+    def _on_token(self, role: str, text: str) -> None:
+        self.meter.on_token(role, text)
+
+    def _tick(self) -> None:
+        """While the run is live, the header's in-flight part once a second."""
+        while self.live and not self._state.finished:
+            time.sleep(1.0)
+            with self._lock:
+                self.header.value = self._header(self.display_state())
+
     def _handle_event(self, event: Event) -> None:
+        self.meter.on_event(event)
+        if self._ticker is None and self.live:
+            self._ticker = threading.Thread(target=self._tick, name="selfheal-view", daemon=True)
+            self._ticker.start()
         with self._lock:
             self._live_events.append(event)
             if self._getter is not None:
@@ -221,16 +242,23 @@ class HealView(w.VBox):  # type: ignore[misc]
             return state
         return state.model_copy(update={"events": state.events + tuple(self._live_events)})
 
-    def _render(self) -> None:
-        state = self.display_state()
+    def _header(self, state: HealState) -> str:
         live = self.live and not state.finished
         header = "<b>selfheal</b> · " + html.escape(summary_line(state, live=live))
+        flight = self.meter.now() if live else None
+        if flight is not None:
+            header += f' · <span class="selfheal-flight">{html.escape(flight.text())}</span>'
         evidence = evidence_summary(state)
         if state.finished and evidence:
             header += (
                 f'<br><span class="selfheal-evidence">Evidence: {html.escape(evidence)}</span>'
             )
-        self.header.value = header
+        return header
+
+    def _render(self) -> None:
+        state = self.display_state()
+        live = self.live and not state.finished
+        self.header.value = self._header(state)
         self._render_timeline(state, live)
         self.candidates_html.value = candidates_html(candidates_view(state))
         self._render_tests(state)

@@ -1,0 +1,119 @@
+"""Progress while the model writes (``selfheal.progress``): the node in flight with its
+seconds and tokens so far, an estimate once the same node has run before, a live line on a
+terminal and plain lines otherwise; the CLI and the notebook view feed it from the run."""
+
+from __future__ import annotations
+
+import io
+
+from cli_harness import run_cli
+
+from selfheal.llm.base import ReplyStream
+from selfheal.progress import _DONE, TerminalLine, TokenMeter, progress_only
+from selfheal.state import Event
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _event(kind: str, node: str = "generate", **fields: float | int) -> Event:
+    return Event(time=0.0, node=node, kind=kind, detail="", **fields)  # type: ignore[arg-type]
+
+
+def test_the_meter_shows_the_node_in_flight_and_estimates_from_its_last_run() -> None:
+    _DONE.pop("repair", None)
+    clock = Clock()
+    meter = TokenMeter(clock)
+    assert meter.now() is None
+    meter.on_event(_event("start", "repair"))
+    clock.t += 3
+    flight = meter.now()
+    assert flight is not None and flight.node == "repair" and flight.tokens == 0
+    assert "waiting for the first token" in flight.text() and flight.left is None
+    for _ in range(40):
+        meter.on_token("generator", "x")
+        clock.t += 0.1
+    flight = meter.now()
+    assert flight is not None and flight.tokens == 40 and flight.rate is not None
+    assert "40 tok" in flight.text() and "tok/s" in flight.text()
+    meter.on_event(_event("end", "repair", completion_tokens=100, duration=7.0))
+    assert meter.now() is None
+    # the next repair: 100 tokens expected, at the speed seen so far
+    meter.on_event(_event("start", "repair"))
+    clock.t += 1
+    assert meter.now() is not None and meter.now().left == 6.0  # type: ignore[union-attr]
+    for _ in range(20):
+        meter.on_token("generator", "x")
+        clock.t += 0.1  # 10 tokens a second
+    flight = meter.now()
+    assert flight is not None and flight.left is not None
+    assert 7.0 <= flight.left <= 9.0  # (100 - 20) tokens at about 10/s
+    assert "left" in flight.text()
+
+
+def test_tokens_between_nodes_are_not_counted() -> None:
+    meter = TokenMeter(Clock())
+    meter.on_token("generator", "x")
+    meter.on_event(_event("start"))
+    assert meter.now() is not None and meter.now().tokens == 0  # type: ignore[union-attr]
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_gets_a_live_line_cleared_before_each_finished_line() -> None:
+    clock = Clock()
+    meter = TokenMeter(clock)
+    stream = Tty()
+    line = TerminalLine(stream, meter)
+    meter.on_event(_event("start"))
+    clock.t += 2
+    meter.on_token("generator", "x")
+    line.tick()
+    assert stream.getvalue().startswith("\r\x1b[2K  … generate 2s")
+    line.print("  ✓ generate")
+    assert stream.getvalue().endswith("\r\x1b[2K  ✓ generate\n")
+
+
+def test_a_pipe_gets_a_plain_line_every_15_seconds() -> None:
+    clock = Clock()
+    meter = TokenMeter(clock)
+    stream = io.StringIO()
+    line = TerminalLine(stream, meter)
+    meter.on_event(_event("start"))
+    for _ in range(40):  # 20 s, ticked every half second
+        clock.t += 0.5
+        line.tick()
+    lines = stream.getvalue().splitlines()
+    assert lines == ["  … generate 15s · waiting for the first token"]
+    assert "\r" not in stream.getvalue()
+
+
+def test_a_counting_sink_does_not_stop_a_retry() -> None:
+    """A provider's stream sees the role's one-argument sink; ``roles._calls`` marks it as
+    counting when the run's sink is (``progress_only``)."""
+
+    def counting(text: str) -> None:
+        pass
+
+    counting.progress_only = progress_only(lambda role, text: None).progress_only  # type: ignore[attr-defined]
+    shown, counted = ReplyStream(lambda piece: None), ReplyStream(counting)
+    for r in (shown, counted):
+        r.add("def")
+    assert shown.streamed and not counted.streamed
+
+
+def test_the_cli_feeds_the_meter_from_the_run(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("SELFHEAL_RUNS_DIR", str(tmp_path))
+    _DONE.pop("generate", None)
+    ran = run_cli("heal", "--provider", "mock")
+    assert ran.code in (0, 1), ran.err
+    # the generate node's streamed tokens reached the meter, which kept its length
+    assert _DONE["generate"] and _DONE["generate"][-1][0] > 0
