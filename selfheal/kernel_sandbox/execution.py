@@ -69,8 +69,9 @@ InputFiles = Mapping[str, "str | os.PathLike[str] | bytes"]
 
 def input_files(files: InputFiles | None, limits: Limits) -> tuple[tuple[str, bytes], ...]:
     """``files`` read on the host, checked (plain names, existing files, each within the
-    file-size limit); ``ConfigError`` otherwise."""
+    file-size limit, all within the run folder's size); ``ConfigError`` otherwise."""
     out = []
+    total = 0  # what they take in the run's folder: whole 4 KiB pages
     for name, src in (files or {}).items():
         if not name or "/" in name or "\\" in name or name in (".", "..", ".tmp"):
             raise ConfigError(
@@ -83,6 +84,12 @@ def input_files(files: InputFiles | None, limits: Limits) -> tuple[tuple[str, by
         if len(data) > limits.max_file_size_mb * 1024 * 1024:
             raise ConfigError(
                 f"input file {name!r} is larger than max_file_size_mb={limits.max_file_size_mb}"
+            )
+        total += -(-len(data) // 4096) * 4096
+        if total > limits.disk_mb * 1024 * 1024:
+            raise ConfigError(
+                f"the input files take more than disk_mb={limits.disk_mb} MiB, the size of "
+                "the run's folder: pass fewer or smaller files, or a larger Limits.disk_mb"
             )
         out.append((name, data))
     return tuple(out)
