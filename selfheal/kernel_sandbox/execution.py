@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from selfheal.errors import ConfigError
+from selfheal.kernel_sandbox._harness.capture import clip
 from selfheal.kernel_sandbox._run import KernelRun, KernelSource
 from selfheal.kernel_sandbox._wire import encode_value
 from selfheal.kernel_sandbox.rewrite import rewrite_test, split_snippet
@@ -134,7 +135,8 @@ async def run_snippet(source: KernelSource, code: str, setup: str, limits: Limit
         )
     r = run.report().results[0]
     value = run.values[0]
-    shown = value[1] if isinstance(value, tuple) and value and value[0] == "repr" else None
+    ok = isinstance(value, tuple) and value and value[0] == "repr"
+    shown = clip(value[1], 16000, 8000) if ok else None  # (cut in the kernel at 4,000)
     copied = {"outcome", "stdout", "stderr", "exc_type", "message", "traceback", "duration"}
     return SnippetResult(value=shown, **r.model_dump(include=copied))
 

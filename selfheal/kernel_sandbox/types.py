@@ -83,8 +83,7 @@ class Limits(Record):
     """Total size of the run's folder in MiB (a tmpfs of this size mounted on it, files
     passed with ``files=`` included): writing past it raises ``OSError`` (``ENOSPC``) in
     the candidate, and the host's disk is not touched. Needs a mount namespace for the
-    kernel (root, as ``selfheal doctor`` says); without one only ``max_file_size_mb``
-    bounds a file."""
+    kernel (the host runs as root); without one only ``max_file_size_mb`` bounds a file."""
     allow_network: bool = False
     """Let candidates open sockets (blocked by default)."""
     allow_subprocess: bool = False
