@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
-    from selfheal.kernel_sandbox._harness.capture import Cap, describe
+    from selfheal.kernel_sandbox._harness.capture import NAME_CAP, Cap, clip, describe
     from selfheal.kernel_sandbox._harness.compare import (
         assert_,
         assert_cmp,
@@ -32,6 +32,7 @@ _ModuleType = _types.ModuleType
 _modules = _sysmod.modules
 _linecache = _linecachemod.cache
 _CACHE_MAX = 4096
+_qualname = type.__dict__["__qualname__"].__get__  # a type's own, never a metaclass's
 
 
 def compile_tests(tests: list[Any], start: int, cache: dict[Any, Any]) -> list[Any]:
@@ -305,7 +306,7 @@ def _one(
 
 def _call_value(v: Any) -> tuple[Any, ...]:
     """A CallTest's return value for the host: encoded if plain, else its type and repr."""
-    type_name = getattr(type(v), "__qualname__", "?")
+    type_name = clip(_qualname(type(v)), NAME_CAP)
     if pure(v):
         try:
             return ("ok", encode_value(v))
