@@ -29,6 +29,14 @@ candidate's process: the same candidate and 10 assertion tests, as assert lines 
 calls run in the candidate's process, the comparisons on the host) and each inside
 ``if True:`` (not split: the whole test runs in the candidate's process, as before), one
 pool of one kernel, interleaved run by run.
+
+    PYTHONPATH=. python benchmarks/bench_sandbox.py --flood [--rounds 5 --seconds 3]
+
+The pool's throughput while a flooding candidate runs beside it (docs/sandbox.md): one
+pool of two kernels; normal candidates (10 tests each) back to back, one at a time, for
+``--seconds``, alone, then while another thread keeps a candidate that writes junk without
+newlines into the result pipe (4 threads, 1 MiB writes) running on the other kernel; the
+two phases interleaved round by round.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -360,6 +369,96 @@ def verdict_cost(runs: int) -> None:
         )
 
 
+FLOODER = r"""
+import fcntl, os, stat, threading, time
+
+def _flood(fd):
+    junk = b"x" * (1 << 20)  # no newline, ever
+    while True:
+        try:
+            os.write(fd, junk)
+        except OSError:
+            time.sleep(0.001)
+
+def flood():
+    for fd in range(3, 257):
+        try:
+            pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
+            writes = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY
+        except OSError:
+            continue
+        if pipe and writes:  # the result pipe
+            for _ in range(4):
+                threading.Thread(target=_flood, args=(fd,), daemon=True).start()
+    time.sleep(30)
+    return 1
+"""
+
+
+def flood_throughput(rounds: int, seconds: float) -> None:
+    """The ``--flood`` benchmark (see the module docstring)."""
+    lim = Limits(test_timeout=30.0, run_timeout=300.0)
+    alone: list[float] = []
+    beside: list[float] = []
+    rates: dict[str, list[float]] = {"alone": [], "beside": []}
+    kills = [0]
+    flooding = [0.0]
+
+    def normal_runs(pool: KernelPool, into: list[float]) -> float:
+        end = time.perf_counter() + seconds
+        n = 0
+        while time.perf_counter() < end:
+            t = time.perf_counter()
+            report = pool.run(CANDIDATE, TESTS)
+            into.append(time.perf_counter() - t)
+            assert report.passed, report
+            n += 1
+        return n / seconds
+
+    def flooder(pool: KernelPool, stop: threading.Event) -> None:
+        t = time.perf_counter()
+        while not stop.is_set():
+            report = pool.run(FLOODER, ["assert flood() == 1"] * 10, limits=lim)
+            kills[0] += sum(r.exc_type == "ChannelFlood" for r in report.results)
+        flooding[0] += time.perf_counter() - t
+
+    with KernelPool(size=2) as pool:
+        assert pool.wait_ready(120)
+        assert pool.run(CANDIDATE, TESTS).passed
+        for _ in range(rounds):
+            pool.wait_ready(120)
+            rates["alone"].append(normal_runs(pool, alone))
+            stop = threading.Event()
+            side = threading.Thread(target=flooder, args=(pool, stop))
+            side.start()
+            time.sleep(0.2)  # the flooding run has its kernel
+            rates["beside"].append(normal_runs(pool, beside))
+            stop.set()
+            side.join()
+        started = pool.kernels_started
+    ms = 1000.0
+    print(
+        f"bench_sandbox --flood: {rounds} rounds of {seconds:.0f} s per phase, interleaved; "
+        f"pool size 2 ({started} kernels started in all); {_machine()}"
+    )
+    print("Workload: one candidate function plus 10 assertion tests, one run at a time.\n")
+    print("| normal candidates | runs/s (median of rounds) | p50 ms | p95 ms | max ms |")
+    print("|---|---:|---:|---:|---:|")
+    for label, xs, key in (
+        ("alone", alone, "alone"),
+        ("beside a flooding candidate on the other kernel", beside, "beside"),
+    ):
+        print(
+            f"| {label} | {statistics.median(rates[key]):.1f} | {pct(xs, 0.5) * ms:.1f} | "
+            f"{pct(xs, 0.95) * ms:.1f} | {max(xs) * ms:.0f} |"
+        )
+    print(
+        f"\nThe flooding candidate: {kills[0]} tests killed as floods in "
+        f"{flooding[0]:.1f} s ({kills[0] / max(flooding[0], 1e-9):.1f} per second), each in a "
+        "fresh process."
+    )
+
+
 def _machine() -> str:
     cpu = "?"
     try:
@@ -402,12 +501,21 @@ def main() -> None:
         action="store_true",
         help="instead: the verdict on the host against the verdict in the process, interleaved",
     )
+    ap.add_argument(
+        "--flood",
+        action="store_true",
+        help="instead: the pool's throughput with and without a flooding candidate beside it",
+    )
+    ap.add_argument("--seconds", type=float, default=3.0, help="seconds per phase (--flood)")
     args = ap.parse_args()
     if args.verdict:
         verdict_cost(args.runs)
         return
     if args.boundary:
         boundary_cost(args.runs)
+        return
+    if args.flood:
+        flood_throughput(args.rounds, args.seconds)
         return
     if args.humaneval:
         humaneval()

@@ -18,9 +18,9 @@ from selfheal.kernel_sandbox.containment import (
     CgroupSet,
     kill_tree,
     make_preexec,
-    netns_prefix,
     nproc_budget,
     rlimit_pairs,
+    unshare_prefix,
 )
 from selfheal.kernel_sandbox.leftovers import remove_kernel_dirs
 from selfheal.kernel_sandbox.types import Limits
@@ -56,9 +56,11 @@ async def launch(
     network_namespace: bool,
     python: str | None,
     zygote: Zygote | None,
+    mount_namespace: bool = False,
 ) -> KernelProcess:
-    """Start the kernel process: session leader, in its cgroups, network namespace,
-    rlimits, allow-listed environment, cwd ``work``, stdin/stdout/stderr on /dev/null."""
+    """Start the kernel process: session leader, in its cgroups, network namespace, mount
+    namespace, rlimits, allow-listed environment, cwd ``work``, stdin/stdout/stderr on
+    /dev/null."""
     conn_file = root / "conn.json"
     conn_file.write_text(json.dumps(conn))
     argv = [
@@ -73,6 +75,7 @@ async def launch(
             spec = {
                 "cgroup_procs": [str(d / "cgroup.procs") for d in cgroups.dirs.values()],
                 "netns": network_namespace,
+                "mountns": mount_namespace,
                 "rlimits": rlimit_pairs(limits, nproc_budget(limits)),
                 "cwd": str(work),
                 "env": env,
@@ -81,8 +84,8 @@ async def launch(
             return ForkedProcess(await zygote.spawn(spec), zygote)
         # forked here, on the pool's event-loop thread: the kernel dies with that thread
         cmd = [python or sys.executable, "-m", "ipykernel_launcher", *argv]
-        if network_namespace:
-            cmd = netns_prefix() + cmd
+        if network_namespace or mount_namespace:
+            cmd = unshare_prefix(network_namespace, mount_namespace) + cmd
         return subprocess.Popen(
             cmd,
             cwd=work,

@@ -10,6 +10,7 @@ import asyncio
 import time
 from typing import Any, Protocol
 
+from selfheal.kernel_sandbox._harness.capture import NAME_CAP, clip
 from selfheal.kernel_sandbox.kernel import SandboxKernel
 from selfheal.kernel_sandbox.split import SplitTest
 from selfheal.kernel_sandbox.types import (
@@ -31,7 +32,14 @@ EXIT_GRACE = 2.0
 """Seconds the host waits for the harness to report a run's process gone after the host
 killed it, before it gives up on the kernel."""
 _NO_RESULT = "no verifiable result came back for this test"
-_PER_REQUEST = {"load_timeout", "test_timeout", "output_limit", "allow_network", "allow_subprocess"}
+_PER_REQUEST = {
+    "load_timeout",
+    "test_timeout",
+    "output_limit",
+    "disk_mb",
+    "allow_network",
+    "allow_subprocess",
+}
 """The limits each request carries (the kernel's process carries the others)."""
 
 
@@ -43,19 +51,35 @@ class KernelSource(Protocol):
     async def release(self, kernel: SandboxKernel) -> None: ...
 
 
-def _result_from(m: tuple[Any, ...], test: SandboxTest) -> tuple[TestResult, Any]:
+_TEXT_CAP = 16000
+"""Characters the host keeps of a message, a traceback or a value's text from a kernel
+(the kernel cuts them shorter; a line forged with the key is cut here)."""
+
+
+def _text(s: Any, n: int = _TEXT_CAP) -> str:
+    return clip(s, n, n // 2)
+
+
+def _name(s: Any) -> str | None:
+    return None if s is None else clip(s, NAME_CAP)
+
+
+def _result_from(
+    m: tuple[Any, ...], test: SandboxTest, output_limit: int
+) -> tuple[TestResult, Any]:
+    """A test's result from its message, every string cut to its cap."""
     _, _i, outcome, tn, msg, tb, out, err, trunc, dur, value = m
     canon = None
     if isinstance(test, ProbeCall) and isinstance(value, tuple) and value and value[0] == "canon":
-        canon = str(value[1])
+        canon = _text(value[1])
     r = TestResult(
         test_id=test.id,
         outcome=outcome,
-        exc_type=tn,
-        message=msg,
-        traceback=tb,
-        stdout=out,
-        stderr=err,
+        exc_type=_name(tn),
+        message=_text(msg),
+        traceback=_text(tb),
+        stdout=clip(out, output_limit),
+        stderr=clip(err, output_limit),
         truncated=bool(trunc),
         duration=float(dur),
         value=canon,
@@ -63,10 +87,16 @@ def _result_from(m: tuple[Any, ...], test: SandboxTest) -> tuple[TestResult, Any
     return r, value
 
 
-def _load_from(m: tuple[Any, ...]) -> LoadResult:
+def _load_from(m: tuple[Any, ...], output_limit: int) -> LoadResult:
     _, ok, outcome, tn, msg, line, tb, out, _trunc, _dur = m
     return LoadResult(
-        ok=bool(ok), outcome=outcome, exc_type=tn, message=msg, line=line, traceback=tb, stdout=out
+        ok=bool(ok),
+        outcome=outcome,
+        exc_type=_name(tn),
+        message=_text(msg),
+        line=line,
+        traceback=_text(tb),
+        stdout=clip(out, output_limit),
     )
 
 
@@ -215,7 +245,7 @@ class KernelRun:
                     mark = time.monotonic()
                     current = start if start < len(self.tests) else None
                     if self.load is None:
-                        self.load = _load_from(m)
+                        self.load = _load_from(m, lim.output_limit)
                         if not self.load.ok:
                             self._not_loaded()
                     elif not m[1]:
@@ -223,12 +253,12 @@ class KernelRun:
                             "error",
                             "CandidateNotLoaded",
                             "not run: the candidate did not load again in a fresh process "
-                            f"({m[3]}: {m[4]})",
+                            f"({_name(m[3])}: {_text(m[4], 2000)})",
                         )
                 elif kind == "result":
                     i = int(m[1])
                     t = self.tests[i]
-                    r, value = _result_from(m, t)
+                    r, value = _result_from(m, t, lim.output_limit)
                     if isinstance(t, CallTest) and r.outcome == "passed":
                         r = check_call(t, r, value)
                     elif (split := self.splits[i]) is not None and r.outcome == "passed":
@@ -250,7 +280,7 @@ class KernelRun:
                     return self._resolve(pending, current, loading)
                 elif kind == "internal":
                     kernel.retire()
-                    self._harness_failed(f"harness failure: {m[1]}")
+                    self._harness_failed(f"harness failure: {_text(m[1], 2000)}")
                     return None
                 continue
             if ev.kind == "replied":
@@ -270,7 +300,9 @@ class KernelRun:
                     await kernel.akill()
                     return self._resolve(pending, current, loading)
                 continue
-            if watch_procs and kernel.process_count() > lim.max_processes:
+            if ev.kind == "flooded":  # over the result pipe's caps (``_frames.py``)
+                pending = ("error", "ChannelFlood", str(ev.data[0]))
+            elif watch_procs and kernel.process_count() > lim.max_processes:
                 why = f"the candidate exceeded {lim.max_processes} processes and was killed"
                 pending = ("crashed", "ProcessLimit", why)
             elif now >= self.run_deadline:

@@ -145,12 +145,16 @@ def unshare_works(flag: str) -> bool:
     return r.returncode == 0
 
 
-def netns_prefix() -> list[str]:
-    """Command prefix that starts a process in a fresh network namespace (no route out)."""
+def unshare_prefix(net: bool, mount: bool) -> list[str]:
+    """Command prefix that starts a process in a fresh network namespace (no route out)
+    and/or a mount namespace of its own (private: no mount made there reaches the host)."""
     exe = shutil.which("unshare")
-    if exe is None:  # pragma: no cover - guarded by netns_available
+    if exe is None or not (net or mount):  # pragma: no cover - guarded by the checks above
         return []
-    return [exe, "--net", "--"]
+    flags = ["--net"] if net else []
+    if mount:
+        flags += ["--mount", "--propagation", "private"]
+    return [exe, *flags, "--"]
 
 
 def _own_cgroup_paths() -> dict[str, str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from selfheal.errors import ConfigError
+from selfheal.kernel_sandbox._harness.capture import clip
 from selfheal.kernel_sandbox._run import KernelRun, KernelSource
 from selfheal.kernel_sandbox._wire import encode_value
 from selfheal.kernel_sandbox.rewrite import rewrite_test, split_snippet
@@ -73,8 +74,9 @@ InputFiles = Mapping[str, "str | os.PathLike[str] | bytes"]
 
 def input_files(files: InputFiles | None, limits: Limits) -> tuple[tuple[str, bytes], ...]:
     """``files`` read on the host, checked (plain names, existing files, each within the
-    file-size limit); ``ConfigError`` otherwise."""
+    file-size limit, all within the run folder's size); ``ConfigError`` otherwise."""
     out = []
+    total = 0  # what they take in the run's folder: whole 4 KiB pages
     for name, src in (files or {}).items():
         if not name or "/" in name or "\\" in name or name in (".", "..", ".tmp"):
             raise ConfigError(
@@ -87,6 +89,12 @@ def input_files(files: InputFiles | None, limits: Limits) -> tuple[tuple[str, by
         if len(data) > limits.max_file_size_mb * 1024 * 1024:
             raise ConfigError(
                 f"input file {name!r} is larger than max_file_size_mb={limits.max_file_size_mb}"
+            )
+        total += -(-len(data) // 4096) * 4096
+        if total > limits.disk_mb * 1024 * 1024:
+            raise ConfigError(
+                f"the input files take more than disk_mb={limits.disk_mb} MiB, the size of "
+                "the run's folder: pass fewer or smaller files, or a larger Limits.disk_mb"
             )
         out.append((name, data))
     return tuple(out)
@@ -132,7 +140,8 @@ async def run_snippet(source: KernelSource, code: str, setup: str, limits: Limit
         )
     r = run.report().results[0]
     value = run.values[0]
-    shown = value[1] if isinstance(value, tuple) and value and value[0] == "repr" else None
+    ok = isinstance(value, tuple) and value and value[0] == "repr"
+    shown = clip(value[1], 16000, 8000) if ok else None  # (cut in the kernel at 4,000)
     copied = {"outcome", "stdout", "stderr", "exc_type", "message", "traceback", "duration"}
     return SnippetResult(value=shown, **r.model_dump(include=copied))
 

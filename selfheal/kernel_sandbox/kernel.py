@@ -26,10 +26,16 @@ from typing import Any
 from jupyter_client.asynchronous.client import AsyncKernelClient
 
 from selfheal.errors import SandboxError
-from selfheal.kernel_sandbox._frames import frame_request, read_line, readable, write_all
+from selfheal.kernel_sandbox._frames import (
+    ResultReader,
+    frame_request,
+    read_line,
+    readable,
+    write_all,
+)
 from selfheal.kernel_sandbox._harness import install_code
 from selfheal.kernel_sandbox._launch import cleanup, connection, launch
-from selfheal.kernel_sandbox.boundary import BoundaryKind
+from selfheal.kernel_sandbox.boundary import BoundaryKind, mount_namespace_available
 from selfheal.kernel_sandbox.containment import (
     CgroupSet,
     apply_rlimits,
@@ -80,9 +86,10 @@ class KernelEvent:
 
     kind: str
     """``message`` (a verified harness message of the run), ``idle`` (nothing yet), ``dead``
-    (the kernel process died), ``replied`` (the harness's loop ended)."""
+    (the kernel process died), ``replied`` (the harness's loop ended), ``flooded`` (the
+    run's process went over the result pipe's caps: kill it)."""
     data: tuple[Any, ...] = ()
-    """The harness message, without its run number, for ``message``."""
+    """The harness message, without its run number, for ``message``; why, for ``flooded``."""
 
 
 class SandboxKernel:
@@ -113,7 +120,8 @@ class SandboxKernel:
         self.out_fifo = root / "out"
         os.mkfifo(self.out_fifo, 0o600)
         self._rfd = os.open(self.out_fifo, os.O_RDONLY | os.O_NONBLOCK)
-        self._buf = bytearray()
+        self._reader = ResultReader(self._rfd)
+        self.mount_namespace = mount_namespace_available()  # then each run's folder is a tmpfs
         self.key_file.write_bytes(self._key)
         self._seq = 0
         self.uses = 0
@@ -158,6 +166,7 @@ class SandboxKernel:
                 network_namespace=self.network_namespace,
                 python=python,
                 zygote=zygote,
+                mount_namespace=self.mount_namespace,
             )
         except BaseException:
             os.close(self._rfd)
@@ -203,6 +212,7 @@ class SandboxKernel:
             str(self.out_fifo),
             str(Path.home()),
             self.boundary,
+            self.limits.disk_mb if self.mount_namespace else 0,
         )
         # the first request is queued until the kernel is up; await its reply
         msg_id = self.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
@@ -296,7 +306,10 @@ class SandboxKernel:
         self.uses += 1
         # the process serving the run was forked before the run: it sets its own rlimits
         rlimits = rlimit_pairs(self.limits, self._nproc)
-        data = frame_request(self._key, {**req, "seq": self._seq, "rlimits": rlimits})
+        # the kernel fits each line within ``cap``; the host reads no more
+        cap = self._reader.new_run(len(req.get("tests", ())), int(req.get("output_limit", 0)))
+        req = {**req, "seq": self._seq, "rlimits": rlimits, "line_cap": cap}
+        data = frame_request(self._key, req)
         try:
             fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)
         except OSError:
@@ -362,23 +375,11 @@ class SandboxKernel:
             await readable(self._rfd, min(left, 0.05))
 
     def _take(self, seq: int) -> KernelEvent | None:
-        """The next verified line of run ``seq`` already in the result pipe, if any."""
-        while True:
-            nl = self._buf.find(b"\n")
-            if nl >= 0:
-                line = bytes(self._buf[:nl])
-                del self._buf[: nl + 1]
-                ev = self._verify(line, seq) if line else None
-                if ev is not None:
-                    return ev
-                continue
-            try:
-                chunk = os.read(self._rfd, 1 << 20)
-            except OSError:  # nothing yet (or the pipe is gone)
-                return None
-            if not chunk:
-                return None
-            self._buf += chunk
+        """The next verified line of run ``seq`` in the result pipe (read in bounded chunks,
+        ``ResultReader``), if any; ``flooded`` once the run's process went over its caps."""
+        ev = self._reader.take(lambda line: self._verify(line, seq))
+        why = self._reader.flood() if ev is None else None
+        return KernelEvent("flooded", (why,)) if why else ev
 
     def _verify(self, line: bytes, seq: int) -> KernelEvent | None:
         value = read_line(self._key, line)

@@ -79,6 +79,11 @@ class Limits(Record):
     """Most open file descriptors (RLIMIT_NOFILE)."""
     output_limit: int = 64 * 1024
     """Bytes of stdout/stderr kept per test; the rest is dropped and marked truncated."""
+    disk_mb: int = Field(default=256, ge=1, le=1024 * 1024)
+    """Total size of the run's folder in MiB (a tmpfs of this size mounted on it, files
+    passed with ``files=`` included): writing past it raises ``OSError`` (``ENOSPC``) in
+    the candidate, and the host's disk is not touched. Needs a mount namespace for the
+    kernel (the host runs as root); without one only ``max_file_size_mb`` bounds a file."""
     allow_network: bool = False
     """Let candidates open sockets (blocked by default)."""
     allow_subprocess: bool = False

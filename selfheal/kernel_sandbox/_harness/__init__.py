@@ -52,10 +52,18 @@ def _canon_source() -> str:
 
 
 def install_code(
-    key_file: str, work: str, fifo: str, out_fifo: str, host_home: str, boundary: str = "off"
+    key_file: str,
+    work: str,
+    fifo: str,
+    out_fifo: str,
+    host_home: str,
+    boundary: str = "off",
+    disk_mb: int = 0,
 ) -> str:
     """The warm-up execute request: install the harness in the kernel's IPython namespace
     (only the entry point ``__selfheal__`` is left there); ``boundary`` is the kind of
-    boundary its runs enter (``landlock``, ``fallback``, ``off``)."""
-    args = (key_file, work, fifo, out_fifo, host_home, _canon_source(), boundary)
+    boundary its runs enter (``landlock``, ``fallback``, ``off``); ``disk_mb``, the size
+    of the tmpfs each run's folder is (0: a plain folder, where the kernel has no mount
+    namespace of its own)."""
+    args = (key_file, work, fifo, out_fifo, host_home, _canon_source(), boundary, disk_mb)
     return f"{_BOOT}\n__sh_boot__({_sources()!r}, {args!r})\ndel __sh_boot__\n"

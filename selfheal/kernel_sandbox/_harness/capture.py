@@ -1,11 +1,38 @@
-"""Kernel side: capped output capture and exception descriptions trimmed to the candidate's
-and the test's frames. Shipped to the kernel as source (see ``_harness/__init__.py``)."""
+"""Kernel side: capped output capture, exception descriptions trimmed to the candidate's
+and the test's frames, and ``clip``, the cap on every string that comes from the candidate
+(the host clips again what it reads: ``_run.py``). Shipped to the kernel as source (see
+``_harness/__init__.py``)."""
 
 from __future__ import annotations
 
 from traceback import extract_tb as _extract_tb
 from traceback import format_list as _format_list
 from typing import Any
+
+NAME_CAP = 200
+"""Characters kept of a name that comes from the candidate (an exception's type name)."""
+MESSAGE_CAP = 4000
+"""Characters kept of an exception's message."""
+TRACEBACK_CAP = 16000
+"""Characters kept of a trimmed traceback (its start and its end)."""
+_real_name = type.__dict__["__name__"].__get__  # a type's own name, never a metaclass's
+
+
+def clip(s: Any, n: int, tail: int = 0) -> str:
+    """``s`` as a plain ``str`` of at most ``n`` characters: a longer one keeps its start
+    (and its last ``tail`` characters) around a marker that says how long it was. What
+    ``clip`` returns is clipped already (clipping twice changes nothing)."""
+    if type(s) is not str:
+        try:  # a str subclass: its own methods never run
+            s = str.__str__(s)
+        except BaseException:
+            s = "<not a string>"
+    if len(s) <= n:
+        return s
+    mark = f"...<cut: {len(s)} characters>..."
+    keep = max(0, n - len(mark))
+    end = min(tail, keep)
+    return s[: keep - end] + mark + (s[len(s) - end :] if end else "")
 
 
 class Cap:
@@ -68,13 +95,11 @@ _REFUSED_NOTE = (
 
 def describe(e: BaseException) -> tuple[str, str, str, int | None]:
     """(type name, message, trimmed traceback, candidate line)."""
-    tn = getattr(type(e), "__name__", "?")
+    tn = clip(_real_name(type(e)), NAME_CAP)
     try:
-        msg = str(e)
+        msg = clip(str(e), MESSAGE_CAP)
     except BaseException:
         msg = "<str() of the exception failed>"
-    if len(msg) > 4000:
-        msg = msg[:4000] + "..."
     try:  # the operating system's boundary said no (the audit hook's words say so already)
         if isinstance(e, OSError) and e.errno in _REFUSED and not msg.startswith("sandbox:"):
             msg += _REFUSED_NOTE
@@ -97,5 +122,5 @@ def describe(e: BaseException) -> tuple[str, str, str, int | None]:
     if isinstance(e, SyntaxError):
         line = getattr(e, "lineno", line)
     tb = "Traceback (most recent call last):\n" + "".join(lines) if lines else ""
-    tb += f"{tn}: {msg}"
+    tb = clip(tb + f"{tn}: {msg}", TRACEBACK_CAP, TRACEBACK_CAP // 2)
     return tn, msg, tb, line

@@ -18,6 +18,7 @@ from hmac import compare_digest as _compare_digest
 from typing import Any
 
 if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
+    from selfheal.kernel_sandbox._harness.capture import clip
     from selfheal.kernel_sandbox._harness.guard import Guard
     from selfheal.kernel_sandbox._harness.session import Checks
 
@@ -56,12 +57,29 @@ class Harness:
         self.last_seq = 0
         self.boundary: Any = None  # what every run's process enters (boundary.py)
         self.boundary_text = "off"
+        self.disk_mb = 0  # each run's folder is a tmpfs of this size (0: a plain folder)
         self.cache: dict[Any, Any] = {}  # compiled tests, inherited by every forked process
 
-    def send(self, obj: Any) -> None:
-        view = memoryview(sign(self.key, obj))
+    def send(self, obj: Any, cap: int = 0) -> None:
+        """Write ``obj`` as one signed line; with ``cap``, a line over ``cap`` bytes (the
+        most the host reads) is replaced by ``fit``'s short form."""
+        line = sign(self.key, obj)
+        if cap and len(line) > cap:
+            line = sign(self.key, fit(obj, len(line)))
+        view = memoryview(line)
         while view:
             view = view[_os_write(self.out_fd, view) :]
+
+
+def fit(obj: tuple[Any, ...], size: int) -> tuple[Any, ...]:
+    """A message too long for the host (``size`` bytes) in short form: a test's result
+    becomes an ``error`` saying so (its output cut, its value dropped); any other message
+    keeps its first 2,000 characters of each string."""
+    if obj[0] == "result":  # ("result", seq, i, outcome, type, message, tb, out, err, ...)
+        why = f"the test's result was {size} bytes, too large to send to the host"
+        out, err = (clip(x, 2000) for x in obj[7:9])
+        return (*obj[:3], "error", "SandboxError", why, "", out, err, True, obj[10], None)
+    return tuple(clip(x, 2000) if isinstance(x, str) else x for x in obj)
 
 
 def read_request(h: Harness, fd: int) -> dict[str, Any] | None:

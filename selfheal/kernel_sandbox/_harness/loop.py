@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import ctypes as _lctypes
 import marshal as _marshal
 import os as _os
 import resource as _resource
@@ -16,6 +17,7 @@ from typing import Any
 
 if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
     from selfheal.kernel_sandbox._harness.boundary import enter, for_run
+    from selfheal.kernel_sandbox._harness.capture import MESSAGE_CAP, clip
     from selfheal.kernel_sandbox._harness.channel import Harness, read_exact, read_request
     from selfheal.kernel_sandbox._harness.session import compile_tests, run_candidate
 
@@ -36,6 +38,7 @@ _exit = _os._exit
 _setrlimit = _resource.setrlimit
 _select = _selectmod.select
 _PR_SET_PDEATHSIG = 1
+_MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MNT_DETACH = 2, 4, 32, 2
 
 
 class _Child:
@@ -108,7 +111,7 @@ class Loop:
             if self.active is None and self.later:
                 for c, status in self.later:
                     self._end(c, status)
-                    _remove_run(c.work)
+                    _remove_run(self.h, c.work)
                 self.later.clear()
         self.h.send(("internal", 0, "the standby process keeps dying"))
 
@@ -168,7 +171,7 @@ class Loop:
             if self.waiting is not None:
                 w, self.waiting = self.waiting, None
                 self._start(w)
-            _remove_run(c.work)  # after the go: off the next run's critical path
+            _remove_run(self.h, c.work)  # after the go: off the next run's critical path
             return
         if c is self.standby:
             self.standby = None
@@ -182,7 +185,7 @@ class Loop:
             self.waiting = None
         if self.active is None:
             self._end(c, status)
-            _remove_run(c.work)
+            _remove_run(self.h, c.work)
         else:  # reported once the active one is gone, so no two processes write at once
             self.later.append((c, status))
 
@@ -197,12 +200,24 @@ class Loop:
         if c.seq:
             self.h.send(("exit", c.seq, status))
         else:
-            _remove_run(c.work)
+            _remove_run(self.h, c.work)
 
 
-def _remove_run(work: str) -> None:
+def _run_fs(h: Harness, root: str, size_mb: int, remount: bool = False) -> None:
+    """Mount a tmpfs of ``size_mb`` MiB on the run's folder ``root`` (or resize it): all
+    the run may write; the kernel's own mount namespace keeps it from the host."""
+    flags = _MS_NOSUID | _MS_NODEV | (_MS_REMOUNT if remount else 0)
+    opts = f"size={size_mb}m,nr_inodes={size_mb * 256}" + ("" if remount else ",mode=700")
+    if h.libc.mount(b"tmpfs", root.encode(), b"tmpfs", flags, opts.encode()) != 0:
+        e = _lctypes.get_errno()
+        raise OSError(e, f"mounting the run's {size_mb} MiB folder: {_os.strerror(e)}")
+
+
+def _remove_run(h: Harness, work: str) -> None:
     if not work:
         return
+    if h.disk_mb:  # a tmpfs: unmounting it frees whatever the candidate left
+        h.libc.umount2(_os.path.dirname(work).encode(), _MNT_DETACH)
     try:  # the usual case: the candidate left nothing
         _rmdir(work + "/.tmp")
         _rmdir(work)
@@ -248,6 +263,8 @@ def _spawn(h: Harness, fifo_fd: int, work: str) -> _Child:
     root = _os.path.dirname(work)
     _shutil.rmtree(root, ignore_errors=True)
     _os.mkdir(root, 0o700)
+    if h.disk_mb:
+        _run_fs(h, root, h.disk_mb)  # before the ruleset: Landlock names what is mounted
     _os.mkdir(work)
     _os.mkdir(work + "/.tmp")
     notify_r, notify_w = _os.pipe()
@@ -292,6 +309,9 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, rulese
             _exit(71)
         seq = req["seq"]
         tests = list(req.get("tests", ()))
+        disk = int(req.get("disk_mb", h.disk_mb))
+        if h.disk_mb and disk != h.disk_mb:  # this run's own size
+            _run_fs(h, _os.path.dirname(work), disk, remount=True)
         _os_write(notify_w, _dumps((seq, tests)))
         _os_close(notify_w)
         _os_close(fifo_fd)  # the candidate's process must not hold the request pipe
@@ -328,13 +348,15 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, rulese
         compiled = compile_tests(tests, int(req.get("start", 0)), h.cache)
 
         def send(m: tuple[Any, ...]) -> None:
-            h.send((m[0], seq, *m[1:]))
+            h.send((m[0], seq, *m[1:]), cap)
+
+        cap = int(req.get("line_cap", 0))  # the longest line the host reads
 
         run_candidate(g, h.checks, req, compiled, send)
     except BaseException as e:
         code = 70
         try:
-            h.send(("internal", seq, f"{type(e).__name__}: {e}"))
+            h.send(("internal", seq, clip(f"{type(e).__name__}: {e}", MESSAGE_CAP)))
         except BaseException:
             pass
     finally:

@@ -38,11 +38,13 @@ def install(
     host_home: str,
     canon_src: str,
     boundary: str = "off",
+    disk_mb: int = 0,
 ) -> None:
     """Set the harness up in the kernel: read (and delete) the HMAC key, open the result
     pipe, set up the canonicaliser's namespace, install the audit hook and put the one entry
     point ``__selfheal__`` into the IPython namespace. ``ns`` is the harness's own namespace,
-    complete at this point (every run checks it was not changed)."""
+    complete at this point (every run checks it was not changed). ``disk_mb``: each run's
+    folder is a tmpfs of that size (0: a plain folder)."""
     import builtins
     import ctypes
 
@@ -74,6 +76,7 @@ def install(
     out_fd = _os.open(out_fifo, _os.O_WRONLY)
     h = Harness(key, out_fd, guard, Checks(ns, canon_ns), ip, libc, publisher)
     h.boundary, h.boundary_text = prepare(boundary, host_home)
+    h.disk_mb = disk_mb if libc is not None else 0
     _sysmod.addaudithook(make_hook(guard))
 
     def entry(mode: str) -> None:

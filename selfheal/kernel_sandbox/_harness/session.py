@@ -31,6 +31,7 @@ _ModuleType = _types.ModuleType
 _modules = _sysmod.modules
 _linecache = _linecachemod.cache
 _CACHE_MAX = 4096
+_qualname = type.__dict__["__qualname__"].__get__  # a type's own, never a metaclass's
 
 
 def compile_tests(tests: list[Any], start: int, cache: dict[Any, Any]) -> list[Any]:
