@@ -17,6 +17,9 @@ import fractions as _fractions
 import sys as _sys
 from typing import Any
 
+if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
+    from selfheal.kernel_sandbox._harness.capture import clip
+
 _NoneType = type(None)
 _int, _str, _bytes, _bool, _float, _complex = int, str, bytes, bool, float, complex
 _list, _tuple, _dict, _set, _frozenset, _bytearray, _range = (
@@ -30,7 +33,7 @@ _list, _tuple, _dict, _set, _frozenset, _bytearray, _range = (
 )
 _date, _datetime, _time, _timedelta = _dt.date, _dt.datetime, _dt.time, _dt.timedelta
 _Decimal, _Fraction = _decimal.Decimal, _fractions.Fraction
-_modules = _sys.modules
+_loaded_modules = _sys.modules
 MAX_PARTS = 200_000
 """Most parts (values, items) one encoded value may hold; beyond it the value is cut."""
 MAX_DEPTH = 100
@@ -102,14 +105,12 @@ def decode_value(e: Any) -> Any:
     raise ValueError(f"unknown value tag {tag!r}")
 
 
-def _type_name(t: Any) -> str:
+def _opaque_name(t: Any) -> str:
+    """A type's name for the host, cut (``capture.clip``) to ``NAME_CHARS``."""
     try:
-        name = t.__qualname__
-        if type(name) is not _str:
-            return "?"
+        return clip(t.__qualname__, NAME_CHARS)
     except BaseException:
         return "?"
-    return name if len(name) <= NAME_CHARS else name[:NAME_CHARS] + "..."
 
 
 def _tz(v: Any) -> Any:
@@ -179,13 +180,13 @@ class _Encoder:
 
     def library(self, v: Any, t: Any, depth: int) -> Any:
         """NumPy and pandas values, by exact type (only when the candidate imported them)."""
-        np = _modules.get("numpy")
+        np = _loaded_modules.get("numpy")
         if np is not None:
             if t is np.ndarray:
                 return self.array(v, np, depth)
             if isinstance(v, np.generic) and type(t) is type and t.__module__ == "numpy":
                 return ("ns", _str(v.dtype.str), self.enc(v.item(), depth + 1))
-        pd = _modules.get("pandas")
+        pd = _loaded_modules.get("pandas")
         if pd is not None and np is not None:
             if t is pd.DataFrame:
                 cols = [self.enc(c, depth + 1) for c in _list(v.columns)]
@@ -203,7 +204,7 @@ class _Encoder:
                     _str(v.dtype),
                     arr,
                 )
-        return ("o", _type_name(t))
+        return ("o", _opaque_name(t))
 
     def index(self, ix: Any, np: Any, depth: int) -> Any:
         return ("pix", self.enc(ix.name, depth + 1), self.array(ix.to_numpy(), np, depth + 1))

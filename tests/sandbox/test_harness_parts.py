@@ -100,15 +100,17 @@ def test_audit_policy(tmp_path: Path) -> None:
 def test_guarded_restores_builtins_and_streams(tmp_path: Path) -> None:
     g = Guard(str(tmp_path / "work"), "", dict(builtins.__dict__))
     out, err = Cap(100), Cap(100)
-    real_len = builtins.len
+    # a builtin no other thread of this process uses meanwhile (the swap is process-wide:
+    # patching ``len`` here broke a sandbox pool's thread left by an earlier test module)
+    real_ascii = builtins.ascii
 
     def patch() -> None:
         print("inside")
-        builtins.len = lambda x: 3  # type: ignore[assignment]
+        builtins.ascii = lambda x: "3"  # type: ignore[assignment]
 
     assert guarded(g, patch, 5.0, out, err) is None
-    assert builtins.len is real_len and out.text() == "inside\n"
-    assert g.candidate_builtins is not None and g.candidate_builtins["len"] is not real_len
+    assert builtins.ascii is real_ascii and out.text() == "inside\n"
+    assert g.candidate_builtins is not None and g.candidate_builtins["ascii"] is not real_ascii
     g.started = False  # this test installed no audit hook; leave the Guard inert
 
     def spin() -> None:
@@ -198,3 +200,26 @@ def test_install_code_ships_every_part() -> None:
     compile(code, "<install>", "exec")
     for part in PARTS:
         assert repr(part.read_text())[:200] in code
+
+
+def test_no_two_harness_parts_bind_one_name_differently() -> None:
+    """The parts run in one namespace: a name bound at the top of two parts must mean the same
+    thing in both, or the later part silently replaces the earlier one's (a codec helper
+    named like a tracer helper sent 30 MB type names to the host)."""
+    import ast as _ast
+
+    seen: dict[str, tuple[str, str]] = {}
+    for part in PARTS:
+        tree = _ast.parse(part.read_text())
+        body = [s for s in tree.body if not isinstance(s, _ast.If)]  # the host-only imports
+        for node in body:
+            names: list[str] = []
+            if isinstance(node, _ast.FunctionDef | _ast.ClassDef):
+                names = [node.name]
+            elif isinstance(node, _ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, _ast.Name)]
+            for name in names:
+                text = _ast.unparse(node)
+                if name in seen and seen[name][1] != text:
+                    raise AssertionError(f"{name} is bound in {seen[name][0]} and {part.name}")
+                seen[name] = (part.name, text)
