@@ -110,7 +110,8 @@ def tests_text(
     for t in tests:
         icon = _ICON.get(outcomes.get(t.id, "not run"), "·")
         src = t.source.strip().splitlines()[0][:70]
-        rows.append(f"  {icon} {t.id:<6} {t.origin:<11} {trust(t):<11} {src}")
+        smoke = "  (smoke test: checks no value)" if t.smoke else ""
+        rows.append(f"  {icon} {t.id:<6} {t.origin:<11} {trust(t):<11} {src}{smoke}")
         why = failures.get(t.id)
         if why and t.trusted:
             rows.extend(f"      {ln}" for ln in why.splitlines()[:4])

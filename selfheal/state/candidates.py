@@ -94,6 +94,9 @@ class Evidence(Record):
     """Active tests the chosen code still fails (undisputed)."""
     oracle: int = 0
     """Spec-oracle answers used to choose between clusters."""
+    smoke: tuple[str, ...] = ()
+    """Trusted tests that check no value (smoke tests): they must pass; ``verified`` needs a
+    trusted test besides them."""
     summary: str = ""
     """One sentence for the CLI, the notebook and the benchmark records."""
 
