@@ -60,10 +60,17 @@ class UserTest:
 
 
 def is_pytest_module(tree: ast.Module) -> bool:
-    """True when the module defines a test function or a ``Test*`` class at top level."""
+    """True when the module defines a test function, a ``Test*`` class or a
+    ``unittest.TestCase`` class (pytest collects it whatever its name) at top level."""
     return any(
         (isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name.startswith("test"))
-        or (isinstance(n, ast.ClassDef) and n.name.startswith("Test"))
+        or (
+            isinstance(n, ast.ClassDef)
+            and (
+                n.name.startswith("Test")
+                or any(ast.unparse(b).endswith("TestCase") for b in n.bases)
+            )
+        )
         for n in tree.body
     )
 

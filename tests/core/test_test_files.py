@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cli_harness import run_cli
 
-from selfheal import HealRequest, heal
+from selfheal import HealConfig, HealRequest, heal
 from selfheal.errors import ConfigError
 from selfheal.llm.mock import MockProvider
 from selfheal.memory import Memory, default_path
@@ -200,3 +200,33 @@ def test_the_cli_says_smoke_and_exits_1(tmp_path: Path) -> None:
     assert rc == 1, out + err
     assert "UNVERIFIED" in out and "VERIFIED after" not in out.replace("UNVERIFIED", "")
     assert "smoke test(s) that check no value (u1::test_runs)" in err
+
+
+# -- a unittest.TestCase class of any name runs ------------------------------------------------
+
+ADD_TESTS = """import unittest
+
+
+class AddTests(unittest.TestCase):
+    def setUp(self):
+        self.x = 2
+
+    def test_add(self):
+        self.assertEqual(add(self.x, 3), WANT)
+"""
+
+
+def test_a_unittest_class_not_named_test_runs_and_can_fail() -> None:
+    add = "def add(a, b):\n    return a + b\n"
+    spec = "Fix add(a, b) so that it returns a + b."
+    once = HealConfig(max_iterations=1)  # no repair round: the model is never asked
+    wrong = heal(
+        spec, provider=silent(), code=add, tests=[ADD_TESTS.replace("WANT", "999")], config=once
+    )
+    right = heal(spec, provider=silent(), code=add, tests=[ADD_TESTS.replace("WANT", "5")])
+    assert isinstance(wrong, HealResult) and isinstance(right, HealResult)
+    # it was a statements test that only defined the class: `u1` passed, VERIFIED
+    assert wrong.test_outcomes() == {"u1::AddTests::test_add": "failed"}
+    assert not wrong.verified
+    assert right.test_outcomes() == {"u1::AddTests::test_add": "passed"}  # setUp ran
+    assert not right.tests[0].smoke
