@@ -37,6 +37,18 @@ def proposal_text(p: Proposal) -> str:
     return "\n".join(lines)
 
 
+def cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters: cut at a word boundary (when one is in its
+    second half), with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space > limit // 2:
+        head = head[:space]
+    return head.rstrip(" ,;:(") + "…"
+
+
 _ICON = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "crashed": "☠"}
 
 

@@ -6,6 +6,7 @@ from selfheal.context import Context
 from selfheal.errors import ConfigError
 from selfheal.graph.events import record
 from selfheal.state import Attempt, Candidate, Decision, Event, HealState, Proposal
+from selfheal.state.candidates import numbered
 from selfheal.testsuite import all_active_pass, attempt_score
 
 
@@ -31,7 +32,7 @@ def accept(
             update={"code": code, "origin": "human_edit", "rationale": reason, "parent": None}
         )
     # your code is c0; the model's candidates count from c1
-    n = sum(1 for c in state.candidates if c.origin != "user")
+    n = numbered(state.candidates)
     ours = [c for c in fresh if c.origin != "user"]
     renumbered = [c.model_copy(update={"id": f"c{n + i}"}) for i, c in enumerate(ours, 1)]
     fresh = [

@@ -110,6 +110,12 @@ class Evidence(Record):
     the spec oracle's word, picks the winner but is not evidence enough."""
 
 
+def numbered(candidates: tuple[Candidate, ...] | list[Candidate]) -> int:
+    """How many candidates ids have been given to: your code is ``c0``, so the model's (and a
+    remembered solution's, a human's edit) count from ``c1`` after the ones before."""
+    return sum(1 for c in candidates if c.origin != "user")
+
+
 class Attempt(Record):
     """One version of the code and what happened when it ran: the candidate a round chose."""
 
