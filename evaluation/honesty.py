@@ -7,7 +7,9 @@ neither its normalised text nor (for ``call == value`` assertions) its call appe
 normalised prompt, and it is not one of the examples ``selfheal.examples`` reads from the
 prompt (the same call with the same value; that reader is given the prompt alone, so what it
 finds is public). Assertions without any literal value (``assert candidate(x) == y`` inside
-a loop) carry no data and are not tracked.
+a loop) carry no data and are not tracked. Every test form counts: ``assert`` lines (in
+functions and ``Test*`` classes too), ``unittest``'s ``self.assertEqual(a, b)`` (tracked as
+``a == b``, and found in a message in either form) and other ``assert*`` calls.
 
 Normalisation removes all whitespace (and JSON escapes), unifies quotes and renames
 HumanEval's ``candidate`` to the task's entry point, so reformatting cannot hide a leak.
@@ -110,29 +112,71 @@ def _prompt_examples(task: Task) -> set[tuple[str, str]]:
     return keys
 
 
+_EQUAL = ("assertEqual", "assertEquals", "assertListEqual", "assertDictEqual",
+          "assertTupleEqual", "assertSetEqual", "assertSequenceEqual", "assertCountEqual",
+          "assertAlmostEqual", "assert_equal", "assert_array_equal", "assert_allclose",
+          "assert_frame_equal", "assert_series_equal")  # fmt: skip
+"""Assertion calls whose first two arguments must be equal: read as ``a == b``."""
+
+
+def _checked(node: ast.AST) -> ast.expr | None:
+    """What an assertion checks, in every test form: ``assert X`` is ``X``;
+    ``self.assertEqual(a, b)`` (and ``numpy``/``pandas`` ``assert_*equal``) is ``a == b``;
+    ``self.assertTrue(x)`` is ``x``; any other ``assert*`` call (``self.assertTrue(x)``, ``self.assertIn(a, b)``) is the call
+    itself. None for anything else."""
+    if isinstance(node, ast.Assert):
+        return node.test
+    if not isinstance(node, ast.Call):
+        return None
+    name = _call_name(node)
+    if name in _EQUAL and len(node.args) >= 2:  # no location: its text is ``a == b``
+        return ast.Compare(left=node.args[0], ops=[ast.Eq()], comparators=[node.args[1]])
+    if name in ("assertTrue", "assertFalse", "assert_") and node.args:
+        return node.args[0]
+    if name.startswith("assert") and node.args:
+        return node
+    return None
+
+
+def _call_name(node: ast.Call) -> str:
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
 def secret_assertions(task: Task) -> list[str]:
-    """The task's reference assertions (their source) that are not part of the prompt."""
+    """The task's reference assertions (their source; an ``assertEqual(a, b)`` as ``a == b``)
+    that are not part of the prompt."""
+    return [text for text, _ in _secrets(task)]
+
+
+def _secrets(task: Task) -> list[tuple[str, str]]:
+    """``secret_assertions`` with, for an assertion call, the call as written without its
+    receiver (``assertEqual(add(2, 3), 999)``), a form it may leak in too (else "")."""
     prompt = normalise(task.prompt)
     examples = _prompt_examples(task)
-    secrets: list[str] = []
+    secrets: list[tuple[str, str]] = []
     for source in task.reference_tests:
         try:
             tree = ast.parse(source)
         except SyntaxError:
             continue
         for node in ast.walk(tree):
-            if not isinstance(node, ast.Assert) or not _has_literal(node.test):
+            test = _checked(node)
+            if test is None or not _has_literal(test):
                 continue
-            text = ast.get_source_segment(source, node.test) or ast.unparse(node.test)
+            text = ast.get_source_segment(source, test) or ast.unparse(test)
             public = {v for v in _variants(text, task.entry_point) if v in prompt}
-            test = node.test
             if isinstance(test, ast.Compare) and len(test.ops) == 1:
                 call = ast.get_source_segment(source, test.left) or ast.unparse(test.left)
                 public |= {v for v in _variants(call, task.entry_point) if v in prompt}
             if _example_key(test, {"candidate", task.entry_point}) in examples:
                 public.add(text)
             if not public:
-                secrets.append(text)
+                written = ""
+                if isinstance(node, ast.Call):
+                    whole = ast.get_source_segment(source, node) or ast.unparse(node)
+                    written = whole[whole.index(_call_name(node)) :]
+                secrets.append((text, written))
     return secrets
 
 
@@ -142,8 +186,12 @@ def _found(variants: set[str], haystack: str) -> bool:
 
 def check_calls(task: Task, calls: Iterable[RecordedCall]) -> HonestyReport:
     """Check every message of every recorded call, in order (see the module docstring)."""
-    secrets = secret_assertions(task)
-    needles = {s: _variants(s, task.entry_point) for s in secrets}
+    found = _secrets(task)
+    secrets = [s for s, _ in found]
+    needles: dict[str, set[str]] = {}
+    for s, written in found:
+        extra = _variants(written, task.entry_point) if written else set()
+        needles[s] = needles.get(s, set()) | _variants(s, task.entry_point) | extra
     produced = ""  # everything the model replied so far, normalised
     leaks: list[str] = []
     echoes: list[str] = []

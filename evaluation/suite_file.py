@@ -8,8 +8,10 @@ Each task is a mapping with these fields (docs/evaluation.md, "Your own suite"):
   signature (``def name(...)``);
 * ``tests`` (required): the hidden tests, run only after the agent has finished, as
   HumanEval's are: a string of plain ``assert`` statements (one reference test), a string
-  of pytest-style ``def test_...():`` functions (one reference test per function), or a
-  list of strings (one reference test each);
+  of pytest-style ``def test_...():`` functions, ``class Test...:`` classes or
+  ``unittest.TestCase`` classes (one reference test per test function or ``test_`` method,
+  with the class's set-up and tear-down), or a list of such strings; a test that runs
+  nothing that checks a value (no assert, no test function) is a malformed task;
 * ``entry_point``: the function the agent must define (default: the one ``def NAME(`` of
   the spec, or else its first ``NAME(`` in backticks);
 * ``category``: a group for the per-category breakdown (default ``default``);
@@ -42,8 +44,8 @@ __all__ = ["FIELDS", "FileSuite", "check_solutions", "load_suite_file", "task_fr
 FIELDS: dict[str, str] = {
     "id": "a unique, non-empty string",
     "spec": "the spec the agent sees, a non-empty string",
-    "tests": "hidden tests: a string of asserts or of pytest-style test functions, or a list "
-    "of strings",
+    "tests": "hidden tests: a string of asserts, of pytest-style test functions, of Test* or "
+    "unittest.TestCase classes, or a list of such strings",
     "entry_point": "the name of the function to write",
     "category": "a non-empty string",
     "setup": "code the tests run first (imports, helpers)",
@@ -90,29 +92,102 @@ def _split_tests(tests: Any) -> list[str]:
     if isinstance(tests, list):
         if not tests or not all(isinstance(t, str) and t.strip() for t in tests):
             raise _Bad("tests", f"a list must hold non-empty strings; it must be {FIELDS['tests']}")
+        out: list[str] = []
         for i, code in enumerate(tests):
-            _parse("tests", code, f"item {i}")
-        return [t.strip("\n") + "\n" for t in tests]
+            out += _runs(code, _parse("tests", code, f"item {i}"), f" (item {i})")
+        return out
     if not isinstance(tests, str) or not tests.strip():
         raise _Bad("tests", f"got {type(tests).__name__}; it must be {FIELDS['tests']}")
-    module = _parse("tests", tests)
-    functions = [
-        node
-        for node in module.body
-        if isinstance(node, ast.FunctionDef) and node.name.startswith("test")
-    ]
-    for fn in functions:
-        args = fn.args
-        if args.posonlyargs or args.args or args.kwonlyargs or args.vararg or args.kwarg:
+    return _runs(tests, _parse("tests", tests))
+
+
+def _is_test_class(node: ast.ClassDef) -> bool:
+    """``class Test*`` (pytest's), or a subclass of ``unittest.TestCase`` (by its base's name)."""
+    bases = [ast.unparse(b) for b in node.bases]
+    return node.name.startswith("Test") or any(b.endswith("TestCase") for b in bases)
+
+
+def _takes_nothing(fn: ast.FunctionDef, *, method: bool) -> bool:
+    a = fn.args
+    positional = a.posonlyargs + a.args
+    return not (a.kwonlyargs or a.vararg or a.kwarg or len(positional) != int(method))
+
+
+def _runs(tests: str, module: ast.Module, where: str = "") -> list[str]:
+    """One reference test per test function, per test method of a ``Test*`` or
+    ``unittest.TestCase`` class (each the whole text, then the call that runs that one test),
+    or the text itself when it is plain statements that check something."""
+    body = tests.strip("\n") + "\n"
+    runners: list[str] = []
+    for node in module.body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+            if not _takes_nothing(node, method=False):
+                raise _Bad(
+                    "tests",
+                    f"test function {node.name}(){where} takes arguments; pytest fixtures are "
+                    "not supported, so test functions take none",
+                )
+            runners.append(f"{node.name}()")
+        elif isinstance(node, ast.ClassDef) and _is_test_class(node):
+            runners += _class_runners(node, where)
+    if runners:
+        return [f"{body}\n\n{run}\n" for run in runners]
+    if not _checks(module):
+        raise _Bad(
+            "tests",
+            f"the hidden test{where} runs nothing that checks a value (no assert, no raise, no "
+            "test function or test class with a test_ method); a test that runs nothing would "
+            "pass any code",
+        )
+    return [body]
+
+
+def _class_runners(cls: ast.ClassDef, where: str) -> list[str]:
+    """The lines that run each ``test*`` method of a test class, with its set-up and
+    tear-down: ``TestCase(name).debug()`` for ``unittest``, else pytest's ``setup_method``."""
+    unit = any(ast.unparse(b).endswith("TestCase") for b in cls.bases)
+    out: list[str] = []
+    for fn in cls.body:
+        if not (isinstance(fn, ast.FunctionDef) and fn.name.startswith("test")):
+            continue
+        if not _takes_nothing(fn, method=True):
             raise _Bad(
                 "tests",
-                f"test function {fn.name}() takes arguments; pytest fixtures are not supported, "
-                "so test functions take none",
+                f"test method {cls.name}.{fn.name}(){where} takes arguments besides self; "
+                "pytest fixtures are not supported",
             )
-    body = tests.strip("\n") + "\n"
-    if not functions:
-        return [body]
-    return [f"{body}\n\n{fn.name}()\n" for fn in functions]
+        c, m = cls.name, fn.name
+        if unit:
+            out.append(
+                f"{c}.setUpClass()\ntry:\n    {c}({m!r}).debug()\nfinally:\n    {c}.tearDownClass()"
+            )
+        else:
+            out.append(
+                f"_sh_case = {c}()\ngetattr(_sh_case, 'setup_method', lambda m: None)(_sh_case.{m})\ntry:\n"
+                f"    _sh_case.{m}()\nfinally:\n    getattr(_sh_case, 'teardown_method', lambda m: None)(_sh_case.{m})"
+            )
+    if not out:
+        raise _Bad("tests", f"test class {cls.name}{where} has no test_ method to run")
+    return out
+
+
+def _checks(module: ast.Module) -> bool:
+    """Statements that check a value when they run: an assert or raise outside any function
+    and class, an ``assert*`` call, or a call of a function the text defines (HumanEval's
+    ``check(candidate)``)."""
+    defined = {n.name for n in module.body if isinstance(n, ast.FunctionDef)}
+    for stmt in module.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Assert | ast.Raise):
+                return True
+            if isinstance(n, ast.Call):
+                f = n.func
+                name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+                if name.startswith("assert") or name in defined:
+                    return True
+    return False
 
 
 def _entry_point(raw: dict[str, Any], spec: str) -> str:

@@ -270,6 +270,14 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
     )
     agreed = chosen_size + remembered >= need
     head = f"{t_pass}/{len(trusted)} trusted tests pass" if trusted else no_trusted_test(state.spec)
+    smoke = tuple(t.id for t in trusted if t.smoke)
+    if smoke and len(smoke) == len(trusted):
+        head += (
+            f" (smoke test(s) only: {', '.join(smoke[:3])} check(s) no value, so they cannot "
+            "verify; add an assert that checks a result)"
+        )
+    elif smoke:
+        head += f" ({len(smoke)} of them smoke test(s) that check no value: {', '.join(smoke[:3])})"
     if ran > 1:
         if chosen_size:
             agree = (
@@ -330,6 +338,7 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
         disputed=tuple(sorted(sel.disputed)),
         failing=sel.failing,
         oracle=sel.oracle_votes,
+        smoke=smoke,
         majority=majority,
         agreed=agreed,
         summary="; ".join(parts),

@@ -184,7 +184,7 @@ class LiveHeal:
 
     def _on_done(self, task: asyncio.Task[HealResult]) -> None:
         if self.view is not None:
-            self.view.refresh(self.run.state, live=False)
+            self.view.finish(self.run.state)
         if task.cancelled() or task.exception() is not None:
             return
         for fn in self._callbacks:
@@ -239,7 +239,9 @@ def _make_view(run: Run, relay: _Relay, tokens: _Relay, *, show: bool) -> HealVi
     if show:
         from IPython.display import display
 
-        display(view)
+        # its id lets the end of the run replace the output's text and markdown (a saved
+        # notebook shows them when its widget state is not saved) by the finished run's
+        view.display_handle = display(view, display_id=True)
     return view
 
 
@@ -259,7 +261,7 @@ def heal_in_notebook(mode: NotebookMode, request: HealRequest, *, show: bool = T
         result = run.run(request.approver)
     finally:
         if view is not None:
-            view.refresh(run.state, live=False)
+            view.finish(run.state)
         elif show:
             _display_static(run.state)
     return _finish_headless(result, _BUSY_WHY if mode == "live" else _HEADLESS_WHY)
@@ -307,7 +309,7 @@ async def aheal_in_notebook(
         result = await run.arun(request.approver)
     finally:
         if view is not None:
-            view.refresh(run.state, live=False)
+            view.finish(run.state)
     return _finish_headless(result, _BUSY_WHY if mode == "live" else _HEADLESS_WHY)
 
 

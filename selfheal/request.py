@@ -21,6 +21,7 @@ from selfheal.llm.base import Provider
 from selfheal.llm.router import parse_model_string
 from selfheal.spec import check_spec, parse_spec
 from selfheal.state import HealState, TestCase
+from selfheal.testchecks import check_contradictions, check_imports, defined_names, marked
 from selfheal.usertests import UserTest, read_user_tests, user_test_cases
 
 ProviderArg = str | Provider | None
@@ -36,8 +37,10 @@ class HealRequest:
     needs again is in its state (``config``, the spec, the tests).
 
     Checked when it is made, before any model call or kernel start: the spec (UTF-8, size,
-    names or describes a function), your tests (each must parse), the entry point, the config
-    and the model string; a mistake is a ``ConfigError`` that says what to change."""
+    names or describes a function), your tests (each must parse; a name they import from
+    your code must be one it defines; no two may expect different values from the same call:
+    ``selfheal.testchecks``), the entry point, the config and the model string; a mistake is
+    a ``ConfigError`` that says what to change."""
 
     spec: str
     """The plain-language spec (examples in it become trusted tests); UTF-8 ``bytes`` are
@@ -88,10 +91,20 @@ class HealRequest:
             "spec",
             check_spec(self.spec, entry_point=self.entry_point, max_chars=config.max_spec_chars),
         )
-        entry = parse_spec(self.spec, entry_point=self.entry_point).entry_point
-        object.__setattr__(self, "tests", _checked_tests(self.tests, entry))
+        spec = parse_spec(self.spec, entry_point=self.entry_point)
+        entry = spec.entry_point
+        tests = _checked_tests(self.tests, entry)
+        object.__setattr__(self, "tests", tests)
         if self.code is not None:
             object.__setattr__(self, "code", check_python(self.code, "Your code"))
+        given = [t for t in tests if isinstance(t, UserTest)]
+        if self.code is not None:
+            check_imports(given, self.code, entry)
+        known = {entry} if entry else set()
+        known |= defined_names(self.code or "") or set()
+        known |= {i.name for t in given for i in t.imports if i.name}
+        cases = [t for t in tests if isinstance(t, TestCase)]
+        check_contradictions(given, spec.examples, known, cases)
 
     def initial_state(self, executor: Executor | None = None) -> HealState:
         """The state a run starts from: the parsed spec, the config, your tests (trusted; a
@@ -105,7 +118,7 @@ class HealRequest:
             if isinstance(t, TestCase):
                 user_tests.append(t.model_copy(update={"trusted": True, "origin": "user"}))
         return HealState(
-            spec=spec, config=self.config, tests=tuple(user_tests), given_code=self.code
+            spec=spec, config=self.config, tests=marked(user_tests), given_code=self.code
         )
 
 

@@ -37,6 +37,18 @@ def proposal_text(p: Proposal) -> str:
     return "\n".join(lines)
 
 
+def cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters: cut at a word boundary (when one is in its
+    second half), with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space > limit // 2:
+        head = head[:space]
+    return head.rstrip(" ,;:(") + "…"
+
+
 _ICON = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "crashed": "☠"}
 
 
@@ -110,7 +122,8 @@ def tests_text(
     for t in tests:
         icon = _ICON.get(outcomes.get(t.id, "not run"), "·")
         src = t.source.strip().splitlines()[0][:70]
-        rows.append(f"  {icon} {t.id:<6} {t.origin:<11} {trust(t):<11} {src}")
+        smoke = "  (smoke test: checks no value)" if t.smoke else ""
+        rows.append(f"  {icon} {t.id:<6} {t.origin:<11} {trust(t):<11} {src}{smoke}")
         why = failures.get(t.id)
         if why and t.trusted:
             rows.extend(f"      {ln}" for ln in why.splitlines()[:4])

@@ -3,13 +3,16 @@
 A test you give (text, a path to a file, or a list of either) is **statements**, usually
 ``assert`` lines (a bare comparison becomes an assert): one test; or **a pytest module**,
 collected once per run in the sandbox, every item one trusted test (``u1::test_median[even]``;
-docs/sandbox.md). A test that checks nothing, defines a function it never calls, or a file
+docs/sandbox.md). Either form's imports of the code under test read it from the candidate.
+A test that neither checks nor calls anything, defines a function it never calls, or a file
 with nothing to collect or that pytest cannot collect is a ``ConfigError``, before any
-candidate runs."""
+candidate runs; a test that calls the code but checks no value is a smoke test
+(``selfheal.testchecks``)."""
 
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib.util
 import json
 import os
@@ -29,6 +32,19 @@ _MARK = "__selfheal_collected__ "
 
 
 @dataclass(frozen=True, kw_only=True)
+class CodeImport:
+    """A name a test imports from the code under test (read from the candidate)."""
+
+    name: str | None
+    """The name imported (``from stats import median``), or None for the module itself
+    (``import stats``: the names are then the attributes the test reads, ``stats.median``)."""
+    module: str
+    """The module it names (``stats``), or the alias the test gives the module."""
+    line: int
+    """The line of the import in the test."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class UserTest:
     """One test you gave, checked and in the form it runs in."""
 
@@ -39,13 +55,22 @@ class UserTest:
     """Where it came from: ``test 1``, or the file's path."""
     pytest: bool
     """True for a pytest module (collected into items), False for statements."""
+    imports: tuple[CodeImport, ...] = ()
+    """What it imports from the code under test."""
 
 
 def is_pytest_module(tree: ast.Module) -> bool:
-    """True when the module defines a test function or a ``Test*`` class at top level."""
+    """True when the module defines a test function, a ``Test*`` class or a
+    ``unittest.TestCase`` class (pytest collects it whatever its name) at top level."""
     return any(
         (isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name.startswith("test"))
-        or (isinstance(n, ast.ClassDef) and n.name.startswith("Test"))
+        or (
+            isinstance(n, ast.ClassDef)
+            and (
+                n.name.startswith("Test")
+                or any(ast.unparse(b).endswith("TestCase") for b in n.bases)
+            )
+        )
         for n in tree.body
     )
 
@@ -87,23 +112,40 @@ def _statements(code: str, tree: ast.Module, what: str) -> str:
             f"(e.g. `{sorted(defined)[0]}(...)`), or name it `test_...` to make the text a "
             "pytest module whose test functions selfheal runs."
         )
-    if not _checks(tree) and not any(
-        isinstance(n, ast.Expr) and isinstance(n.value, ast.Compare) for n in tree.body
+    if (
+        not _checks(tree)
+        and not any(isinstance(n, ast.Expr) and isinstance(n.value, ast.Compare) for n in tree.body)
+        and not _calls_code(top)
     ):
         raise ConfigError(
-            f"{what} checks nothing (no assert, no raise, no test function): "
+            f"{what} checks nothing (no assert, no raise, no call, no test function): "
             f"{code.strip()[:80]!r}. Write an assertion, e.g. `assert f(2) == 4`, or a "
             "pytest function `def test_f(): ...`."
         )
     return code
 
 
-def _fallback_imports(code: str, tree: ast.Module, entry_point: str | None) -> str:
+def _calls_code(statements: Sequence[ast.stmt]) -> bool:
+    """A call of something other than a builtin (the code under test, most likely): such a
+    test checks that the call does not raise, a smoke test."""
+    return any(
+        isinstance(n, ast.Call)
+        and (isinstance(n.func, ast.Attribute) or not hasattr(builtins, getattr(n.func, "id", "")))
+        for stmt in statements
+        for n in ast.walk(stmt)
+    )
+
+
+def _fallback_imports(
+    code: str, tree: ast.Module, entry_point: str | None
+) -> tuple[str, tuple[CodeImport, ...]]:
     """Imports of the code under test read from the candidate, on the same lines: ``from
     stats import median`` (a module the sandbox cannot import, or one that names
     ``entry_point``) becomes ``from candidate import median``; ``import stats`` of a module
-    that cannot be imported becomes ``import candidate as stats``."""
+    that cannot be imported becomes ``import candidate as stats``. Returns the code and what
+    it imports from the code under test."""
     lines = code.splitlines()
+    found: list[CodeImport] = []
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = {a.name for a in node.names}
@@ -113,16 +155,20 @@ def _fallback_imports(code: str, tree: ast.Module, entry_point: str | None) -> s
                 continue
             alias = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)
             new = f"from candidate import {alias}"
+            found += [
+                CodeImport(name=a.name, module=node.module, line=node.lineno) for a in node.names
+            ]
         elif isinstance(node, ast.Import) and len(node.names) == 1:
             a = node.names[0]
             if _importable(a.name) or "." in a.name:
                 continue
             new = f"import candidate as {a.asname or a.name}"
+            found.append(CodeImport(name=None, module=a.asname or a.name, line=node.lineno))
         else:
             continue
         start, end = node.lineno - 1, (node.end_lineno or node.lineno)
         lines[start:end] = [" " * node.col_offset + new] + [""] * (end - start - 1)
-    return "\n".join(lines)
+    return "\n".join(lines), tuple(found)
 
 
 def _importable(module: str) -> bool:
@@ -161,11 +207,12 @@ def read_user_tests(
             code = check_python(t, what)
             origin = f"test {i}"
         tree = ast_parse(code)
-        if is_pytest_module(tree):
-            code = _fallback_imports(code, tree, entry_point)
-            out.append(UserTest(text=code, origin=origin, pytest=True))
-        else:
-            out.append(UserTest(text=_statements(code, tree, what), origin=origin, pytest=False))
+        pytest = is_pytest_module(tree)
+        if not pytest:
+            code = _statements(code, tree, what)
+            tree = ast_parse(code)
+        code, imports = _fallback_imports(code, tree, entry_point)
+        out.append(UserTest(text=code, origin=origin, pytest=pytest, imports=imports))
     return tuple(out)
 
 

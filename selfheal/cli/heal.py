@@ -22,6 +22,7 @@ from selfheal.progress import TerminalLine, TokenMeter, progress_only
 from selfheal.request import HealRequest
 from selfheal.result import HealResult, proposal_text
 from selfheal.state import Decision, Event, HealState, Proposal
+from selfheal.texts import cut
 from selfheal.usertests import code_spec
 
 _ICONS = {"end": "✓", "error": "✗", "degraded": "⚠", "decision": "?"}
@@ -55,7 +56,7 @@ class Progress:
             line = f"    {e.node:<11} {e.duration:6.2f}s  {e.detail}"
         else:
             return
-        self.line.print(line[:220])
+        self.line.print(cut(line, 220))
 
 
 def _model_string(provider: str | None, model: str | None) -> str | None:
@@ -104,7 +105,8 @@ def _edit(code: str) -> str:
 def _write_out(
     path: str | None, result: HealResult, *, as_json: bool, given: str | None = None
 ) -> str:
-    """Write the final code to ``path``; on failure, the message that says where it is. The
+    """Write the final code to ``path`` (below a ``# selfheal: NOT verified`` comment when it
+    is not verified, as stderr says too); on failure, the message that says where it is. The
     file you gave with ``--code`` is only overwritten by verified code."""
     if not path or not result.code:
         return ""
@@ -115,9 +117,10 @@ def _write_out(
             file=sys.stderr,
         )
         return ""
+    head = "" if result.verified else not_verified_header(result)
     try:
         with open(path, "w", encoding="utf-8") as f:
-            f.write(result.code.rstrip() + "\n")
+            f.write(head + result.code.rstrip() + "\n")
     except OSError as exc:
         where = "in this JSON object's `code`" if as_json else "printed above"
         return (
@@ -125,7 +128,24 @@ def _write_out(
             f"is {where} and kept in the run log {result.path} "
             f"(`selfheal runs show {result.run_id}`)."
         )
+    if head:
+        print(
+            f"selfheal: wrote {path}: NOT verified ({result.status}); its first lines say so and "
+            f"why: {result.evidence.summary}",
+            file=sys.stderr,
+        )
     return ""
+
+
+def not_verified_header(result: HealResult) -> str:
+    """The comment ``--out`` puts above code that is not verified: that it is not, and the
+    evidence it rests on (wrapped, one ``#`` line each)."""
+    import textwrap
+
+    text = (
+        f"selfheal: NOT verified ({result.status}, run {result.run_id}): {result.evidence.summary}"
+    )
+    return "".join(f"# {line}\n" for line in textwrap.wrap(text, 97)) + "\n"
 
 
 def finish(result: HealResult, args: argparse.Namespace) -> int:

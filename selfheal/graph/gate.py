@@ -6,6 +6,7 @@ from selfheal.context import Context
 from selfheal.errors import ConfigError
 from selfheal.graph.events import record
 from selfheal.state import Attempt, Candidate, Decision, Event, HealState, Proposal
+from selfheal.state.candidates import numbered
 from selfheal.testsuite import all_active_pass, attempt_score
 
 
@@ -31,7 +32,7 @@ def accept(
             update={"code": code, "origin": "human_edit", "rationale": reason, "parent": None}
         )
     # your code is c0; the model's candidates count from c1
-    n = sum(1 for c in state.candidates if c.origin != "user")
+    n = numbered(state.candidates)
     ours = [c for c in fresh if c.origin != "user"]
     renumbered = [c.model_copy(update={"id": f"c{n + i}"}) for i, c in enumerate(ours, 1)]
     fresh = [
@@ -124,17 +125,19 @@ def _unrun(state: HealState) -> Attempt | None:
 
 def finish(state: HealState, ctx: Context) -> HealState:
     """Settle on the chosen attempt and the final status: ``verified`` by the rule of
-    docs/loop.md ("Statuses": trusted tests, ``Evidence.agreed``, ``Evidence.majority``), else
+    docs/loop.md ("Statuses": trusted tests, one of them checking a value, ``Evidence.agreed``,
+    ``Evidence.majority``), else
     ``unverified``: the chosen code is the best there is, not evidence."""
     best = (state.current if state.candidates else best_attempt(state)) or _unrun(state)
     if state.status == "failed":
         return state.model_copy(update={"final_code": best.code if best else None})
     code = best.code if best else None
     executed = best is not None and best.report is not None
-    has_trusted = any(t.trusted for t in state.tests)
+    # a smoke test (yours, checking no value) must pass, but is no evidence on its own
+    checks_value = any(t.trusted and not t.smoke for t in state.tests)
     if best is None:
         status = "exhausted" if state.stop_reason else "failed"
-    elif not executed or not has_trusted:
+    elif not executed or not checks_value:
         status = "unverified"
     elif all_active_pass(state, best.report):
         # a critic's rejection counts through the tests it added (run like any other);

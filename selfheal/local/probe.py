@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
 
@@ -156,11 +157,23 @@ def model_file() -> ModelCheck:
     return check
 
 
-def build_kind(cuda: bool) -> str:
+_CHECKOUT = Path(__file__).resolve().parents[2]
+"""The repository's root when selfheal runs from a clone (a pip install has no Makefile there)."""
+
+
+def install_command(root: Path | None = None) -> str:
+    """What installs the local model here: ``make install`` in a clone of the repository (its
+    Makefile is at ``root``), else ``selfheal install`` (a pip install)."""
+    root = _CHECKOUT if root is None else root
+    clone = (root / "Makefile").is_file() and (root / "selfheal" / "__init__.py").is_file()
+    return "make install" if clone else "selfheal install"
+
+
+def build_kind(cuda: bool, root: Path | None = None) -> str:
     """Which llama-server build is in use, as ``doctor`` says it."""
     if cuda:
         return "CUDA: every layer on the GPU (--n-gpu-layers 99)"
-    return "CPU (SELFHEAL_LLAMA_CUDA=1 make install builds for an NVIDIA GPU)"
+    return f"CPU (SELFHEAL_LLAMA_CUDA=1 {install_command(root)} builds for an NVIDIA GPU)"
 
 
 def server_build() -> ServerCheck:

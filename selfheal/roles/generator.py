@@ -35,7 +35,7 @@ from selfheal.roles.test_writer import (
     with_inputs,
 )
 from selfheal.state import Candidate, Diagnosis, HealState, Proposal
-from selfheal.state.candidates import CandidateCost, CandidateOrigin
+from selfheal.state.candidates import CandidateCost, CandidateOrigin, numbered
 from selfheal.testsuite import failure_lines
 
 LOW_CONFIDENCE = 0.4
@@ -81,7 +81,7 @@ async def _ask_round(
     ]
     if down and len(down) == len(results):
         raise down[0]
-    n = len(state.candidates)
+    n = numbered(state.candidates)  # your code is c0: the model's count from c1
     out: list[Candidate] = []
     for req, res in zip(requests, results, strict=True):
         if isinstance(res, BaseException):
@@ -163,7 +163,7 @@ async def generate(state: HealState, ctx: Context) -> HealState:
         raise results[0]
     candidates: list[Candidate] = results[0]
     if not first_round and state.pending is None:  # the first request: remembered solutions join
-        remembered = remembered_candidates(state, len(state.candidates) + len(candidates))
+        remembered = remembered_candidates(state, numbered(state.candidates) + len(candidates))
         candidates += [
             c.model_copy(update={"code": with_prelude(c.code, state.spec.prelude)})
             for c in remembered
@@ -300,7 +300,8 @@ async def repair(state: HealState, ctx: Context) -> HealState:
         log.info(state, "every repair repeats an earlier version: no new idea")
         return log.apply(state, stop_reason="repairs repeat earlier versions")
     kept = [
-        c.model_copy(update={"id": f"c{len(state.candidates) + i}"}) for i, c in enumerate(kept, 1)
+        c.model_copy(update={"id": f"c{numbered(state.candidates) + i}"})
+        for i, c in enumerate(kept, 1)
     ]
     lead = kept[0]
     strategy = (

@@ -64,9 +64,26 @@ async def plan_tests(state: HealState, ctx: Context) -> HealState:
     """Before any code: the spec's examples as trusted tests and the mechanical probe inputs.
     (The spec-blind test writer is asked in ``generate``, at the same time as the candidates.)"""
     log = CallLog(ctx, NODE)
+    yours_noted(state, log)
     state = with_examples(state, log)
     state = with_probes(state, log)
     return log.apply(state)
+
+
+def yours_noted(state: HealState, log: CallLog) -> None:
+    """A line for your tests: how many, and which are smoke tests (they check no value)."""
+    yours = [t for t in state.tests if t.origin == "user"]
+    if not yours:
+        return
+    smoke = [t.id for t in yours if t.smoke]
+    line = f"{len(yours)} test(s) of yours (trusted)"
+    if smoke:
+        line += (
+            f", {len(smoke)} of them smoke test(s) that check no value "
+            f"({', '.join(smoke[:3])}{', ...' if len(smoke) > 3 else ''}): they must pass, "
+            "and cannot verify on their own"
+        )
+    log.info(state, line)
 
 
 async def _ask_spec_blind(state: HealState, log: CallLog, *, inputs_only: bool) -> str:

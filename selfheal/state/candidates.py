@@ -94,6 +94,9 @@ class Evidence(Record):
     """Active tests the chosen code still fails (undisputed)."""
     oracle: int = 0
     """Spec-oracle answers used to choose between clusters."""
+    smoke: tuple[str, ...] = ()
+    """Trusted tests that check no value (smoke tests): they must pass; ``verified`` needs a
+    trusted test besides them."""
     summary: str = ""
     """One sentence for the CLI, the notebook and the benchmark records."""
 
@@ -105,6 +108,12 @@ class Evidence(Record):
     pass every trusted test and fail no credible (active, undisputed) model-written one. True
     with fewer than two contenders. ``verified`` needs it: a plurality of disagreeing samples, or
     the spec oracle's word, picks the winner but is not evidence enough."""
+
+
+def numbered(candidates: tuple[Candidate, ...] | list[Candidate]) -> int:
+    """How many candidates ids have been given to: your code is ``c0``, so the model's (and a
+    remembered solution's, a human's edit) count from ``c1`` after the ones before."""
+    return sum(1 for c in candidates if c.origin != "user")
 
 
 class Attempt(Record):

@@ -68,6 +68,9 @@ class TestCase(Record):
     """Why the test exists."""
     trusted: bool = False
     """Trusted tests (examples, the user's) must pass; an untrusted test alone never overturns code."""
+    smoke: bool = False
+    """One of your tests that calls the code and checks no value (no assert, no
+    ``pytest.raises``): it must pass, but ``verified`` needs a trusted test that checks a value."""
     quarantined: bool = False
     """A quarantined test still runs and is reported, but no longer blocks verification."""
     quarantine_reason: str = ""

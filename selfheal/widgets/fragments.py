@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 
+from selfheal.texts import cut
 from selfheal.widgets.candidates import CandidatesView
 from selfheal.widgets.detail import CallTranscript
 from selfheal.widgets.viewmodel import TimelineRow
@@ -118,4 +119,4 @@ def candidates_html(cv: CandidatesView) -> str:
 def row_label(r: TimelineRow) -> str:
     model = f"  [{r.model}]" if r.model else ""
     dur = "…" if r.state == "running" else f"{r.duration:.2f}s"
-    return f"{r.icon} {r.node:<11} it{r.iteration}  {dur:>7}  {r.tokens:>5} tok{model}  {r.detail[:90]}"
+    return f"{r.icon} {r.node:<11} it{r.iteration}  {dur:>7}  {r.tokens:>5} tok{model}  {cut(r.detail, 90)}"

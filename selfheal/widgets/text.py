@@ -4,6 +4,7 @@ IPython, nbconvert/nbclient outputs, terminals, and the live view's text parts).
 from __future__ import annotations
 
 from selfheal.state import HealState
+from selfheal.texts import cut
 from selfheal.widgets.candidates import CandidatesView, candidates_view, evidence_summary
 from selfheal.widgets.viewmodel import (
     OUTCOME_ICONS,
@@ -63,7 +64,7 @@ def render_text(state: HealState, *, live: bool = False) -> str:
         model = f" [{r.model}]" if r.model else ""
         out.append(
             f"  {r.icon} {r.node:<11} it{r.iteration} {r.duration:6.2f}s {r.tokens:6d} tok"
-            f"{model}  {r.detail[:100]}"
+            f"{model}  {cut(r.detail, 100)}"
         )
     population = candidates_text(candidates_view(state))
     if population:
@@ -112,7 +113,7 @@ def render_markdown(state: HealState, *, live: bool = False) -> str:
     for r in timeline_rows(state, live=live):
         out.append(
             f"| {r.icon} | {r.node} | {r.iteration} | {r.duration:.2f}s | {r.tokens} | "
-            f"{_md_cell(r.model)} | {_md_cell(r.detail[:120])} |"
+            f"{_md_cell(r.model)} | {_md_cell(cut(r.detail, 120))} |"
         )
     pop = candidates_view(state)
     if pop.rows:

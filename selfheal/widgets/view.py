@@ -73,6 +73,10 @@ class HealView(w.VBox):  # type: ignore[misc]
         self.on_token = progress_only(self._on_token)
         """The run's token sink (it counts; it shows no text)."""
         self._ticker: threading.Thread | None = None
+        self.display_handle: Any = None
+        """The output it was displayed in (``display(view, display_id=True)``): ``finish``
+        replaces that output's text and markdown, what a notebook saved without its widget
+        state shows, by the finished run's."""
 
         self.header = w.HTML().add_class("selfheal-header")
         self.timeline_box = w.VBox(layout=w.Layout(width="100%")).add_class("selfheal-timeline")
@@ -231,6 +235,12 @@ class HealView(w.VBox):  # type: ignore[misc]
             elif self._getter is not None:
                 self._state = self._getter()
             self._render()
+
+    def finish(self, state: HealState) -> None:
+        """Redraw with the finished run, and update the output it was displayed in."""
+        self.refresh(state, live=False)
+        if self.display_handle is not None:
+            self.display_handle.update(self)
 
     def display_state(self) -> HealState:
         """The state shown: the last known state plus live events not yet checkpointed."""
