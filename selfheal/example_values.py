@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 
 from selfheal._parse import ast_parse, parse_or_none
-from selfheal.expected import expected_problem
+from selfheal.expected import expected_problem, written_together
 
 Names = frozenset[str]
 """The functions the spec asks for: an example's values may not use them."""
@@ -70,13 +70,14 @@ def same_expression(a: str, b: str) -> bool:
 
 
 def longest(rest: str, ok: Callable[[str], bool]) -> str | None:
-    """The longest prefix of ``rest`` (cut at a space, a backtick or punctuation) that is an
+    """The longest prefix of ``rest`` (cut at a space, a backtick, a closing parenthesis or
+    punctuation) that is an
     expression ``ok`` accepts, unless a longer expression it does not accept holds it."""
     rest = rest[:200]
     for cut in range(len(rest), 0, -1):
         tail = rest[cut:]
         if tail and not (
-            tail[0] in " \t`"
+            tail[0] in " \t`)"
             or tail.startswith(("'''", '"""'))
             or (tail[0] in ".,;:" and (len(tail) == 1 or tail[1] in " \t`"))
         ):
@@ -89,15 +90,26 @@ def longest(rest: str, ok: Callable[[str], bool]) -> str | None:
             continue
         if ok(cand):
             return cand
-        if not _may_end_inside(tree.body):
+        if not _may_end_inside(tree.body, cand):
             return None  # `d - datetime.timedelta(1)`: a shorter prefix is not the value
     return None
 
 
-def _may_end_inside(node: ast.expr) -> bool:
-    """Whether the value may end inside ``node``, a longer expression that was not accepted:
-    a tuple (``2, f(2) -> 4``: the next example), ``and``/``or``/``if``/``is`` (prose), or
-    a call of what is not a function (``5 (10 / 2)``: a remark)."""
+def _may_end_inside(node: ast.expr, src: str) -> bool:
+    """Whether the value may end inside ``node``, a longer expression (``src``) that was not
+    accepted: a tuple (``2, f(2) -> 4``: the next example), ``and``/``or``/``if``/``is``
+    (prose), a call of what is not a function (``5 (10 / 2)``: a remark), or a dot with a
+    space after it (``4.5. Then``: the end of a sentence)."""
+    if isinstance(node, ast.Attribute):
+        return not written_together(node, src)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return not written_together(node.func, src)
     if isinstance(node, ast.Call):
-        return not isinstance(node.func, ast.Name | ast.Attribute)
+        return not isinstance(node.func, ast.Name)
     return isinstance(node, ast.Tuple | ast.BoolOp | ast.Compare | ast.IfExp)
+
+
+def has_constant(*srcs: str) -> bool:
+    """Whether any of ``srcs`` holds a literal."""
+    trees = [parse_or_none(s, "eval") for s in srcs]
+    return any(isinstance(n, ast.Constant) for t in trees if t for n in ast.walk(t))

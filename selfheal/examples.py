@@ -10,7 +10,8 @@ The forms read:
 * named inputs: ``For xs = [1, 2], k = 3 the output should be 5`` (or "the result", "the
   return value"), the names being exactly the function's parameters;
 * blocks: ``Input: xs = [1, 2], k = 3`` (or the bare arguments), then ``Output: 5``;
-* tables of inputs and outputs (``selfheal.example_tables``).
+* tables of inputs and outputs (``selfheal.example_tables``);
+* ``value -> value`` without the call, for a function of one argument (``selfheal.example_bare``).
 
 The arguments and the value are any expression that can be evaluated without the candidate
 (``selfheal.expected``: ``datetime.date(2024, 3, 5)``, ``Decimal('1.10')``,
@@ -31,12 +32,14 @@ from collections.abc import Sequence
 
 from selfheal._parse import ast_parse, literal, parse_or_none
 from selfheal._record import Record
+from selfheal.example_bare import bare_examples
 from selfheal.example_named import named_examples, parameters
 from selfheal.example_tables import table_rows
 from selfheal.example_values import (
     WORD_VALUES,
     Names,
     balanced_end,
+    has_constant,
     is_expr,
     longest,
     same_expression,
@@ -127,7 +130,7 @@ def read_examples(text: str, name: str) -> tuple[tuple[Example, ...], tuple[Unre
     inline, loose = _inline_examples(text, name, asked, unread)
     params = parameters(text, name)
     named = named_examples(text, name, params, asked) if params else []
-    found += inline + named
+    found += inline + named + bare_examples(text, name, asked)
     for call, expected, row in table_rows(text, name, params):
         example = _checked(call, expected, name, asked)
         if isinstance(example, Example):
@@ -226,11 +229,6 @@ def _names(srcs: Sequence[str]) -> set[str]:
     return {n.id for t in trees if t for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
-def _has_constant(*srcs: str) -> bool:
-    trees = [parse_or_none(s, "eval") for s in srcs]
-    return any(isinstance(n, ast.Constant) for t in trees if t for n in ast.walk(t))
-
-
 def _inline_examples(
     text: str, name: str, asked: Names, unread: list[Unread]
 ) -> tuple[list[Example], list[Example]]:
@@ -258,7 +256,7 @@ def _inline_examples(
                 out.append(example)
                 continue
             attempt = longest(rest, lambda src: True) or ""
-            if not _has_constant(*args, attempt) or _names(args) & _names([attempt]):
+            if not has_constant(*args, attempt) or _names(args) & _names([attempt]):
                 continue  # a signature, a rule (`f(n) -> f(n - 1) + 1`) or prose, not an example
             parsed = parse_or_none(attempt, "eval")
             is_word = parsed is not None and isinstance(parsed.body, ast.Name)

@@ -253,6 +253,8 @@ def expected_problem(expr_src: str, candidate_names: Iterable[str] = ()) -> str 
             what = _WHAT.get(type(node), f"`{ast.unparse(node)[:40]}`")
             return f"uses {what}; an example's value is built from literals, containers and calls"
     for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and not written_together(node, expr_src.strip()):
+            return f"has a space around the dot before `{node.attr}`: prose, not a value"
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             return f"uses the attribute `{node.attr}`; write the value itself"
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
@@ -273,6 +275,20 @@ def expected_problem(expr_src: str, candidate_names: Iterable[str] = ()) -> str 
             if problem is not None:
                 return problem
     return None
+
+
+def written_together(node: ast.Attribute, src: str) -> bool:
+    """Whether ``value.attr`` is written without a space around its dot (``1.5. Then`` is the
+    end of a sentence, not the attribute ``Then`` of ``1.5``)."""
+    value = node.value
+    if node.end_lineno is None or value.end_lineno != node.end_lineno:
+        return False
+    line = src.splitlines()[node.end_lineno - 1].encode()
+    end = node.end_col_offset or 0
+    between = line[value.end_col_offset or 0 : end - len(node.attr.encode())].decode(
+        errors="replace"
+    )
+    return between.replace(")", "") == "."
 
 
 def _name_problem(

@@ -72,6 +72,7 @@ FORMS = [
     "Write a function f(n).\n\n| n | f(n) |\n|---|---|\n| 2 | 4 |\n",
     "Write a function f(n).\n\ninput | output\n--- | ---\n`2` | `4`\n",
     "def f(n):\n    '''Doubles.\n    >>> f(2)\n    4\n    '''\n",
+    "Write a function `f(n: int) -> int` that doubles n (2 -> 4).",
 ]
 """The same example in each form a spec writes it."""
 
@@ -81,6 +82,26 @@ def test_every_form() -> None:
         assert _tests(spec) == ["assert f(2) == 4"], spec
     several = "Write a function f(n) that doubles n: f(1) -> 2, f(2) -> 4; f(3) -> 6."
     assert _tests(several) == ["assert f(1) == 2", "assert f(2) == 4", "assert f(3) == 6"]
+    sentences = "Write a function f(n). f(2) -> 4.5. Then f(3) -> 6.5. mean(1.5. x) -> 2"
+    assert _tests(sentences) == ["assert f(2) == 4.5", "assert f(3) == 6.5"]
+
+
+def test_examples_without_the_call_for_a_function_of_one_argument() -> None:
+    money = (
+        "Write `parse_money(text: str, strict: bool = True) -> int`, in cents. Examples: "
+        '"$1,234.50" -> 123450, "-$3" -> -300, "($12.5)" -> -1250.'
+    )
+    assert _tests(money) == [
+        'assert parse_money("$1,234.50") == 123450',
+        'assert parse_money("-$3") == -300',
+        'assert parse_money("($12.5)") == -1250',
+    ]
+    halves = "Write `r(value: float) -> float` (halves away from zero: 2.5 -> 3.0, -2.5 -> -3.0)."
+    assert _tests(halves) == ["assert r(2.5) == 3.0", "assert r(-2.5) == -3.0"]
+    # two arguments, no signature, or a type after the arrow: nothing to read
+    assert _tests("Write `add(a: int, b: int) -> int`: 2 -> 4.") == []
+    assert _tests("Write a function that doubles, e.g. 2 -> 4.") == []
+    assert _tests("Write `f(n: int) -> int`; `g(x) -> list` too, and x -> y.") == []
 
 
 def test_dates_in_prose_and_doctests() -> None:
