@@ -5,7 +5,8 @@ Strict, since a misread is a trusted test failing right code: the function's sig
 ``def`` line, or ``name(text: str, digits: int = 0)`` in prose) must have exactly one
 parameter without a default; the arrow is a symbol (``->``, ``=>``, ``→``, ``➞``); both sides
 are values that can be built without the candidate, each holding a literal, neither a tuple
-without its parentheses (``2.5 -> 3.0, -2.5`` is two examples, not a tuple).
+without its parentheses (``2.5 -> 3.0, -2.5`` is two examples, not a tuple), and the arrows
+do not chain (``1 -> 2 -> 3`` is a linked list).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from selfheal.expected import expected_problem
 from selfheal.state.cases import Example
 
 _ARROW_RE = re.compile(r"->|=>|→|➞")
+_ARROW_END_RE = re.compile(r"(?:->|=>|→|➞)\s*`?\s*$")
 _BOUNDARY = " \t([{,;:`"
 """What may stand just before the value on the left of an arrow."""
 
@@ -72,10 +74,10 @@ def bare_examples(text: str, name: str, asked: Names) -> list[Example]:
         if call >= 0 and balanced_end(before, call + len(name)) == len(before):
             continue  # `f(x) -> y`: the call's own arrow
         arg = _value_before(before.rstrip(), asked)
-        if arg is None:
-            continue
+        if arg is None or _ARROW_END_RE.search(before.rstrip()[: -len(arg)]):
+            continue  # `1 -> 2 -> 3`: a chain (a linked list), not examples
         rest = text[m.end() :].split("\n", 1)[0].lstrip().lstrip("`")
         value = longest(rest, lambda src: _ok(src, asked))
-        if value is not None:
+        if value is not None and not _ARROW_RE.match(rest[len(value) :].lstrip(" `")):
             out.append(Example(call=f"{name}({arg})", expected=value))
     return out

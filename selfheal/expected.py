@@ -183,6 +183,9 @@ _FILE_WRITERS = re.compile(
     r"read\w*|load\w*)$"
 )
 """Methods that read or write files (``to_csv``, ``tofile``, ``dump``): never in an example."""
+_RUNS_TEXT = frozenset({"eval", "query", "format", "format_map"})
+"""Methods that evaluate a string (``DataFrame.eval``, ``str.format``'s ``{0.__class__}``):
+never in an example."""
 
 _VALUE_NODES = (
     ast.Expression,
@@ -264,6 +267,8 @@ def expected_problem(expr_src: str, candidate_names: Iterable[str] = ()) -> str 
                     f"uses `{module}.{node.attr}`, which is not among the values an example "
                     f"may build ({module}: {', '.join(sorted(ATTRIBUTES[module])[:12])}, ...)"
                 )
+        if isinstance(node, ast.Attribute) and node.attr in _RUNS_TEXT:
+            return f"uses `{node.attr}`, which evaluates text; write the value itself"
         if isinstance(node, ast.Attribute) and _FILE_WRITERS.match(node.attr):
             return f"uses `{node.attr}`, which reads or writes files; write the value itself"
         if isinstance(node, ast.Call) and not isinstance(

@@ -37,7 +37,8 @@ class Spec(Record):
     signature: str | None = None
     """The ``def`` line, when known."""
     examples: tuple[Example, ...] = ()
-    """Examples found in the text (doctests, ``f(x) -> y`` lines)."""
+    """Examples found in the text, in every form ``selfheal.examples`` reads (doctests,
+    ``f(x) -> y``, tables, ...)."""
     prelude: str = ""
     """Imports written in the spec (a HumanEval prompt's ``from typing import List``)."""
 

@@ -102,6 +102,8 @@ def test_examples_without_the_call_for_a_function_of_one_argument() -> None:
     assert _tests("Write `add(a: int, b: int) -> int`: 2 -> 4.") == []
     assert _tests("Write a function that doubles, e.g. 2 -> 4.") == []
     assert _tests("Write `f(n: int) -> int`; `g(x) -> list` too, and x -> y.") == []
+    chain = "Write `reverse(head: Node) -> Node`: 1 -> 2 -> 3 becomes 3 -> 2 -> 1."
+    assert _tests(chain) == []
 
 
 def test_dates_in_prose_and_doctests() -> None:

@@ -53,6 +53,8 @@ def test_values_that_can_be_built_without_the_candidate(src: str) -> None:
         ("np.load('a.npy')", "uses `np.load`, which is not among"),
         ("pd.DataFrame().to_pickle('x')", "uses `to_pickle`, which reads or writes files"),
         ("3(4)", "calls `3`, which is not a function"),
+        ("pd.DataFrame({'a': [1]}).eval('a + 1')", "uses `eval`, which evaluates text"),
+        ("'{0.__class__}'.format(1)", "uses `format`, which evaluates text"),
         ("1.5. Then", "has a space around the dot before `Then`: prose, not a value"),
         ("f(", "is not a Python expression"),
         ("datetime(2024, 1, 1) - datetime.timedelta(1)", "uses `datetime` both as the module"),
