@@ -211,11 +211,19 @@ def _doctests(text: str, name: str, asked: Names, unread: list[Unread]) -> list[
     return found
 
 
+_NAN = frozenset({"nan", "math.nan", "np.nan", "numpy.nan", "float('nan')", 'float("nan")'})
+"""A NaN value as written: it never equals itself, so its test is ``math.isnan(call)``."""
+
+
 def example_assert(example: Example) -> str:
     """The test a trusted example runs: the import lines its values need, then ``assert call
-    == expected`` (``math.isclose`` with the stated tolerance for a float value)."""
+    == expected`` (``math.isclose`` with the stated tolerance for a float value,
+    ``math.isnan`` for NaN)."""
     call, expected = example.call, example.expected
-    if example.abs_tol is None:
+    if expected.strip() in _NAN:
+        imports = import_lines(call, extra=["import math"])
+        line = f"assert math.isnan({call})"
+    elif example.abs_tol is None:
         imports = import_lines(call, expected)
         line = f"assert {call} == {expected}"
     else:

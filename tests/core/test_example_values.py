@@ -150,6 +150,14 @@ def test_a_one_parameter_table_cell_with_commas_is_one_tuple() -> None:
     assert _tests(spec) == ["assert norm((3, 4)) == 5.0"]
 
 
+def test_nan_is_checked_with_isnan() -> None:
+    spec = "Write a function mean(xs); mean([]) -> nan, mean([2]) -> float('nan'), m([1]) -> 1"
+    assert _tests(spec) == [
+        "import math\nassert math.isnan(mean([]))",
+        "import math\nassert math.isnan(mean([2]))",
+    ]
+
+
 @pytest.mark.parametrize(
     ("words", "tol"),
     [
