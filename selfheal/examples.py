@@ -158,6 +158,16 @@ class _Put(ast.NodeTransformer):
         return super().visit(copy.deepcopy(node))  # type: ignore[no-any-return]
 
 
+def _forget(bound: dict[str, str], node: ast.AST | None, *, methods_only: bool = False) -> None:
+    """Forget the values of the names ``node`` uses (``methods_only``: those whose method or
+    attribute it uses, ``xs.pop()``), which it may have changed."""
+    for n in ast.walk(node) if node is not None else ():
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+            bound.pop(n.value.id, None)
+        elif isinstance(n, ast.Name) and not methods_only:
+            bound.pop(n.id, None)
+
+
 def _doctests(text: str, name: str, asked: Names, unread: list[Unread]) -> list[Example]:
     """``>>> name(args)`` and the value on the lines after it."""
     found: list[Example] = []
@@ -184,15 +194,21 @@ def _doctests(text: str, name: str, asked: Names, unread: list[Unread]) -> list[
         i = j
         tree = parse_or_none(call)
         one = tree.body[0] if tree is not None and len(tree.body) == 1 else None
-        if isinstance(one, ast.Assign) and len(one.targets) == 1:
+        if isinstance(one, ast.Assign) and [type(t) for t in one.targets] == [ast.Name]:
             target = one.targets[0]
+            assert isinstance(target, ast.Name)
             value = ast.unparse(_Put(bound).visit(one.value))
-            if isinstance(target, ast.Name) and expected_problem(value, asked) is None:
+            _forget(bound, one.value, methods_only=True)
+            if expected_problem(value, asked) is None:
                 bound[target.id] = value
+            else:
+                bound.pop(target.id, None)
             continue
         if not isinstance(one, ast.Expr):
+            _forget(bound, tree)  # `df['b'] = 2` changes df: its value is no longer known
             continue
         put = _Put(bound).visit(one.value)
+        _forget(bound, one.value)  # the call may change its arguments (`pop_first(xs)`)
         if "#" in call or ast.dump(put) != ast.dump(ast_parse(call, mode="eval").body):
             call = ast.unparse(put)  # a comment would swallow the assertion's `== value`
         expected = " ".join(out_lines).strip()

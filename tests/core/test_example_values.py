@@ -132,6 +132,16 @@ def test_doctests_keep_multiline_values_and_earlier_names() -> None:
     ]
 
 
+def test_doctest_names_whose_value_changed_are_not_put_in_place() -> None:
+    spec = (
+        "def pop_first(xs):\n    '''Removes and returns the first item.\n"
+        "    >>> xs = [3, 1]\n    >>> pop_first(xs)\n    3\n    >>> pop_first(xs)\n    1\n"
+        "    >>> df = pd.DataFrame({'a': [1]})\n    >>> df['b'] = 2\n    >>> pop_first(df)\n    1\n"
+        "    >>> ys = [5]\n    >>> ys.append(6)\n    >>> pop_first(ys)\n    5\n    '''\n"
+    )
+    assert _tests(spec) == ["assert pop_first([3, 1]) == 3"]  # the first call only
+
+
 def test_tables_with_several_arguments() -> None:
     spec = (
         "Write a function add(a, b).\n\n| a | b | add(a, b) | note |\n|---|---|---|---|\n"
