@@ -47,14 +47,17 @@ def _quoted(u: Unread) -> str:
     return f"`{u.example}` could not be read: {u.why}"
 
 
-def examples_line(spec: Spec, read: int) -> str:
+def examples_line(spec: Spec, read: int, *, yours: bool = False) -> str | None:
     """The line that tells how many of the spec's examples are trusted tests (``read``), and
-    quotes the first one that could not be read."""
+    quotes the first one that could not be read; None when the spec writes no example and
+    ``yours`` (the user gave tests: they are what verifies)."""
     unread = unread_examples(spec, limit=1)
     if read:
         head = f"{read} example(s) of the spec read as trusted tests"
     elif unread:
         head = "no example of the spec read as a trusted test"
+    elif yours:
+        return None
     else:
         return (
             "no example in the spec: nothing trusted to verify against (write one as "

@@ -23,7 +23,9 @@ def with_examples(state: HealState, log: CallLog) -> HealState:
         return state
     examples = [(example_assert(ex), "example written in the spec") for ex in spec.examples]
     new = add_tests(state, examples, origin="example", prefix="ex", trusted=True, limit=50)
-    log.info(state, examples_line(spec, len(new)))
+    line = examples_line(spec, len(new), yours=any(t.trusted for t in state.tests))
+    if line:
+        log.info(state, line)
     return state.model_copy(update={"tests": state.tests + new})
 
 

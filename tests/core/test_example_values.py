@@ -296,3 +296,25 @@ def test_a_date_example_is_one_trusted_test_in_a_run(pool: KernelPool) -> None:
     assert result.test_outcomes()[trusted[0].id] == "passed"
     plan = [e.detail for e in result.timeline if e.node == "plan_tests" and e.kind == "end"]
     assert plan and plan[0].startswith("1 example(s) of the spec read as trusted tests; "), plan
+
+
+def test_the_plan_line_for_a_spec_without_examples(pool: KernelPool) -> None:
+    spec = "Write a function clamp(x, lo, hi) that returns x limited to [lo, hi]."
+    config = s.chain(spec_blind_tests=False, critic=False, adversarial_tests=False)
+    alone = heal(spec, provider=MockProvider({"generator": [s.GOOD]}), config=config, executor=pool)
+    plan = [e.detail for e in alone.timeline if e.node == "plan_tests" and e.kind == "end"]
+    assert plan[0].startswith(
+        "no example in the spec: nothing trusted to verify against (write one as "
+        "`clamp(args) -> value`)"
+    ), plan
+    # your tests are trusted: no line about the spec's missing examples
+    tests = ["assert clamp(5, 0, 3) == 3"]
+    yours = heal(
+        spec,
+        provider=MockProvider({"generator": [s.GOOD]}),
+        config=config,
+        executor=pool,
+        tests=tests,
+    )
+    said = [e.detail for e in yours.timeline if e.node == "plan_tests"]
+    assert not any("example" in d for d in said), said
