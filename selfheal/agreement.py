@@ -14,7 +14,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from selfheal._parse import literal, parse_or_none
-from selfheal.examples import no_trusted_test
+from selfheal.example_hints import no_trusted_test
 from selfheal.kernel_sandbox.boundary import weaker_than_landlock
 from selfheal.kernel_sandbox.types import ExecutionReport
 from selfheal.state import Candidate, Evidence, HealState, ProbeInput, TestCase

@@ -1,161 +1,261 @@
 """The examples written in a spec: what the user says a call returns. They become trusted tests.
 
-The forms read, each only when the call's arguments and the value are plain values:
+The forms read:
 
-* doctests: ``>>> f(x)`` and the value on the lines after it;
-* inline: ``f(x) -> y`` (or ``==>``, ``==``, ``=>``, ``➞``, ``→``, "returns", "should return",
-  "gives", "is", a comment ``# returns y`` / ``# => y``), and ``f(x) = y`` when ``y`` is the
-  rest of its line;
+* doctests: ``>>> f(x)`` and the value on the lines after it (earlier ``>>> name = value``
+  lines are put in place of ``name`` in the call);
+* inline, in prose or code, several per line: ``f(x) -> y`` (or ``==>``, ``==``, ``=>``,
+  ``➞``, ``→``, ``≈``, "returns", "should return", "gives", "is", a comment ``# returns y`` /
+  ``# => y``, backticks around either side), and ``f(x) = y`` when ``y`` is the rest of its line;
 * named inputs: ``For xs = [1, 2], k = 3 the output should be 5`` (or "the result", "the
   return value"), the names being exactly the function's parameters;
-* blocks: ``Input: xs = [1, 2], k = 3`` (or the bare arguments), then ``Output: 5``.
+* blocks: ``Input: xs = [1, 2], k = 3`` (or the bare arguments), then ``Output: 5``;
+* tables of inputs and outputs (``selfheal.example_tables``);
+* ``value -> value`` without the call, for a function of one argument (``selfheal.example_bare``).
 
-A value written as a whole ``true``, ``false`` or ``none`` reads as ``True``, ``False``,
-``None``. A misread example would be a trusted test failing right code, so every form is strict,
-and ``f(x) = y`` examples are dropped when a function's examples give values of different
-kinds (HumanEval/130 writes ``tri(4) = 3`` for its sequence and ``tri(3) = [1, 3, 2, 8]`` for
-the function).
+The arguments and the value are any expression that can be evaluated without the candidate
+(``selfheal.expected``: ``datetime.date(2024, 3, 5)``, ``Decimal('1.10')``,
+``pd.DataFrame({...})``, ...). A value written as a whole ``true``, ``false`` or ``none`` reads
+as ``True``, ``False``, ``None``. A misread example would be a trusted test failing right code,
+so every form is strict, and ``f(x) = y`` examples are dropped when a function's examples give
+values of different kinds (HumanEval/130 writes ``tri(4) = 3`` for its sequence and ``tri(3) =
+[1, 3, 2, 8]`` for the function). What looks like an example but cannot be read is kept with
+the reason (``Unread``), to tell the user.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from collections.abc import Sequence
 
 from selfheal._parse import ast_parse, literal, parse_or_none
-from selfheal.state import Spec
-from selfheal.state.cases import Example
-
-_ARROW_RE = re.compile(r"^\s*(?:#\s*)?(?:==>|==|->|=>|➞|→|should return|returns|gives|is)\s*")
-_EQUALS_RE = re.compile(r"^\s*=(?![=>])\s*")
-_FOR_RE = re.compile(
-    r"\bFor\s+(?P<args>.+?)\s*,?\s+(?:the\s+)?(?:output|result|return value)\s+"
-    r"(?:should|will|must)\s+be\s+(?P<value>.+)$",
-    re.IGNORECASE,
+from selfheal._record import Record
+from selfheal.example_bare import bare_examples
+from selfheal.example_named import named_examples, parameters
+from selfheal.example_tables import table_rows
+from selfheal.example_values import (
+    WORD_VALUES,
+    Names,
+    balanced_end,
+    has_constant,
+    is_expr,
+    longest,
+    same_expression,
+    value_at,
 )
-_INPUT_RE = re.compile(r"^\s*Input\s*:\s*(?P<args>\S.*)$", re.IGNORECASE)
-_OUTPUT_RE = re.compile(r"^\s*Output\s*:\s*(?P<value>\S.*)$", re.IGNORECASE)
-_WORD_VALUES = {"true": "True", "false": "False", "none": "None"}
-_NAMES = frozenset({"True", "False", "None", "float", "inf", "nan"})
-"""The names a literal-like value may use."""
-_LITERAL_NODES: tuple[type[ast.AST], ...] = (ast.Expression, ast.Constant, ast.List, ast.Tuple)
-_LITERAL_NODES += (ast.Set, ast.Dict, ast.UnaryOp, ast.USub, ast.UAdd, ast.Load, ast.Name)
-_LITERAL_NODES += (ast.Call, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div)
-"""The syntax a literal-like value may use (``float('inf')``, ``-1``, ``1 + 2j``, ...)."""
+from selfheal.expected import expected_problem, import_lines
+from selfheal.state.cases import Example
+from selfheal.tolerance import abs_tol_for, stated_tolerance
 
-
-def _is_expr(src: str) -> bool:
-    return parse_or_none(src, "eval") is not None
-
-
-def _calls(expr: str, name: str) -> bool:
-    """True if ``expr`` is a call of ``name`` whose arguments are plain values."""
-    tree = parse_or_none(expr, "eval")
-    if tree is None:
-        return False
-    call = tree.body
-    # a doctest may round or sort the result: ``round(find_zero([1, 2]), 2)``
-    if (
-        isinstance(call, ast.Call)
-        and isinstance(call.func, ast.Name)
-        and call.func.id in _RESULT_WRAPPERS
-        and call.args
-        and not call.keywords
-        and all(_literal_like(ast.unparse(a)) for a in call.args[1:])
-    ):
-        call = call.args[0]
-    if not (
-        isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == name
-    ):
-        return False
-    args = [*call.args, *(k.value for k in call.keywords)]
-    return all(_literal_like(ast.unparse(a)) for a in args)
-
-
+_SYMBOL_ARROWS = r"==>|==|->|=>|➞|→|≈"
+_ARROW_RE = re.compile(
+    rf"^\s*`?\s*(?:#\s*)?(?:(?P<symbol>{_SYMBOL_ARROWS})|should return|returns|gives|is)\s*`?\s*"
+)
+_EQUALS_RE = re.compile(r"^\s*=(?![=>])\s*")
 _RESULT_WRAPPERS = frozenset({"round", "sorted", "list", "tuple", "set", "abs", "len", "str"})
-"""Builtins a doctest may apply to the function's result (its first argument), with plain
-values as their other arguments."""
+"""Builtins a doctest may apply to the function's result (its first argument)."""
+
+
+class Unread(Record):
+    """An example written in a spec that could not be read as a test."""
+
+    example: str
+    """The example as written, e.g. ``f(x) -> foo(3)``."""
+    why: str
+    """Why it could not be read and what to write instead."""
+
+
+def _calls_name(node: ast.expr, name: str) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+
+
+def _call_args(expr: str, name: str) -> list[str] | None:
+    """The argument sources of ``expr`` as a call of ``name`` (a doctest may round or sort the
+    result: ``round(f([1, 2]), 2)``, the wrapper's other arguments then count as arguments
+    too), or None when it is not one."""
+    tree = parse_or_none(expr.strip(), "eval")
+    if tree is None:
+        return None
+    call, extra = tree.body, list[ast.expr]()
+    wrapper = call
+    if (
+        isinstance(wrapper, ast.Call)
+        and isinstance(wrapper.func, ast.Name)
+        and wrapper.func.id in _RESULT_WRAPPERS
+        and wrapper.args
+        and not wrapper.keywords
+        and _calls_name(wrapper.args[0], name)
+    ):
+        call, extra = wrapper.args[0], wrapper.args[1:]
+    if not isinstance(call, ast.Call) or not _calls_name(call, name):
+        return None
+    return [ast.unparse(a) for a in [*call.args, *(k.value for k in call.keywords), *extra]]
+
+
+def _args_problem(call: str, name: str, asked: Names) -> str | None:
+    """Why the arguments of ``call`` cannot be built without the candidate, or None."""
+    for arg in _call_args(call, name) or []:
+        problem = expected_problem(arg, asked)
+        if problem is not None:
+            return f"the argument `{arg}` {problem}"
+    return None
+
+
+def _checked(call: str, expected: str, name: str, asked: Names) -> Example | str:
+    """The example ``call`` -> ``expected``, or why it cannot be read."""
+    problem = expected_problem(expected, asked)
+    if problem is not None:
+        return f"the expected value {problem}"
+    args = _args_problem(call, name, asked)
+    if args is not None:
+        return args
+    both = expected_problem(f"[{', '.join(_call_args(call, name) or [])}, {expected}]", asked)
+    return f"the example {both}" if both else Example(call=call, expected=expected)
 
 
 def find_examples(text: str, name: str) -> tuple[Example, ...]:
     """The examples of ``name`` written in ``text``, in every form the module reads, in order,
     without repeats."""
-    found = _doctests(text, name)
-    inline, loose = _inline_examples(text, name)
-    params = _parameters(text, name)
-    named = _named_examples(text, name, params) if params else []
-    found += inline + named
+    return read_examples(text, name)[0]
+
+
+def read_examples(text: str, name: str) -> tuple[tuple[Example, ...], tuple[Unread, ...]]:
+    """The examples of ``name`` written in ``text`` (as ``find_examples``), and those that look
+    like examples but could not be read, each with the reason."""
+    asked = frozenset({name, *re.findall(r"^\s*(?:async\s+)?def\s+(\w+)", text, re.M)})
+    unread: list[Unread] = []
+    found = _doctests(text, name, asked, unread)
+    inline, loose = _inline_examples(text, name, asked, unread)
+    params = parameters(text, name)
+    named = named_examples(text, name, params, asked) if params else []
+    found += inline + named + bare_examples(text, name, asked)
+    for call, expected, row in table_rows(text, name, params):
+        example = _checked(call, expected, name, asked)
+        if isinstance(example, Example):
+            found.append(example)
+        else:
+            unread.append(Unread(example=row, why=example))
     if loose and len({_kind(e.expected) for e in [*found, *loose]}) == 1:
         found += loose
-    return tuple(dict.fromkeys(found))  # without repeats, in order
+    tolerance = stated_tolerance(text)
+    found = [e.model_copy(update={"abs_tol": abs_tol_for(e.expected, tolerance)}) for e in found]
+    return tuple(dict.fromkeys(found)), tuple(dict.fromkeys(unread))
 
 
-def _doctests(text: str, name: str) -> list[Example]:
+class _Put(ast.NodeTransformer):
+    """Puts the values of earlier ``>>> name = value`` lines in place of their names."""
+
+    def __init__(self, bound: dict[str, str]) -> None:
+        self.bound = bound
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        src = self.bound.get(node.id)
+        return ast_parse(src, mode="eval").body if src is not None else node
+
+    def visit(self, node: ast.AST) -> ast.expr:  # type: ignore[override]
+        return super().visit(copy.deepcopy(node))  # type: ignore[no-any-return]
+
+
+def _forget(bound: dict[str, str], node: ast.AST | None, *, methods_only: bool = False) -> None:
+    """Forget the values of the names ``node`` uses (``methods_only``: those whose method or
+    attribute it uses, ``xs.pop()``), which it may have changed."""
+    for n in ast.walk(node) if node is not None else ():
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+            bound.pop(n.value.id, None)
+        elif isinstance(n, ast.Name) and not methods_only:
+            bound.pop(n.id, None)
+
+
+def _doctests(text: str, name: str, asked: Names, unread: list[Unread]) -> list[Example]:
     """``>>> name(args)`` and the value on the lines after it."""
     found: list[Example] = []
+    bound: dict[str, str] = {}
     lines = text.splitlines()
     i = 0
     while i < len(lines):
         stripped = lines[i].strip()
-        if stripped.startswith(">>>"):
-            call = stripped[3:].strip()
-            # continuation lines
-            j = i + 1
-            while j < len(lines) and lines[j].strip().startswith("..."):
-                call += " " + lines[j].strip()[3:].strip()
-                j += 1
-            out_lines = []
-            while j < len(lines):
-                s = lines[j].strip()
-                if not s or s.startswith(">>>") or s.startswith('"""') or s.startswith("'''"):
-                    break
-                out_lines.append(s)
-                j += 1
-            expected = " ".join(out_lines).strip()
-            if expected and _calls(call, name) and _is_expr(call) and _is_expr(expected):
-                if "#" in call:  # a trailing comment would swallow the assertion's `== value`
-                    call = ast.unparse(ast_parse(call, mode="eval").body)
-                found.append(Example(call=call, expected=expected))
-            i = j
+        if not stripped.startswith(">>>"):
+            i += 1
             continue
-        i += 1
+        call = written = stripped[3:].strip()
+        j = i + 1  # continuation lines, then the output
+        while j < len(lines) and lines[j].strip().startswith("..."):
+            call += " " + lines[j].strip()[3:].strip()
+            j += 1
+        out_lines = []
+        while j < len(lines):
+            s = lines[j].strip()
+            if not s or s.startswith(">>>") or s.startswith('"""') or s.startswith("'''"):
+                break
+            out_lines.append(s)
+            j += 1
+        i = j
+        tree = parse_or_none(call)
+        one = tree.body[0] if tree is not None and len(tree.body) == 1 else None
+        if isinstance(one, ast.Assign) and [type(t) for t in one.targets] == [ast.Name]:
+            target = one.targets[0]
+            assert isinstance(target, ast.Name)
+            value = ast.unparse(_Put(bound).visit(one.value))
+            _forget(bound, one.value, methods_only=True)
+            if expected_problem(value, asked) is None:
+                bound[target.id] = value
+            else:
+                bound.pop(target.id, None)
+            continue
+        if not isinstance(one, ast.Expr):
+            _forget(bound, tree)  # `df['b'] = 2` changes df: its value is no longer known
+            continue
+        put = _Put(bound).visit(one.value)
+        _forget(bound, one.value)  # the call may change its arguments (`pop_first(xs)`)
+        if "#" in call or ast.dump(put) != ast.dump(ast_parse(call, mode="eval").body):
+            call = ast.unparse(put)  # a comment would swallow the assertion's `== value`
+        expected = " ".join(out_lines).strip()
+        if not expected or _call_args(call, name) is None:
+            continue
+        example = _checked(call, expected, name, asked)
+        if isinstance(example, Example):
+            found.append(example)
+        elif not expected.startswith("Traceback"):
+            if not is_expr(expected):
+                example = (
+                    f"the expected output `{expected[:40]}` is not a Python expression; write "
+                    "the value as one (a table as `pd.DataFrame({...})`)"
+                )
+            unread.append(Unread(example=f">>> {written}"[:100], why=example))
     return found
 
 
+_NAN = frozenset({"nan", "math.nan", "np.nan", "numpy.nan", "float('nan')", 'float("nan")'})
+"""A NaN value as written: it never equals itself, so its test is ``math.isnan(call)``."""
+
+
 def example_assert(example: Example) -> str:
-    """The assertion a trusted example test runs."""
-    return f"assert {example.call} == {example.expected}"
+    """The test a trusted example runs: the import lines its values need, then ``assert call
+    == expected`` (``math.isclose`` with the stated tolerance for a float value,
+    ``math.isnan`` for NaN)."""
+    call, expected = example.call, example.expected
+    if expected.strip() in _NAN:
+        imports = import_lines(call, extra=["import math"])
+        line = f"assert math.isnan({call})"
+    elif example.abs_tol is None:
+        imports = import_lines(call, expected)
+        line = f"assert {call} == {expected}"
+    else:
+        imports = import_lines(call, expected, extra=["import math"])
+        line = f"assert math.isclose({call}, {expected}, abs_tol={example.abs_tol!r})"
+    return "\n".join([*imports, line])
 
 
-def _balanced_end(text: str, start: int) -> int | None:
-    """Index just past the parenthesis closing the one at ``start``."""
-    depth = 0
-    quote: str | None = None
-    i = start
-    while i < len(text):
-        c = text[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                quote = None
-        elif c in "\"'":
-            quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        elif c == "\n" and depth == 0:
-            return None
-        i += 1
-    return None
+def _names(srcs: Sequence[str]) -> set[str]:
+    trees = [parse_or_none(s, "eval") for s in srcs]
+    return {n.id for t in trees if t for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
-def _inline_examples(text: str, name: str) -> tuple[list[Example], list[Example]]:
+def _inline_examples(
+    text: str, name: str, asked: Names, unread: list[Unread]
+) -> tuple[list[Example], list[Example]]:
     """``name(args) -> value`` written inside prose, several per line allowed; and apart, the
     ``name(args) = value`` lines (kept only when their values are of one kind)."""
     out: list[Example] = []
@@ -164,46 +264,44 @@ def _inline_examples(text: str, name: str) -> tuple[list[Example], list[Example]
         before = text[max(0, m.start() - 4) : m.start()]
         if before.endswith("def "):
             continue
-        end = _balanced_end(text, m.end() - 1)
+        end = balanced_end(text, m.end() - 1)
         if end is None:
             continue
         call = text[m.start() : end]
-        if not _calls(call, name):
+        args = _call_args(call, name)
+        if args is None:
             continue
         arrow = _ARROW_RE.match(text[end:])
         if arrow:
-            exp = _value(text[end + arrow.end() :].split("\n", 1)[0])
-            if exp is not None:
-                out.append(Example(call=call, expected=exp))
+            rest = text[end + arrow.end() :].split("\n", 1)[0]
+            exp = value_at(rest, asked)
+            example = _checked(call, exp, name, asked) if exp is not None else None
+            if isinstance(example, Example):
+                out.append(example)
+                continue
+            attempt = longest(rest, lambda src: True) or ""
+            if not has_constant(*args, attempt) or _names(args) & _names([attempt]):
+                continue  # a signature, a rule (`f(n) -> f(n - 1) + 1`) or prose, not an example
+            parsed = parse_or_none(attempt, "eval")
+            is_word = parsed is not None and isinstance(parsed.body, ast.Name)
+            word_ok = _args_problem(call, name, asked) is None and attempt and not is_word
+            if arrow.group("symbol") or word_ok:
+                why = example or (
+                    f"the expected value {expected_problem(attempt, asked)}"
+                    if attempt
+                    else "nothing after the arrow reads as a Python value"
+                )
+                shown = " ".join((text[m.start() : end + arrow.end()] + attempt).split())
+                unread.append(Unread(example=shown[:100], why=why))
             continue
         equals = _EQUALS_RE.match(text[end:])
         if equals:  # the whole rest of the line must be the value
             rest = text[end + equals.end() :].split("\n", 1)[0].strip().rstrip(".").rstrip()
-            exp = _WORD_VALUES.get(rest.lower()) or _value(rest)
-            if exp is not None and (exp in _WORD_VALUES.values() or _same_expression(exp, rest)):
-                loose.append(Example(call=call, expected=exp))
+            exp = WORD_VALUES.get(rest.lower()) or value_at(rest, asked)
+            same = exp is not None and (exp in WORD_VALUES.values() or same_expression(exp, rest))
+            if same and isinstance(_checked(call, str(exp), name, asked), Example):
+                loose.append(Example(call=call, expected=str(exp)))
     return out, loose
-
-
-def _value(rest: str) -> str | None:
-    """The value that starts ``rest``: a literal-like expression, or a whole word ``true``,
-    ``false``, ``none``."""
-    word = re.match(r"\s*([A-Za-z]+)\b", rest)
-    if word and word.group(1).lower() in _WORD_VALUES:
-        after = rest[word.end() :].strip()
-        if not after or after[0] in ".,;#(":
-            return _WORD_VALUES[word.group(1).lower()]
-    value = _longest_expression(rest)
-    if value is not None and "#" in value:  # "24 # sum of 21 + 3": the comment is not the value
-        value = ast.unparse(ast_parse(value, mode="eval").body)
-    return value
-
-
-def _same_expression(a: str, b: str) -> bool:
-    """``a`` and ``b`` are the same Python expression (a comment aside)."""
-    if not (_is_expr(a) and _is_expr(b)):
-        return False
-    return ast.dump(ast_parse(a, mode="eval")) == ast.dump(ast_parse(b, mode="eval"))
 
 
 def _kind(value: str) -> str:
@@ -215,159 +313,3 @@ def _kind(value: str) -> str:
     if isinstance(v, bool):
         return "bool"
     return "number" if isinstance(v, int | float) else type(v).__name__
-
-
-def _parameters(text: str, name: str) -> list[str] | None:
-    """The positional parameters of ``def name(...)`` in ``text``, or None when it has none."""
-    m = re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(name)}\s*\(", text, re.MULTILINE)
-    if m is None:
-        return None
-    end = _balanced_end(text.replace("\n", " "), m.end() - 1)
-    if end is None:
-        return None
-    tree = parse_or_none(f"def _{text[m.end() - 1 : end]}: pass")
-    fn = tree.body[0] if tree else None
-    if not isinstance(fn, ast.FunctionDef):
-        return None
-    names = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
-    return names or None
-
-
-def _call_from_inputs(name: str, params: Sequence[str], inputs: str) -> str | None:
-    """``name(...)`` from written inputs: ``a = 1, b = [2]`` naming exactly the parameters, or
-    the bare values of all of them; None otherwise."""
-    tree = parse_or_none(f"_({inputs})", "eval")
-    node = tree.body if tree else None
-    if not isinstance(node, ast.Call):
-        return None
-    if node.keywords and not node.args:
-        given = {k.arg: k.value for k in node.keywords if k.arg}
-        if sorted(given) != sorted(params) or len(node.keywords) != len(params):
-            return None
-        values = [given[p] for p in params]
-    elif node.args and not node.keywords and len(node.args) == len(params):
-        values = list(node.args)
-    else:
-        return None
-    args = [ast.get_source_segment(f"_({inputs})", v) or ast.unparse(v) for v in values]
-    if not all(_literal_like(a) for a in args):
-        return None
-    return f"{name}({', '.join(args)})"
-
-
-def _for_example(line: str, name: str, params: Sequence[str]) -> Example | None:
-    """The example of a ``For a = 1, b = 2 the output should be 3`` line, or None. The inputs
-    follow one of the line's "for"s ("For example, for n = 5 the output should be 120") and are
-    the longest run of its comma-separated parts that reads as them ("For N = 1000, the sum
-    of digits will be 1 the output should be ...")."""
-    for start in re.finditer(r"\bfor\b", line, re.IGNORECASE):
-        m = _FOR_RE.match(line, start.start())
-        if m is None:
-            continue
-        args = m.group("args")
-        cuts = [len(args), *(j for j in range(len(args) - 1, 0, -1) if args[j] == ",")]
-        for j in cuts:
-            call = _call_from_inputs(name, params, args[:j])
-            if call is not None:
-                exp = _value(m.group("value"))
-                return None if exp is None else Example(call=call, expected=exp)
-    return None
-
-
-def _named_examples(text: str, name: str, params: Sequence[str]) -> list[Example]:
-    """``For a = 1, b = 2 the output should be 3`` lines, and ``Input: ...`` lines followed by
-    an ``Output: ...`` line."""
-    out: list[Example] = []
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        named = _for_example(line, name, params)
-        if named is not None:
-            out.append(named)
-            continue
-        m = _INPUT_RE.match(line)
-        if m:
-            following = [s for s in lines[i + 1 : i + 3] if s.strip()][:1]
-            out_m = _OUTPUT_RE.match(following[0]) if following else None
-            call = _call_from_inputs(name, params, m.group("args").strip())
-            exp = _value(out_m.group("value")) if out_m and call else None
-            if call and exp is not None:
-                out.append(Example(call=call, expected=exp))
-    return out
-
-
-def _longest_expression(rest: str) -> str | None:
-    """The longest prefix of ``rest`` (cut at a space or punctuation) that is a literal-like expression."""
-    rest = rest[:200]
-    cuts = range(len(rest), 0, -1)
-    for cut in cuts:
-        tail = rest[cut:]
-        if tail and not (
-            tail[0] in " \t"
-            or tail.startswith(("'''", '"""'))
-            or (tail[0] in ".,;:" and (len(tail) == 1 or tail[1] in " \t"))
-        ):
-            continue  # the value must end at a word boundary, not inside a token
-        cand = rest[:cut].strip()
-        while cand.endswith((".", ",", ";", ":")):
-            cand = cand[:-1].rstrip()
-        if cand and _is_expr(cand) and _literal_like(cand):
-            return cand
-    return None
-
-
-def _literal_like(src: str) -> bool:
-    """Values only: literals, containers of them, negative numbers, True/False/None, float('inf')."""
-    tree = parse_or_none(src, "eval")
-    if tree is None:
-        return False
-    for node in ast.walk(tree):
-        if not isinstance(node, _LITERAL_NODES):
-            return False
-        if isinstance(node, ast.Name) and node.id not in _NAMES:
-            return False
-        if isinstance(node, ast.Call) and not (
-            isinstance(node.func, ast.Name) and node.func.id == "float"
-        ):
-            return False
-    return True
-
-
-_LOOKS_LIKE_RE = re.compile(
-    r"^\s*(?:>>>|Input\s*:|Output\s*:)|\b(?:output|result|return value)\s+(?:should|will|must)\s+be\b",
-    re.IGNORECASE,
-)
-
-
-def unread_examples(spec: Spec, *, limit: int = 2) -> list[str]:
-    """Lines of the spec that look like examples of its function (a call of it followed by a
-    value mark, a doctest, ``Input:``/``Output:``, "the output should be") when none was read
-    as one (``spec.examples``, parsed once with the spec): what to show a user whose examples
-    could not become trusted tests. Empty when any example was read."""
-    name = spec.entry_point
-    if spec.examples or not name:
-        return []
-    call = re.compile(
-        rf"(?<![\w.]){re.escape(name)}\s*\(.*(?:->|=>|==|=|➞|→|\breturns?\b|\bshould\b|#)"
-    )
-    found: list[str] = []
-    for line in spec.text.splitlines():
-        stripped = line.strip()
-        if not stripped or re.match(r"(?:async\s+)?def\s", stripped):
-            continue
-        if call.search(stripped) or _LOOKS_LIKE_RE.search(stripped):
-            found.append(stripped[:120])
-            if len(found) >= limit:
-                break
-    return found
-
-
-def no_trusted_test(spec: Spec) -> str:
-    """What a result without a trusted test says: add an example, or, when the spec has lines
-    that look like examples selfheal could not read, which one and the form to write it in."""
-    unread = unread_examples(spec, limit=1)
-    if unread:
-        return (
-            f"no trusted test (`{unread[0]}` looks like an example but could not be read: "
-            f"write it as `{spec.entry_point}(args) -> value` to verify)"
-        )
-    return "no trusted test (add an example to the spec to verify)"

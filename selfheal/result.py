@@ -10,7 +10,7 @@ from typing import Any
 from selfheal import texts
 from selfheal.config import HealConfig
 from selfheal.diffs import unified_diff
-from selfheal.examples import no_trusted_test
+from selfheal.example_hints import no_trusted_test
 from selfheal.kernel_sandbox.types import Outcome, TestResult
 from selfheal.records import Record
 from selfheal.state import (
@@ -328,7 +328,7 @@ class HealResult(Record):
             outcomes = self.test_outcomes()
             lines += ["", "| test | origin | trust | outcome |", "|---|---|---|---|"]
             for t in self.tests:
-                src = t.source.strip().splitlines()[0][:60].replace("|", "\\|")
+                src = t.headline[:60].replace("|", "\\|")
                 lines.append(
                     f"| `{src}` | {t.origin} | {trust(t)} | {outcomes.get(t.id, 'not run')} |"
                 )

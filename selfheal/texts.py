@@ -121,7 +121,7 @@ def tests_text(
     rows = []
     for t in tests:
         icon = _ICON.get(outcomes.get(t.id, "not run"), "·")
-        src = t.source.strip().splitlines()[0][:70]
+        src = t.headline[:70]
         smoke = "  (smoke test: checks no value)" if t.smoke else ""
         rows.append(f"  {icon} {t.id:<6} {t.origin:<11} {trust(t):<11} {src}{smoke}")
         why = failures.get(t.id)

@@ -267,6 +267,8 @@ def _end_detail(state: HealState, node: str, first_new_event: int) -> str:
     ]
     if node == "finish":
         return f"status {state.status}" + (f"; {infos[-1]}" if infos else "")
+    if node == "plan_tests":  # the examples read as trusted tests, then the probes
+        return "; ".join(infos)
     if node in ("generate", "repair") and state.pending is not None:
         lines = state.pending.code.count("\n") + 1
         return f"proposed {lines} line(s)" + (f"; {infos[-1]}" if infos else "")

@@ -68,7 +68,7 @@ def _failing(state: HealState, attempt: Attempt | None) -> str:
     for r in attempt.report.results:
         test = state.test(r.test_id)  # None for a probe input: those have no right answer
         if r.outcome != "passed" and test is not None:
-            lines.append(f"{test.source.strip().splitlines()[0]} ({r.outcome})")
+            lines.append(f"{test.headline} ({r.outcome})")
     return "; ".join(lines)[:500]
 
 

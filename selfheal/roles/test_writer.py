@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 from selfheal.context import Context
-from selfheal.examples import example_assert, unread_examples
+from selfheal.example_hints import examples_line
+from selfheal.examples import example_assert
 from selfheal.probes import calls_in_test, merge_probes, planned_probes
 from selfheal.roles._calls import CallLog, ask_for_tests
 from selfheal.state import HealState, TestCase
@@ -20,20 +21,11 @@ def with_examples(state: HealState, log: CallLog) -> HealState:
     spec = state.spec
     if not (state.config.example_tests and spec.entry_point):
         return state
-    if not spec.examples:
-        unread = unread_examples(spec)
-        if unread:
-            shown = "; ".join(f"`{line}`" for line in unread)
-            log.info(
-                state,
-                f"no example of the spec could be read as a test ({shown} look like examples): "
-                f"write them as `{spec.entry_point}(args) -> value` to make them trusted tests",
-            )
-        return state
     examples = [(example_assert(ex), "example written in the spec") for ex in spec.examples]
     new = add_tests(state, examples, origin="example", prefix="ex", trusted=True, limit=50)
-    if new:
-        log.info(state, f"{len(new)} example test(s) from the spec (trusted)")
+    line = examples_line(spec, len(new), yours=any(t.trusted for t in state.tests))
+    if line:
+        log.info(state, line)
     return state.model_copy(update={"tests": state.tests + new})
 
 

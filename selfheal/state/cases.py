@@ -21,7 +21,10 @@ class Example(Record):
     call: str
     """The call expression, e.g. ``add(2, 3)``."""
     expected: str
-    """The expected value as Python source, e.g. ``5``."""
+    """The expected value as Python source, e.g. ``5`` or ``datetime.date(2024, 3, 5)``."""
+    abs_tol: float | None = None
+    """For a float value when the spec states a tolerance ("to 2 decimals", "within 1e-6"):
+    the test compares with ``math.isclose(..., abs_tol=abs_tol)``; None compares with ``==``."""
 
 
 class Spec(Record):
@@ -34,7 +37,8 @@ class Spec(Record):
     signature: str | None = None
     """The ``def`` line, when known."""
     examples: tuple[Example, ...] = ()
-    """Examples found in the text (doctests, ``f(x) -> y`` lines)."""
+    """Examples found in the text, in every form ``selfheal.examples`` reads (doctests,
+    ``f(x) -> y``, tables, ...)."""
     prelude: str = ""
     """Imports written in the spec (a HumanEval prompt's ``from typing import List``)."""
 
@@ -92,6 +96,14 @@ class TestCase(Record):
             kwargs=self.kwargs,
             expected=self.expected,
         )
+
+    @property
+    def headline(self) -> str:
+        """The test's first line that is not an import (an example's test starts with the
+        imports its values need: ``import datetime``), or its first line."""
+        lines = [ln.strip() for ln in self.source.strip().splitlines() if ln.strip()]
+        rest = [ln for ln in lines if not ln.startswith(("import ", "from "))]
+        return (rest or lines or [""])[0]
 
     @property
     def source(self) -> str:

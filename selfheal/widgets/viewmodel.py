@@ -218,10 +218,11 @@ def _rows(events: tuple[Event, ...], *, waiting: bool, live: bool) -> list[Timel
 
 
 def first_line(t: TestCase, width: int = 80) -> str:
-    """The test's first source line (`` …`` when it has more), at most ``width`` characters."""
+    """The test's first line past its imports (`` …`` when it has more), at most ``width``
+    characters."""
     lines = [ln for ln in t.source.strip().splitlines() if ln.strip()]
-    first = lines[0] if lines else ""
-    if len(lines) > 1:
+    first = t.headline
+    if len(lines) > 1 and t.origin != "example":  # an example's other lines are its imports
         first += " …"
     return first[:width]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import scripts as s
 from selfheal import heal
-from selfheal.examples import example_assert, find_examples, unread_examples
+from selfheal.example_hints import unread_examples
+from selfheal.examples import example_assert, find_examples
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider
 from selfheal.spec import parse_spec
@@ -120,9 +121,17 @@ def test_plain_language_spec_has_no_named_inputs() -> None:
 
 def test_example_looking_lines_that_were_not_read() -> None:
     spec = "def is_happy(s):\n    '''Happy strings.\n    is_happy(a) => False\n    is_happy(aa) => False\n    '''\n"
-    assert unread_examples(parse_spec(spec)) == ["is_happy(a) => False", "is_happy(aa) => False"]
-    # none is reported once one example was read, or when nothing looks like one
-    assert unread_examples(parse_spec(spec + "    is_happy('abc') => True\n")) == []
+    unread = unread_examples(parse_spec(spec))
+    assert [u.example for u in unread] == ["is_happy(a) => False", "is_happy(aa) => False"]
+    assert "the argument `a` uses the name `a`" in unread[0].why
+    assert "a string needs quotes: 'a'" in unread[0].why
+    # an example that could not be read is reported beside one that was
+    read = parse_spec(spec + "    is_happy('abc') => True\n")
+    assert [u.example for u in unread_examples(read)] == [u.example for u in unread]
+    # lines in no form selfheal reads are reported only when no example was read
+    block = "def f(x):\n    '''Doubles.\n    Input: x = y\n    Output: 3\n    '''\n"
+    assert [u.example for u in unread_examples(parse_spec(block))] == ["Input: x = y", "Output: 3"]
+    assert unread_examples(parse_spec(block + "f(1) -> 3\n")) == []
     assert unread_examples(parse_spec("def f(x):\n    '''Return x. f is pure.'''\n")) == []
 
 
@@ -135,9 +144,13 @@ def test_a_run_says_which_lines_looked_like_examples(pool: KernelPool) -> None:
         executor=pool,
     )
     said = [e.detail for e in result.timeline if e.node == "plan_tests" and e.kind == "info"]
-    assert any("`clamp(x, 0, 3) => 3` look like examples" in d for d in said), said
+    assert any(
+        d.startswith(
+            "no example of the spec read as a trusted test; `clamp(x, 0, 3) => 3` "
+            "could not be read: the argument `x` uses the name `x`"
+        )
+        for d in said
+    ), said
     assert result.status == "unverified"
-    assert "`clamp(x, 0, 3) => 3` looks like an example but could not be read" in (
-        result.evidence.summary
-    )
-    assert "write it as `clamp(args) -> value`" in result.evidence.summary
+    assert "`clamp(x, 0, 3) => 3` could not be read: the argument `x`" in result.evidence.summary
+    assert "write it as" not in result.evidence.summary  # the user wrote that form already
