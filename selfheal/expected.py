@@ -14,23 +14,33 @@ from __future__ import annotations
 import ast
 import builtins
 import math
-import re
 from collections.abc import Iterable
 
 from selfheal._parse import parse_or_none
+from selfheal.kernel_sandbox.hostnames import HOST_MODULES, refused_method
 
-MODULES: dict[str, str] = {
-    "datetime": "import datetime",
-    "decimal": "import decimal",
-    "fractions": "import fractions",
-    "collections": "import collections",
-    "math": "import math",
-    "zoneinfo": "import zoneinfo",
-    "np": "import numpy as np",
-    "numpy": "import numpy",
-    "pd": "import pandas as pd",
-    "pandas": "import pandas",
-}
+EXAMPLE_MODULES = (
+    "datetime",
+    "decimal",
+    "fractions",
+    "collections",
+    "math",
+    "zoneinfo",
+    "np",
+    "numpy",
+    "pd",
+    "pandas",
+)
+"""The modules (and usual aliases) of the host side's (``kernel_sandbox.hostnames``) that an
+example's value may use."""
+
+
+def _import_line(name: str) -> str:
+    module = HOST_MODULES[name]
+    return f"import {module}" if module == name else f"import {module} as {name}"
+
+
+MODULES: dict[str, str] = {name: _import_line(name) for name in EXAMPLE_MODULES}
 """Module names (and the usual aliases) an expression may use as ``name.attribute``, with the
 import line that defines each."""
 
@@ -178,15 +188,6 @@ BUILTINS = frozenset(
 CONSTANTS = frozenset({"True", "False", "None"})
 """Names that are values."""
 
-_FILE_WRITERS = re.compile(
-    r"^(?:to_(?!frame|list|dict|numpy|string|datetime|period)\w+|tofile|dump\w*|save\w*|"
-    r"read\w*|load\w*)$"
-)
-"""Methods that read or write files (``to_csv``, ``tofile``, ``dump``): never in an example."""
-_RUNS_TEXT = frozenset({"eval", "query", "format", "format_map"})
-"""Methods that evaluate a string (``DataFrame.eval``, ``str.format``'s ``{0.__class__}``):
-never in an example."""
-
 _VALUE_NODES = (
     ast.Expression,
     ast.Constant,
@@ -267,10 +268,8 @@ def expected_problem(expr_src: str, candidate_names: Iterable[str] = ()) -> str 
                     f"uses `{module}.{node.attr}`, which is not among the values an example "
                     f"may build ({module}: {', '.join(sorted(ATTRIBUTES[module])[:12])}, ...)"
                 )
-        if isinstance(node, ast.Attribute) and node.attr in _RUNS_TEXT:
-            return f"uses `{node.attr}`, which evaluates text; write the value itself"
-        if isinstance(node, ast.Attribute) and _FILE_WRITERS.match(node.attr):
-            return f"uses `{node.attr}`, which reads or writes files; write the value itself"
+        if isinstance(node, ast.Attribute) and (refused := refused_method(node.attr)):
+            return f"uses `{node.attr}`, which {refused}; write the value itself"
         if isinstance(node, ast.Call) and not isinstance(
             node.func, ast.Name | ast.Attribute | ast.Call
         ):

@@ -17,9 +17,6 @@ import fractions as _fractions
 import sys as _sys
 from typing import Any
 
-if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
-    from selfheal.kernel_sandbox._harness.capture import clip
-
 _NoneType = type(None)
 _int, _str, _bytes, _bool, _float, _complex = int, str, bytes, bool, float, complex
 _list, _tuple, _dict, _set, _frozenset, _bytearray, _range = (
@@ -106,11 +103,18 @@ def decode_value(e: Any) -> Any:
 
 
 def _opaque_name(t: Any) -> str:
-    """A type's name for the host, cut (``capture.clip``) to ``NAME_CHARS``."""
+    """A type's name for the host, cut to ``NAME_CHARS`` with the mark ``capture.clip`` uses
+    (the codec imports no harness part: it is the one the others import)."""
     try:
-        return clip(t.__qualname__, NAME_CHARS)
+        name = t.__qualname__
+        if type(name) is not _str:
+            return "?"
     except BaseException:
         return "?"
+    if len(name) <= NAME_CHARS:
+        return name
+    mark = f"...<cut: {len(name)} characters>..."
+    return name[: NAME_CHARS - len(mark)] + mark
 
 
 def _tz(v: Any) -> Any:

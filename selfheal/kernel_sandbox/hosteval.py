@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from selfheal.kernel_sandbox.hostnames import (
-    ALLOWED_TO,
     DENIED_ATTRS,
     DENIED_MODULE_ATTRS,
     HOST_MODULES,
     SAFE_BUILTINS,
+    refused_method,
 )
 from selfheal.kernel_sandbox.values import NotPlain, data_equal
 
@@ -265,10 +265,9 @@ class HostEval:
                 raise HostEvalError(f"the host does not use the module {obj.name}.{attr}")
             return value
         _no_candidate_object(obj)
-        if attr.startswith("to_") and attr not in ALLOWED_TO:
-            raise HostEvalError(f"the host does not call {attr} (it may write files)")
-        if attr.startswith(("read", "write", "save", "load")):
-            raise HostEvalError(f"the host does not call {attr}")
+        why = refused_method(attr)
+        if why is not None:
+            raise HostEvalError(f"the host does not call {attr} (it {why})")
         return getattr(obj, attr)
 
     def call(self, node: ast.Call) -> Any:

@@ -156,3 +156,15 @@ DENIED_MODULE_ATTRS = frozenset(
         "show_versions",
     ]
 )
+
+
+def refused_method(attr: str) -> str | None:
+    """Why the host never calls a value's method ``attr``: it reads or writes files
+    (``to_csv``, ``tofile``, ``dump``, ``read_...``, ``save``), or evaluates text
+    (``DataFrame.eval``/``query``, ``str.format``'s ``{0.__class__}``); None when it may."""
+    if attr in ("eval", "query", "format", "format_map"):
+        return "evaluates text"
+    io = attr.startswith(("read", "write", "save", "load", "dump"))
+    if io or attr == "tofile" or (attr.startswith("to_") and attr not in ALLOWED_TO):
+        return "reads or writes files"
+    return None
