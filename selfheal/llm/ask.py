@@ -32,6 +32,9 @@ _MAX_FEEDBACK_CHARS = 1500
 """Longest validation-error text shown back to the model on a retry."""
 _MAX_SCHEMA_CHARS = 3000
 """Longest schema text shown back to the model on a retry."""
+_OPENERS = ("(", "[", "{")
+"""A prefill ending in one of these is joined to its continuation without the spaces the model
+starts it with (``def name(`` + `` arg)``)."""
 
 
 class StructuredReply(Record, Generic[T]):
@@ -191,6 +194,10 @@ def with_prefill(completion: Completion, prefill: str) -> Completion:
     ended it. A model that ignored the prefill and wrote its own block keeps its reply."""
     text = completion.text
     if not text.lstrip().startswith("```"):
+        if prefill.endswith(_OPENERS):
+            # a tokenizer's word boundary: ``def name(`` continued with `` arg)`` reads
+            # ``def name(arg)``, as a person writes it
+            text = text.lstrip(" \t")
         text = prefill + text
         if text.count("```") % 2:
             text = text.rstrip("\n") + "\n```"

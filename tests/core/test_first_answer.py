@@ -159,3 +159,19 @@ def test_missing_imports_leaves_bound_names_and_picks_the_module_or_its_class() 
         "from collections import defaultdict",
         "from math import floor",
     ]
+
+
+def test_a_completion_of_def_name_reads_as_a_person_writes_it() -> None:
+    """The local model continues ``def name(`` with `` arg)`` (a word boundary of its
+    tokenizer): every function read ``def name( arg)`` and showed as a changed line in a
+    diff. The join drops those spaces, and only after an opening bracket."""
+    joined = with_prefill(Completion(text=" items: list) -> list:\n    return items\n"), "def f(")
+    assert joined.text.startswith("def f(items: list) -> list:\n")
+    kept = with_prefill(Completion(text="   return 1\n"), "```python\ndef f():\n ")
+    assert kept.text.startswith("```python\ndef f():\n    return 1")
+    spec = "Write a function add(a, b) returning a + b. add(1, 2) -> 3"
+    config = HealConfig(candidates=1, first_sample=1, agreement=1, repair=False)
+    config = config.model_copy(update={"first_answer": "complete", "spec_blind_tests": False})
+    mock = MockProvider({"generator": [" a, b):\n    return a + b\n"]})
+    result = heal(spec, provider=mock, config=config)
+    assert result.code is not None and result.code.startswith("def add(a, b):\n")
