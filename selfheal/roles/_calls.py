@@ -203,13 +203,20 @@ async def ask_for_code(
     cost)``, the cost being the tokens and seconds of the call (and of its retries).
     Raises ``MalformedReply`` when no parseable code came back. ``seed``: the sampling seed,
     where the backend takes one; ``prefill``: the start of the reply, which the model
-    continues (``llm.ask.aask_code``)."""
+    continues (``llm.ask.aask_code``). A reply that does not parse is asked again as a repair
+    of it, at ``sample_temperature`` with the next seed (never the same greedy request)."""
     messages = [*_messages(state, prompt, variables), *extra]
     provider, options = _call(state, log, role, state.config.max_tokens)
     if temperature is not None:
         options["temperature"] = temperature
     reply = await aask_code(
-        provider, messages, entry_point=entry_point, prefill=prefill, seed=seed, **options
+        provider,
+        messages,
+        entry_point=entry_point,
+        prefill=prefill,
+        seed=seed,
+        retry_temperature=state.config.sample_temperature,
+        **options,
     )
     _record(log, state, role, prompt, reply.completions, reply.degraded)
     cost = CandidateCost(
