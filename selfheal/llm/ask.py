@@ -23,6 +23,7 @@ from selfheal.llm.parsing.code_extract import (
     syntax_error,
     was_fenced,
 )
+from selfheal.llm.parsing.code_stop import FunctionEnds
 from selfheal.llm.parsing.json_salvage import StructuredParseError, parse_structured
 
 T = TypeVar("T", bound=BaseModel)
@@ -233,12 +234,19 @@ async def aask_code(
     asks for the corrected code, without a prefill.
 
     ``retry_temperature``: a retry is asked at this temperature at least, with the next seed:
-    the same greedy request would bring the same reply back (issue 45)."""
+    the same greedy request would bring the same reply back (issue 45).
+
+    The reply ends where the function is complete and what follows is not code
+    (:class:`~selfheal.llm.parsing.code_stop.FunctionEnds` as ``stop_when``): no prose, main
+    block or example calls after it."""
     request = CompletionRequest.of(
         [*messages, Message(role="assistant", content=prefill)] if prefill else messages,
         max_tokens=max_tokens,
         temperature=temperature,
-        **({"stop": ("\n```",), **options} if prefill else options),
+        **{
+            "stop_when": FunctionEnds(entry_point, prefill),
+            **({"stop": ("\n```",), **options} if prefill else options),
+        },
     )
     hotter = max(temperature, retry_temperature or 0.0)
     first: list[Completion] = []
@@ -262,6 +270,7 @@ async def aask_code(
             temperature=hotter,
             seed=seed,
             stop=tuple(options.get("stop") or ()),
+            stop_when=options.get("stop_when", FunctionEnds(entry_point)),
         )
 
     code, completions, attempt = await _ask(

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from selfheal.errors import MissingDependency, ModelNotFound
-from selfheal.llm.base import Completion, CompletionRequest, Message, ProviderBase, ReplyStream
+from selfheal.llm.base import Completion, CompletionRequest, Message, ProviderBase
 from selfheal.llm.hf_batch import AllCancelled, Ask, BatchStop, Cancelled, FifoLock, Waiting
+from selfheal.llm.stream import ReplyStream
 
 FALLBACK_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] | capitalize }}: {{ m['content'] }}\n\n{% endfor %}"
