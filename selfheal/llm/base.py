@@ -209,6 +209,9 @@ class ProviderBase:
     """Answers this backend decodes at once: llama-server's slots, a GPU batch, 1 for an API
     with strict rate limits; None when it does not say. ``HealConfig(candidates="auto")`` sizes
     the first round's population from it (:func:`selfheal.config.population_size`)."""
+    batch_free: bool = False
+    """True when a batch of ``batch_hint`` answers costs about what one answer costs (a GPU):
+    the first round then asks its whole population at once (docs/gpu.md)."""
     supports_tools: bool = False
     """True when the backend has native tool calling: requests with ``tools`` get replies
     with ``Completion.tool_calls``, and ``assistant`` tool calls and ``tool`` results may be
@@ -277,6 +280,10 @@ class WrapperProvider(ProviderBase):
     def batch_hint(self) -> int | None:  # type: ignore[override]
         return batch_hint(self._inner)
 
+    @property
+    def batch_free(self) -> bool:  # type: ignore[override]
+        return batch_free(self._inner)
+
     def check_spec(self, spec: str) -> None:
         check = getattr(self._inner, "check_spec", None)
         if callable(check):
@@ -291,6 +298,18 @@ def batch_hint(provider: Provider) -> int | None:
     does not say (a foreign provider, the scripted mock)."""
     hint = getattr(provider, "batch_hint", None)
     return hint if isinstance(hint, int) and not isinstance(hint, bool) and hint >= 1 else None
+
+
+def innermost(provider: Provider) -> Provider:
+    """The provider inside every :class:`WrapperProvider` around ``provider``."""
+    while isinstance(provider, WrapperProvider):
+        provider = provider.inner
+    return provider
+
+
+def batch_free(provider: Provider) -> bool:
+    """True when ``provider`` decodes its ``batch_hint`` answers for the cost of one."""
+    return getattr(provider, "batch_free", False) is True
 
 
 def supports_tools(provider: Provider) -> bool:
