@@ -15,6 +15,7 @@ from nb_fakes import InProcessExecutor
 from selfheal import magics
 from selfheal.cells import fixed_cell
 from selfheal.config import HealConfig
+from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider
 from selfheal.magics import defaults
 from selfheal.result import HealResult
@@ -51,7 +52,7 @@ assert mean_of_positive([1, 3]) == 2
 MUST_NOT_RAISE = (
     "try:\n    mean_of_positive([-1, -2])\nexcept ZeroDivisionError:\n"
     "    raise AssertionError('mean_of_positive([-1, -2]) raised ZeroDivisionError, as in "
-    "your notebook')"
+    "your notebook')\nexcept Exception:\n    pass  # another outcome is not this failure"
 )
 
 
@@ -251,3 +252,22 @@ def test_the_fixed_cell_is_offered_from_the_selfheal_cell_in_a_live_review(
             False,
         )
     ]
+
+
+def test_the_failing_call_tests_run_in_the_real_sandbox(
+    shell: InteractiveShell, pool: KernelPool, no_input: list[str]
+) -> None:
+    """The tests from the failing call go to the real sandbox (its comparison rewrite and
+    checks), not only to the in-process fake: your code fails them, the fix passes them."""
+    defaults(shell).executor = pool
+    result = _raise_then_heal(shell, CELL.format(args="[-1, -2]"))
+    assert result.verified
+    c0 = result.attempts[0]
+    assert c0.candidate == "c0" and c0.report is not None
+    first = {r.test_id: (r.outcome, r.message) for r in c0.report.results}
+    assert first["u1"] == (
+        "failed",
+        "mean_of_positive([-1, -2]) raised ZeroDivisionError, as in your notebook",
+    )
+    assert first["u2"][0] == "error"  # the call raised before a value could be compared
+    assert result.test_outcomes()["u1"] == result.test_outcomes()["u2"] == "passed"
