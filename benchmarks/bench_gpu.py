@@ -18,6 +18,18 @@ character-level tokenizer is built. Every answer is held to exactly ``--tokens``
 * ``complete_many(n)``: the population's request, one ``generate`` of ``n`` sequences, for
   each ``--sizes`` n.
 
+With ``--first-round`` (issue 45), the first round as the pipeline asks it, all requests at once
+(the greedy answer in both forms, the samples taking turns across them; sampled answers to one
+prompt are joined into one batch): ``first round, 2 greedy`` (``first_sample=2``, today's CPU
+default) and ``first round, all K`` (``first_sample=K``, what a GPU backend now asks), for each
+``--sizes`` K of at least 2; time to every answer.
+
+With ``--first-calls``, before anything else: the first and the second call of each
+``complete_many(K)`` in this process, so the cost of a batch size's first call shows; with
+``--warm load`` the provider warms every size up first (``HFProvider.warm_up``, timed), as it
+does when it loads on CUDA. Run ``--warm none`` and ``--warm load`` as two processes: the set-up a
+warm-up saves is per process. ``--model-dir`` keeps the random model there for the next run.
+
 With ``--gguf`` and a llama-server built with CUDA (``SELFHEAL_LLAMA_CUDA=1 make install``), the
 same on the server: one answer with 1 slot, 4 answers at once with 4 slots. Prints seconds and
 ratios to ``one`` (the median of ``--repeat`` rounds, each round measuring every row in turn, after
@@ -28,6 +40,7 @@ one untimed call of each row: a batch shape's first call sets up its kernels);
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import json
 import os
@@ -120,22 +133,94 @@ def timed(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[float, Any]:
     return time.perf_counter() - start, out
 
 
+def load(args: argparse.Namespace, shape: dict[str, Any]) -> Any:
+    """The provider on a random model of ``shape`` (made in ``--model-dir`` when it has none
+    yet, else in a temporary folder), not warmed up at load (``--warm`` decides)."""
+    from selfheal.llm.hf import HFProvider
+
+    kept = Path(args.model_dir) if args.model_dir else None
+    if kept is not None and (kept / "config.json").exists():
+        return HFProvider(str(kept), device=args.device, warm=False)
+    if kept is not None:
+        kept.mkdir(parents=True, exist_ok=True)
+        return HFProvider(
+            str(make_model(kept, shape, args.tokenizer)), device=args.device, warm=False
+        )
+    with tempfile.TemporaryDirectory(prefix="bench-gpu-") as tmp:
+        folder = make_model(Path(tmp), shape, args.tokenizer)
+        return HFProvider(str(folder), device=args.device, warm=False)
+
+
+def first_calls(args: argparse.Namespace, provider: Any, rows: dict[str, float], sync: Any) -> None:
+    """The first and second call of each ``complete_many(K)`` in this process (``--warm load``:
+    after the provider warmed every size up, timed)."""
+    from selfheal.llm.base import Message
+
+    messages = [Message(role="user", content=PROMPT)]
+    if args.warm == "load":
+        sizes = sorted({1, *args.sizes})
+        start = time.perf_counter()
+        provider.warm_up(sizes)
+        provider.wait_warm()
+        rows[f"warm-up of sizes {sizes} (16 tokens each)"] = time.perf_counter() - start
+    for n in args.sizes:
+        for call in ("first", "second"):
+            ask = functools.partial(
+                provider.complete_many,
+                messages,
+                n=n,
+                max_tokens=args.tokens,
+                temperature=0.8,
+                seed=1,
+            )
+            secs, _ = timed(ask, sync)
+            rows[f"{call} complete_many({n}), warm={args.warm}"] = secs
+            print(f"  {call} complete_many({n}): {secs:.2f}s", file=sys.stderr, flush=True)
+
+
+def first_round(provider: Any, k: int, n_tokens: int) -> list[Any]:
+    """The first round as the pipeline asks it, all at once: the greedy answer completing a
+    prefilled header and instructed, then ``k - 2`` samples taking turns across the two."""
+    from selfheal.llm.base import Message
+
+    asked = [Message(role="user", content=PROMPT)]
+    completing = [*asked, Message(role="assistant", content="```python\ndef add(")]
+    forms = [completing, asked]
+    calls = [(form, 0.0) for form in forms][:k]
+    calls += [(forms[i % 2], 0.8) for i in range(max(0, k - 2))]
+
+    async def ask_all() -> list[Any]:
+        return list(
+            await asyncio.gather(
+                *(
+                    provider.acomplete(m, max_tokens=n_tokens, temperature=t, seed=i)
+                    for i, (m, t) in enumerate(calls)
+                )
+            )
+        )
+
+    answers = asyncio.run(ask_all())
+    assert [a.completion_tokens for a in answers] == [n_tokens] * k
+    return answers
+
+
 def bench_hf(args: argparse.Namespace, rows: dict[str, float]) -> dict[str, Any]:
     """The transformers provider's rows; returns what was measured on."""
     import torch
 
     from selfheal.llm.base import Message
-    from selfheal.llm.hf import HFProvider
 
     shape = {**PRESETS[args.preset], **{k: v for k, v in vars(args).items() if k in SHAPE and v}}
-    with tempfile.TemporaryDirectory(prefix="bench-gpu-") as tmp:
-        folder = make_model(Path(tmp), shape, args.tokenizer)
-        provider = HFProvider(str(folder), device=args.device)
+    provider = load(args, shape)
     n_tokens = args.tokens
     cuda = provider.device == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     messages = [Message(role="user", content=PROMPT)]
     options = dict(max_tokens=n_tokens, temperature=0.8)
+    provider.lm.generation_config.min_new_tokens = n_tokens  # every answer the same length
+    if args.first_calls:
+        first_calls(args, provider, rows, sync)
+        return machine_of(provider, shape, cuda)
 
     def one(seed: int = 0) -> Any:
         return provider.complete(messages, seed=seed, **options)
@@ -145,14 +230,20 @@ def bench_hf(args: argparse.Namespace, rows: dict[str, float]) -> dict[str, Any]
         assert [a.completion_tokens for a in answers] == [n_tokens] * n
         return answers
 
-    provider.complete(messages, max_tokens=4)  # warm-up
-    provider.lm.generation_config.min_new_tokens = n_tokens  # every answer the same length
     assert one().completion_tokens == n_tokens  # warm-up at full length, not reported
     work: dict[str, Callable[[], Any]] = {"one": one}
     for n in args.sizes:
         if args.sequential:
             work[f"{n} one after another"] = functools.partial(_one_by_one, one, n)
         work[f"complete_many({n})"] = functools.partial(many, n)
+    if args.first_round:
+        work["first round, 2 greedy (first_sample=2)"] = functools.partial(
+            first_round, provider, 2, n_tokens
+        )
+        for k in (k for k in args.sizes if k > 2):
+            work[f"first round, all {k} (first_sample={k})"] = functools.partial(
+                first_round, provider, k, n_tokens
+            )
     for fn in work.values():  # each batch shape once, untimed: its first call sets up
         fn()  # kernels (on an H100 the first complete_many(n) of a shape took ~3x the next)
     samples: dict[str, list[float]] = {label: [] for label in work}
@@ -161,6 +252,13 @@ def bench_hf(args: argparse.Namespace, rows: dict[str, float]) -> dict[str, Any]
             samples[label].append(timed(fn, sync)[0])
             print(f"  {label}: {samples[label][-1]:.2f}s", file=sys.stderr, flush=True)
     rows.update({label: statistics.median(secs) for label, secs in samples.items()})
+    return machine_of(provider, shape, cuda)
+
+
+def machine_of(provider: Any, shape: dict[str, Any], cuda: bool) -> dict[str, Any]:
+    """What was measured on."""
+    import torch
+
     params = sum(p.numel() for p in provider.lm.parameters())
     return {
         "device": torch.cuda.get_device_name(0) if cuda else f"CPU, {os.cpu_count()} cores",
@@ -230,6 +328,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="skip the n-answers-in-turn rows (n times one answer, the slow part on a CPU)",
     )
     ap.add_argument("--repeat", type=int, default=1, help="rounds; the median is shown (1)")
+    ap.add_argument("--first-round", action="store_true", help="the first round's rows")
+    ap.add_argument(
+        "--first-calls", action="store_true", help="only each size's first and second call"
+    )
+    ap.add_argument("--warm", choices=["none", "load"], default="none", help="with --first-calls")
+    ap.add_argument("--model-dir", help="make the random model here, or reuse the one there")
     ap.add_argument("--gguf", help="a GGUF model for the llama.cpp CUDA server rows")
     ap.add_argument("--json", help="write the results here too")
     return ap.parse_args(argv)
@@ -241,7 +345,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started = time.time()
     machine = bench_hf(args, rows)
     llama = bench_llama(args, rows)
-    base = rows["one"]
+    base = rows.get("one") or min(rows.values())
     print(
         f"# bench_gpu: {machine['device']}, {machine['dtype']}, torch {machine['torch']}, "
         f"{machine['threads']} threads; median of {args.repeat} round(s)"
@@ -252,9 +356,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     print(f"{'what':<44} {'seconds':>9} {'x one':>7} {'per answer':>11}")
     for label, secs in rows.items():
-        n = int(label.split("(")[1].split(")")[0]) if label.startswith("complete_many") else 1
+        n = int(label.split("(")[1].split(")")[0]) if "complete_many(" in label else 1
         if "one after another" in label:
             n = int(label.split()[0])
+        elif label.startswith("first round, "):
+            n = int(label.split("(first_sample=")[1].rstrip(")"))
+        elif label.startswith("warm-up"):
+            n = 1
         print(f"{label:<44} {secs:9.2f} {secs / base:7.2f} {secs / n / base:11.2f}")
     print(f"# llama.cpp CUDA server: {llama}")
     result = {

@@ -24,6 +24,7 @@ from IPython.core.magic_arguments import ArgDecorator, argument, magic_arguments
 
 from selfheal._parse import ast_parse
 from selfheal.api import heal
+from selfheal.approval import ask_with_input
 from selfheal.cells import (
     definition,
     failing_function,
@@ -35,6 +36,7 @@ from selfheal.config import HealConfig
 from selfheal.config.options import add_config_options, config_values, setting
 from selfheal.diffs import unified_diff
 from selfheal.errors import ConfigError
+from selfheal.failcall import evidence_line, evidence_tests, failing_call, stated_return
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.llm.base import Provider
 from selfheal.notebook import notebook_mode, start
@@ -203,13 +205,21 @@ class SelfhealMagics(Magics):
         ]
         if original:
             print(f"selfheal: healing {function}() from the failing cell; original:\n{original}")
+        # the call that raised is evidence: it must not raise again, and a value the docstring
+        # or your message states for it is expected of it (selfheal.failcall)
+        call = failing_call(failure.tb, failure.etype, function, self._shell.user_ns.get("In", []))
+        docstring = (ast.get_docstring(node) if node is not None else None) or ""
+        stated = stated_return(docstring, line, call.exc_type) if call.call else None
+        print(evidence_line(call, stated))
         self._heal(
             repair_spec(cell, function, error, line),
             cell=cell,
             code="\n".join([*imports, original]) if original else None,
             provider=d.provider_for(),
-            config=d.heal_config(autonomy=d.config.get("autonomy", "review_all")),
+            config=d.heal_config(),
             entry_point=function,
+            tests=list(evidence_tests(call, stated)),
+            probes=[call.call] if call.call else [],
         )
 
     @magic_arguments()
@@ -243,7 +253,16 @@ class SelfhealMagics(Magics):
 
     def _heal(self, spec: str, *, cell: str | None = None, **options: Any) -> None:
         config = options["config"]
-        if notebook_mode() == "live" and config.autonomy != "full_auto":
+        if cell is not None:
+            # %selfheal: the run ends inside this cell, so the fixed cell rides on this cell's
+            # reply and lands directly below it; a review asks here, with input()
+            # (docs/notebook.md, "Where the fixed cell appears")
+            mode = notebook_mode()
+            if config.autonomy != "full_auto" and mode != "headless":
+                options["approver"] = ask_with_input
+            self.defaults.last = result = heal(spec, executor=self.defaults.executor, **options)
+            self._finish(result, cell=cell)
+        elif notebook_mode() == "live" and config.autonomy != "full_auto":
             # the view's buttons answer: the run goes on in the kernel's loop and finishes when
             # it ends (the code cell follows the next execution)
             handle = start(spec, executor=self.defaults.executor, **options)

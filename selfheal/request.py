@@ -7,10 +7,12 @@ that record along instead of copying the keyword list.
 
 from __future__ import annotations
 
+import ast
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
+from selfheal._parse import parse_or_none
 from selfheal.approval import Approver
 from selfheal.config import HealConfig
 from selfheal.context import EventSink, TokenSink
@@ -19,6 +21,7 @@ from selfheal.inputs import check_python
 from selfheal.kernel_sandbox.types import Executor, Limits
 from selfheal.llm.base import Provider
 from selfheal.llm.router import parse_model_string
+from selfheal.probes import merge_probes
 from selfheal.spec import check_spec, parse_spec
 from selfheal.state import HealState, TestCase
 from selfheal.testchecks import check_contradictions, check_imports, defined_names, marked
@@ -62,6 +65,9 @@ class HealRequest:
     text, a path to a pytest file (a ``Path``, or a one-line string ending in ``.py``), or a
     list of those. A pytest module is collected by pytest in the sandbox and each of its
     items is one test (``selfheal.usertests``)."""
+    probes: Sequence[str] = ()
+    """Calls every candidate runs on, e.g. ``f([-1, -2])``, whose outputs are compared across
+    candidates (nothing is expected of them; ``%selfheal`` gives the call that raised)."""
     approver: Approver | None = None
     """Answers proposals when ``config.autonomy`` asks for review."""
     executor: Executor | None = None
@@ -105,6 +111,7 @@ class HealRequest:
         known |= {i.name for t in given for i in t.imports if i.name}
         cases = [t for t in tests if isinstance(t, TestCase)]
         check_contradictions(given, spec.examples, known, cases)
+        object.__setattr__(self, "probes", tuple(_checked_probe(c) for c in self.probes))
 
     def initial_state(self, executor: Executor | None = None) -> HealState:
         """The state a run starts from: the parsed spec, the config, your tests (trusted; a
@@ -117,9 +124,26 @@ class HealRequest:
         for t in stored:
             if isinstance(t, TestCase):
                 user_tests.append(t.model_copy(update={"trusted": True, "origin": "user"}))
-        return HealState(
-            spec=spec, config=self.config, tests=marked(user_tests), given_code=self.code
+        probes = merge_probes(
+            (), [(c, "user") for c in self.probes], limit=len(self.probes), round=0
         )
+        return HealState(
+            spec=spec,
+            config=self.config,
+            tests=marked(user_tests),
+            probes=probes,
+            given_code=self.code,
+        )
+
+
+def _checked_probe(call: str) -> str:
+    """``call`` if it is one call expression (``f([-1, -2])``); else a ConfigError."""
+    tree = parse_or_none(call.strip(), "eval") if isinstance(call, str) else None
+    if tree is None or not isinstance(tree.body, ast.Call):
+        raise ConfigError(
+            f"A probe must be one call of your function, e.g. `f([1, 2])`; got {call!r}."
+        )
+    return call.strip()
 
 
 def _checked_tests(

@@ -81,7 +81,9 @@ class Generation(Group):
     first_sample: int = Field(default=2, ge=1, le=16)
     """Candidates asked for first, the greedy one and confirming samples. When the greedy one
     passes every trusted test and they all agree on every probe, the round stops there,
-    otherwise it tops up to ``candidates``. Set it to ``candidates`` to always ask for all."""
+    otherwise it tops up to ``candidates``. Set it to ``candidates`` to always ask for all. Left
+    unset, a backend whose batch costs about one answer (``batch_free``: transformers on a GPU)
+    asks for all (docs/gpu.md)."""
     top_up: Annotated[Literal["to_agree", "when_failing"], Reads()] = "to_agree"
     """When the first round asks for the rest of its ``candidates`` after the first
     ``first_sample``: ``to_agree`` also when the greedy answer passes every trusted test but
@@ -99,8 +101,8 @@ class Generation(Group):
     first_answer: Literal["instruct", "complete", "both"] = "both"
     """How the first round asks the model (the prompt form; docs/loop.md): ``instruct`` (the
     spec, then "write this function"); ``complete``: the model completes the spec's own header,
-    prefilled as the start of its reply (a reply that does not complete it is asked again as
-    ``instruct``); ``both``: the greedy answer in each form (completing first), and the samples
+    prefilled as the start of its reply (a reply that does not complete it is asked again as a
+    sampled repair of it); ``both``: the greedy answer in each form (completing first), and the samples
     take turns across the two."""
 
     @field_validator("candidates", mode="before")

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 
-from selfheal.config import ROLES, HealConfig, population_size
+from selfheal.config import ROLES, HealConfig, candidates_of, population_size
 from selfheal.context import Context, EventSink, FixedRouter, ModelRouter, TokenSink
 from selfheal.kernel_sandbox.types import Executor
-from selfheal.llm.base import batch_hint
+from selfheal.llm.base import batch_free, batch_hint, innermost
 from selfheal.memory import open_memory
 from selfheal.request import HealRequest, ProviderArg
+from selfheal.roles.requests import first_round_batches
 from selfheal.state import Event, HealState
 
 
@@ -87,24 +88,43 @@ def context_for(request: HealRequest) -> Context:
 
 def with_population(state: HealState, router: ModelRouter) -> HealState:
     """``state`` with ``candidates="auto"`` resolved from the generator's backend
-    (:func:`selfheal.config.population_size` of its ``batch_hint``), written into the config
-    (so the run log and the result say what ran) and onto the timeline."""
+    (:func:`selfheal.config.population_size` of its ``batch_hint``) and, on a backend whose
+    batch costs about one answer (``batch_free``: transformers on a GPU), a ``first_sample``
+    the config does not set raised to the whole population (the first round asks every
+    candidate at once); both written into the config (so the run log and the result say what
+    ran) and onto the timeline. A backend that can warm up its batch sizes (``warm_up``) is
+    asked for the first round's, off the run's path (docs/gpu.md)."""
     config = state.config
-    if config.candidates != "auto":
-        return state
     provider = router.for_role("generator")
     hint = batch_hint(provider)
-    n = population_size(hint)
-    said = f"its batch_hint {hint}" if hint is not None else "no batch_hint"
-    note = Event(
-        time=time.time(),
-        node="generate",
-        kind="info",
-        model=provider.model_id,
-        detail=f"candidates=auto: {n} ({provider.model_id} gives {said}; at least 4, at most 16)",
-    )
-    config = config.model_copy(update={"candidates": n})
-    return state.model_copy(update={"config": config, "events": (*state.events, note)})
+    update: dict[str, int] = {}
+    notes: list[str] = []
+    if config.candidates == "auto":
+        update["candidates"] = population_size(hint)
+        said = f"its batch_hint {hint}" if hint is not None else "no batch_hint"
+        notes.append(
+            f"candidates=auto: {update['candidates']} ({provider.model_id} gives {said}; "
+            "at least 4, at most 16)"
+        )
+    n = update.get("candidates", candidates_of(config))
+    chosen = "first_sample" in config.generation.model_fields_set
+    if batch_free(provider) and not chosen and config.first_sample < n:
+        update["first_sample"] = n
+        notes.append(
+            f"first_sample={n}: {provider.model_id} decodes a batch for about the cost of "
+            "one answer, so the first round asks the whole population at once"
+        )
+    if update:
+        config = config.model_copy(update=update)
+        events = [
+            Event(time=time.time(), node="generate", kind="info", model=provider.model_id, detail=d)
+            for d in notes
+        ]
+        state = state.model_copy(update={"config": config, "events": (*state.events, *events)})
+    warm = getattr(innermost(provider), "warm_up", None)
+    if callable(warm):
+        warm(first_round_batches(state))
+    return state
 
 
 def with_resolved_models(state: HealState, router: ModelRouter, provider: ProviderArg) -> HealState:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from selfheal.context import Context
+from selfheal.diffs import unified_diff
 from selfheal.errors import ConfigError
 from selfheal.graph.events import record
 from selfheal.state import Attempt, Candidate, Decision, Event, HealState, Proposal
@@ -11,10 +12,24 @@ from selfheal.testsuite import all_active_pass, attempt_score
 
 
 def needs_review(state: HealState, proposal: Proposal) -> bool:
+    """Whether ``proposal`` waits for a human: never under ``full_auto``, nor for your own
+    code (``c0``, run as you gave it: nothing new to approve)."""
+    if proposal.candidates and all(c.origin == "user" for c in proposal.candidates):
+        return False
     autonomy = state.config.autonomy
     if autonomy == "review_all":
         return True
     return autonomy == "review_repairs" and proposal.kind == "repair"
+
+
+def against_yours(state: HealState, proposal: Proposal) -> Proposal:
+    """With code you gave (``heal(code=...)``, ``%selfheal``), a proposal is shown as the
+    change to your code, a first version as well as a repair."""
+    given = state.given_code
+    if given is None:
+        return proposal
+    diff = unified_diff(given, proposal.code, a="your code", b="proposed")
+    return proposal.model_copy(update={"previous_code": given, "diff": diff})
 
 
 def accept(
@@ -55,7 +70,7 @@ async def gate(state: HealState, ctx: Context) -> HealState:
             "gate",
             "decision",
             f"awaiting approval of the {proposal.kind} proposal",
-            update={"status": "awaiting_approval"},
+            update={"status": "awaiting_approval", "pending": against_yours(state, proposal)},
         )
     return accept(state, proposal)
 

@@ -24,7 +24,6 @@ from selfheal.llm.base import (
     CompletionRequest,
     Message,
     ProviderBase,
-    ReplyStream,
     ToolCall,
 )
 from selfheal.llm.prefill import prefill_of
@@ -38,6 +37,7 @@ from selfheal.llm.retry import (
     should_retry,
     timeout_failure,
 )
+from selfheal.llm.stream import ReplyStream
 
 ANSWER_TOOL = "answer"
 """Name of the tool the model must call when a schema is given."""

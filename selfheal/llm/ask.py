@@ -23,6 +23,7 @@ from selfheal.llm.parsing.code_extract import (
     syntax_error,
     was_fenced,
 )
+from selfheal.llm.parsing.code_stop import FunctionEnds
 from selfheal.llm.parsing.json_salvage import StructuredParseError, parse_structured
 
 T = TypeVar("T", bound=BaseModel)
@@ -32,6 +33,9 @@ _MAX_FEEDBACK_CHARS = 1500
 """Longest validation-error text shown back to the model on a retry."""
 _MAX_SCHEMA_CHARS = 3000
 """Longest schema text shown back to the model on a retry."""
+_OPENERS = ("(", "[", "{")
+"""A prefill ending in one of these is joined to its continuation without the spaces the model
+starts it with (``def name(`` + `` arg)``)."""
 
 
 class StructuredReply(Record, Generic[T]):
@@ -68,11 +72,13 @@ async def _ask(
     retries: int,
     what: str,
     advice: str,
+    again: Callable[[Completion, str, int], CompletionRequest] | None = None,
 ) -> tuple[V, list[Completion], int]:
     """Ask until ``check`` accepts a reply; returns the value, every completion and the
     attempt that succeeded. ``check`` gives ``(value, "", "")`` for a usable reply, else
     ``(None, problem, feedback)``: what was wrong (for the error) and what to tell the
-    model."""
+    model. ``again(reply, feedback, attempt)`` makes the next request (default: the request
+    with the reply and the feedback added)."""
     completions: list[Completion] = []
     problem = "no reply"
     convo = request
@@ -83,11 +89,15 @@ async def _ask(
         if value is not None:
             return value, completions, attempt
         # Only the last failed reply is kept, so retries do not grow the prompt.
-        convo = request.replace(
-            messages=(
-                *request.messages,
-                Message(role="assistant", content=completion.text),
-                Message(role="user", content=feedback),
+        convo = (
+            again(completion, feedback, attempt + 1)
+            if again is not None
+            else request.replace(
+                messages=(
+                    *request.messages,
+                    Message(role="assistant", content=completion.text),
+                    Message(role="user", content=feedback),
+                )
             )
         )
     name, _, model = (getattr(provider, "model_id", "") or "").partition(":")
@@ -191,6 +201,10 @@ def with_prefill(completion: Completion, prefill: str) -> Completion:
     ended it. A model that ignored the prefill and wrote its own block keeps its reply."""
     text = completion.text
     if not text.lstrip().startswith("```"):
+        if prefill.endswith(_OPENERS):
+            # a tokenizer's word boundary: ``def name(`` continued with `` arg)`` reads
+            # ``def name(arg)``, as a person writes it
+            text = text.lstrip(" \t")
         text = prefill + text
         if text.count("```") % 2:
             text = text.rstrip("\n") + "\n```"
@@ -206,32 +220,69 @@ async def aask_code(
     temperature: float = 0.0,
     retries: int = 2,
     prefill: str = "",
+    retry_temperature: float | None = None,
     **options: Any,
 ) -> CodeReply:
     """Ask for code in a fenced block; check it parses and defines ``entry_point``; ask again
-    (at most ``retries`` times) with a note saying what was wrong. ``options`` are further
+    (at most ``retries`` times) showing the reply and what was wrong. ``options`` are further
     :class:`~selfheal.llm.base.CompletionRequest` fields. Never returns code that does not
     parse: raises :class:`MalformedReply` after the last attempt.
 
     ``prefill``: the start of the reply (e.g. a code fence and the function's header), sent as
     a final assistant message the model continues up to the closing fence; the code is the
-    prefill and the continuation. Asked once (no retry continues a corrected reply)."""
-    if prefill:
-        messages = [*messages, Message(role="assistant", content=prefill)]
-        options = {"stop": ("\n```",), **options}
-        retries = 0
+    prefill and the continuation. A retry shows the whole reply (prefill and continuation) and
+    asks for the corrected code, without a prefill.
+
+    ``retry_temperature``: a retry is asked at this temperature at least, with the next seed:
+    the same greedy request would bring the same reply back (issue 45).
+
+    The reply ends where the function is complete and what follows is not code
+    (:class:`~selfheal.llm.parsing.code_stop.FunctionEnds` as ``stop_when``): no prose, main
+    block or example calls after it."""
     request = CompletionRequest.of(
-        messages, max_tokens=max_tokens, temperature=temperature, **options
+        [*messages, Message(role="assistant", content=prefill)] if prefill else messages,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        **{
+            "stop_when": FunctionEnds(entry_point, prefill),
+            **({"stop": ("\n```",), **options} if prefill else options),
+        },
     )
+    hotter = max(temperature, retry_temperature or 0.0)
+    first: list[Completion] = []
+
+    def whole(reply: Completion) -> Completion:
+        """The reply as the model wrote it: the first is a continuation of the prefill."""
+        first[:] = first or [reply]
+        return with_prefill(reply, prefill) if prefill and reply is first[0] else reply
+
+    def again(reply: Completion, feedback: str, attempt: int) -> CompletionRequest:
+        shown = whole(reply).text
+        seed = request.seed
+        if retry_temperature is not None and seed is not None:
+            seed += attempt
+        return request.replace(
+            messages=(
+                *messages,
+                Message(role="assistant", content=shown),
+                Message(role="user", content=feedback),
+            ),
+            temperature=hotter,
+            seed=seed,
+            stop=tuple(options.get("stop") or ()),
+            stop_when=options.get("stop_when", FunctionEnds(entry_point)),
+        )
+
     code, completions, attempt = await _ask(
         provider,
         request,
-        lambda c: _code_check(with_prefill(c, prefill) if prefill else c, entry_point),
+        lambda c: _code_check(whole(c), entry_point),
         retries=retries,
         what="code",
         advice="Try a larger model or a larger max_tokens",
+        again=again,
     )
-    last = with_prefill(completions[-1], prefill) if prefill else completions[-1]
+    last = whole(completions[-1])
     return CodeReply(
         code=code,
         completions=tuple(completions),

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
@@ -100,6 +99,8 @@ class Completion(Record):
 
 TokenCallback = Callable[[str], None]
 """Called with each text fragment as it is generated (streaming)."""
+StopCheck = Callable[[str], int | None]
+"""Given the reply so far, where it should end, or None (``CompletionRequest.stop_when``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,6 +121,10 @@ class CompletionRequest:
     """Sampling seed, where the backend takes one."""
     on_token: TokenCallback | None = None
     """Receives each fragment as it is generated, where the backend can stream."""
+    stop_when: StopCheck | None = None
+    """Where the reply so far should end (an index), or None to go on; a backend that
+    streams stops decoding there, and every reply is cut there (``asend``). A value compared
+    by its fields (``parsing.code_stop.FunctionEnds``), so equal requests can be batched."""
     role: str = ""
     """Call context: the pipeline role that asks (``generator``, ``debugger``, ...). Backends
     ignore it; fakes script their replies by it and recorders record it."""
@@ -204,6 +209,9 @@ class ProviderBase:
     """Answers this backend decodes at once: llama-server's slots, a GPU batch, 1 for an API
     with strict rate limits; None when it does not say. ``HealConfig(candidates="auto")`` sizes
     the first round's population from it (:func:`selfheal.config.population_size`)."""
+    batch_free: bool = False
+    """True when a batch of ``batch_hint`` answers costs about what one answer costs (a GPU):
+    the first round then asks its whole population at once (docs/gpu.md)."""
     supports_tools: bool = False
     """True when the backend has native tool calling: requests with ``tools`` get replies
     with ``Completion.tool_calls``, and ``assistant`` tool calls and ``tool`` results may be
@@ -272,6 +280,10 @@ class WrapperProvider(ProviderBase):
     def batch_hint(self) -> int | None:  # type: ignore[override]
         return batch_hint(self._inner)
 
+    @property
+    def batch_free(self) -> bool:  # type: ignore[override]
+        return batch_free(self._inner)
+
     def check_spec(self, spec: str) -> None:
         check = getattr(self._inner, "check_spec", None)
         if callable(check):
@@ -288,6 +300,18 @@ def batch_hint(provider: Provider) -> int | None:
     return hint if isinstance(hint, int) and not isinstance(hint, bool) and hint >= 1 else None
 
 
+def innermost(provider: Provider) -> Provider:
+    """The provider inside every :class:`WrapperProvider` around ``provider``."""
+    while isinstance(provider, WrapperProvider):
+        provider = provider.inner
+    return provider
+
+
+def batch_free(provider: Provider) -> bool:
+    """True when ``provider`` decodes its ``batch_hint`` answers for the cost of one."""
+    return getattr(provider, "batch_free", False) is True
+
+
 def supports_tools(provider: Provider) -> bool:
     """True when ``provider`` has native tool calling (``ProviderBase.supports_tools``)."""
     return getattr(provider, "supports_tools", False) is True
@@ -295,10 +319,15 @@ def supports_tools(provider: Provider) -> bool:
 
 async def asend(provider: Provider, request: CompletionRequest) -> Completion:
     """Send ``request`` to any provider: the whole record to a :class:`ProviderBase`, the
-    protocol's keywords to any other."""
+    protocol's keywords to any other; the reply cut where its ``stop_when`` says."""
     if isinstance(provider, ProviderBase):
-        return await provider._acomplete(request)
-    return await provider.acomplete(request.messages, **request.protocol_options())
+        done = await provider._acomplete(request)
+    else:
+        done = await provider.acomplete(request.messages, **request.protocol_options())
+    end = request.stop_when(done.text) if request.stop_when is not None else None
+    if end is None or end >= len(done.text):
+        return done
+    return done.model_copy(update={"text": done.text[:end], "finish_reason": "stop"})
 
 
 send = blocking(asend)
@@ -340,44 +369,3 @@ async def gather_or_cancel(calls: Sequence[Awaitable[Completion]]) -> list[Compl
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-
-
-class ReplyStream:
-    """One reply as it arrives: each fragment goes to ``on_token``; latency and time to first
-    token are measured. ``streamed`` says whether fragments reached the caller (such a call is
-    never retried: the caller would see them twice)."""
-
-    def __init__(self, on_token: TokenCallback | None) -> None:
-        self.on_token = on_token
-        self.started = time.monotonic()
-        self.first: float | None = None
-        self.pieces: list[str] = []
-
-    def add(self, piece: str | None) -> None:
-        """Take one fragment (empty ones are ignored)."""
-        if not piece:
-            return
-        if self.first is None:
-            self.first = time.monotonic() - self.started
-        self.pieces.append(piece)
-        if self.on_token is not None:
-            self.on_token(piece)
-
-    @property
-    def streamed(self) -> bool:
-        """Fragments reached a caller that shows them (a sink that only counts them, as a
-        progress line does, is marked ``progress_only`` and does not stop a retry)."""
-        shown = self.on_token is not None and not getattr(self.on_token, "progress_only", False)
-        return bool(self.pieces) and shown
-
-    @property
-    def text(self) -> str:
-        return "".join(self.pieces)
-
-    def completion(self, **fields: Any) -> Completion:
-        """The :class:`Completion`: the text so far (unless given), latency, time to first
-        token, and ``fields``."""
-        fields.setdefault("text", self.text)
-        return Completion(
-            latency=time.monotonic() - self.started, time_to_first_token=self.first, **fields
-        )

@@ -12,14 +12,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from selfheal.errors import MissingDependency, ModelNotFound
-from selfheal.llm.base import Completion, CompletionRequest, Message, ProviderBase, ReplyStream
+from selfheal.llm.base import Completion, CompletionRequest, Message, ProviderBase
 from selfheal.llm.hf_batch import AllCancelled, Ask, BatchStop, Cancelled, FifoLock, Waiting
+from selfheal.llm.stream import ReplyStream
 
 FALLBACK_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] | capitalize }}: {{ m['content'] }}\n\n{% endfor %}"
     "{% if add_generation_prompt %}Assistant: {% endif %}"
 )
 """Used when a tokenizer has no chat template of its own."""
+WARM_TOKENS = 16
+"""New tokens of each warm-up answer (:meth:`HFProvider.warm_up`)."""
 
 
 def _imports() -> tuple[Any, Any]:
@@ -59,6 +62,7 @@ class HFProvider(ProviderBase):
         timeout: float = 600.0,
         trust_remote_code: bool = False,
         batch: int | None = None,
+        warm: bool | None = None,
     ) -> None:
         self._torch, self._tf = _imports()
         self.model = model
@@ -94,6 +98,11 @@ class HFProvider(ProviderBase):
             self.tokenizer.chat_template = FALLBACK_TEMPLATE
         self._queue = FifoLock()  # one generation at a time per loaded model, in order
         self._waiting = Waiting()  # sampled answers to one prompt, decoded together
+        self.warmed: dict[int, float] = {}
+        """Batch sizes warmed up (:meth:`warm_up`), with the seconds each took."""
+        self._warming: list[threading.Thread] = []
+        if warm or (warm is None and self.device == "cuda"):
+            self.warm_up((1, self.batch_hint))
 
     def _quantization(self, load_in_4bit: bool | None) -> Any:
         if self.device != "cuda" or load_in_4bit is False:
@@ -135,6 +144,58 @@ class HFProvider(ProviderBase):
         if self._batch is not None:
             return self._batch
         return 8 if self.device == "cuda" else 1
+
+    @property
+    def batch_free(self) -> bool:  # type: ignore[override]
+        """On a CUDA GPU a batch costs about one answer (16 answers 0.99x one on an H100,
+        docs/gpu.md); not on a CPU."""
+        return self.device == "cuda"
+
+    def warm_up(self, sizes: Sequence[int], tokens: int = WARM_TOKENS) -> None:
+        """Decode a short answer once at each batch size of ``sizes`` not warmed yet, in a
+        background thread: on a GPU the first ``generate`` of a new batch size costs 2.4-3x the
+        same call repeated (an H100, docs/gpu.md), so a run should not pay it. Each size is
+        its own turn in the queue, so a request that comes meanwhile waits for one at most.
+        ``HFProvider`` warms 1 and ``batch_hint`` when it loads on CUDA (``warm=None``; ``True``
+        anywhere, ``False`` never); a run asks for its first round's sizes when it starts."""
+        todo = [n for n in dict.fromkeys(sizes) if n >= 1 and n not in self.warmed]
+        if not todo:
+            return
+        self.warmed.update({n: 0.0 for n in todo})  # claimed: asked once
+        prompt = self.render_prompt([Message(role="user", content="Write def add(a, b).")])
+
+        def run() -> None:
+            torch = self._torch
+            ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+            ids = {k: v.to(self.lm.device) for k, v in ids.items()}
+            pad = self.tokenizer.pad_token_id
+            pad = self.tokenizer.eos_token_id if pad is None else pad
+            for n in todo:
+                with self._queue, torch.inference_mode():
+                    start = time.monotonic()
+                    try:
+                        self.lm.generate(
+                            **ids,
+                            max_new_tokens=tokens,
+                            min_new_tokens=tokens,
+                            num_return_sequences=n,
+                            do_sample=n > 1,
+                            pad_token_id=pad,
+                        )
+                    except Exception:  # a warm-up is an optimisation: a real call will say
+                        self.warmed.pop(n, None)
+                        continue
+                    self.warmed[n] = time.monotonic() - start
+
+        thread = threading.Thread(target=run, name="selfheal-hf-warm-up", daemon=True)
+        self._warming.append(thread)
+        thread.start()
+
+    def wait_warm(self) -> dict[int, float]:
+        """Wait for the warm-ups asked so far; returns :attr:`warmed`."""
+        for thread in list(self._warming):
+            thread.join()
+        return dict(self.warmed)
 
     def _generate(
         self, request: CompletionRequest, n: int, cancelled: threading.Event

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from selfheal.errors import ProviderTimeout
-from selfheal.llm.base import Completion, CompletionRequest, ReplyStream
+from selfheal.llm.base import Completion, CompletionRequest
+from selfheal.llm.stream import ReplyStream
 
 MOST = 16
 """Most sampled answers decoded together (the largest population)."""
@@ -49,6 +50,7 @@ def _key(request: CompletionRequest) -> Hashable:
         request.max_tokens,
         request.temperature,
         request.stop,
+        request.stop_when,
     )
 
 
@@ -109,8 +111,8 @@ class FifoLock:
 
 class BatchStop:
     """Where each sequence of one ``generate`` ends, checked after every token: the
-    end-of-sequence token or a stop string (on the decoded reply, so any tokenizer works) ends
-    that sequence; cancellation or the deadline ends them all."""
+    end-of-sequence token, a stop string or the request's ``stop_when`` (on the decoded reply,
+    so any tokenizer works) ends that sequence; cancellation or the deadline ends them all."""
 
     def __init__(
         self,
@@ -124,6 +126,7 @@ class BatchStop:
         self.base = provider._tf.StoppingCriteria
         self.tokenizer = provider.tokenizer
         self.stops = [s for s in request.stop if s]
+        self.stop_when = request.stop_when
         self.max_tokens = request.max_tokens
         self.prompt_len = prompt_len
         self.cancelled = cancelled
@@ -131,6 +134,8 @@ class BatchStop:
         self.started = time.monotonic()
         self.ended: list[int | None] = [None] * n
         """New tokens of each sequence when it ended (its end token included)."""
+        self.texts = [""] * n
+        """Each sequence's text so far (where stop strings and ``stop_when`` look)."""
         self.timed_out = False
         eos = provider.tokenizer.eos_token_id
         more = getattr(provider.lm.generation_config, "eos_token_id", None)
@@ -152,19 +157,25 @@ class BatchStop:
         if self.cancelled.is_set() or time.monotonic() > self.started + self.timeout:
             self.timed_out = not self.cancelled.is_set()
             return self.torch.ones(rows, dtype=self.torch.bool, device=input_ids.device)
-        for i in range(rows):
+        watch = bool(self.stops) or self.stop_when is not None
+        for i, token in enumerate(input_ids[:, -1].tolist()):
             if self.ended[i] is not None:
                 continue
-            if int(input_ids[i, -1]) in self.eos:
+            if int(token) in self.eos:
                 self.ended[i] = made
-            elif self.stops:
-                text = self.tokenizer.decode(
-                    input_ids[i, self.prompt_len :], skip_special_tokens=True
-                )
-                if any(s in text for s in self.stops):
+            elif watch:
+                # each row's text grows by its new token (decoding the whole row again after
+                # every token would cost its length squared)
+                piece = self.tokenizer.decode([int(token)], skip_special_tokens=True)
+                self.texts[i] += piece
+                if any(s in self.texts[i] for s in self.stops) or self._done(i):
                     self.ended[i] = made
         done = [e is not None for e in self.ended[:rows]]
         return self.torch.tensor(done, dtype=self.torch.bool, device=input_ids.device)
+
+    def _done(self, i: int) -> bool:
+        """Whether the request's ``stop_when`` says row ``i`` is done."""
+        return self.stop_when is not None and self.stop_when(self.texts[i]) is not None
 
     def completion(self, provider: Any, reply: ReplyStream, row: Any, i: int) -> Completion:
         """Sequence ``i``'s answer: its tokens up to where it ended, cut at a stop string."""
@@ -181,6 +192,8 @@ class BatchStop:
             )
         text = self.tokenizer.decode(new_ids, skip_special_tokens=True)
         cut = min((text.find(s) for s in self.stops if s in text), default=-1)
+        end = self.stop_when(text) if self.stop_when is not None else None
+        cut = end if end is not None and (cut < 0 or end < cut) else cut
         finish = "stop"
         if cut >= 0:
             text = text[:cut]

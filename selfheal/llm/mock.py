@@ -154,6 +154,8 @@ class MockProvider(ProviderBase):
         cut = min((text.find(s) for s in request.stop if s and s in text), default=-1)
         if cut >= 0:
             text = text[:cut]
+        end = request.stop_when(text) if request.stop_when is not None else None
+        text = text[:end]  # a model that stops where the reply is done (docs/llm.md)
         if self._latency:
             await asyncio.sleep(self._latency)
         if request.on_token is not None:

@@ -12,7 +12,7 @@ import httpx
 
 from selfheal.errors import ConfigError, MissingDependency, ModelNotFound, ProviderUnavailable
 from selfheal.llm.aio import PerLoop, blocking
-from selfheal.llm.base import Completion, CompletionRequest, ProviderBase, ReplyStream
+from selfheal.llm.base import Completion, CompletionRequest, ProviderBase
 from selfheal.llm.retry import (
     Failure,
     RetryPolicy,
@@ -20,6 +20,7 @@ from selfheal.llm.retry import (
     failure_for_status,
     timeout_failure,
 )
+from selfheal.llm.stream import ReplyStream
 from selfheal.llm.tokens import estimate_tokens
 
 MIN_CTX = 2048

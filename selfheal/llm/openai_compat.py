@@ -21,12 +21,12 @@ from selfheal.llm.base import (
     CompletionRequest,
     Message,
     ProviderBase,
-    ReplyStream,
     ToolCall,
 )
 from selfheal.llm.openai_errors import IncompleteStream, map_error
 from selfheal.llm.prefill import continuation, prefill_as_instruction, prefill_of
 from selfheal.llm.retry import RetryPolicy
+from selfheal.llm.stream import ReplyStream
 from selfheal.llm.tokens import estimate_tokens
 
 TOOL_PADDING_STOP = "\n\n\n\n"
@@ -229,7 +229,7 @@ class OpenAICompatible(ProviderBase):
     ) -> Completion:
         """Send ``body`` to ``base_url`` and read the streamed reply."""
         client = self._client(base_url, api_key)
-        reply = ReplyStream(request.on_token)
+        reply = ReplyStream(request.on_token, request.stop_when)
         tool_calls = _ToolCalls()
         finish = ""
         usage: Any = None
@@ -240,7 +240,9 @@ class OpenAICompatible(ProviderBase):
                 async for chunk in stream:
                     if chunk.choices:
                         choice = chunk.choices[0]
-                        reply.add(choice.delta.content if choice.delta else None)
+                        if reply.add(choice.delta.content if choice.delta else None):
+                            finish = "stop"  # the reply is done: closing the stream ends it
+                            break
                         if choice.delta is not None and choice.delta.tool_calls:
                             tool_calls.add(choice.delta.tool_calls)
                         if choice.finish_reason:
@@ -268,6 +270,8 @@ class OpenAICompatible(ProviderBase):
             else sum(estimate_tokens(m.content) for m in request.messages),
             completion_tokens=int(completion_tokens)
             if completion_tokens is not None
+            else len(reply.pieces)  # stopped early: llama-server streams a token a fragment
+            if reply.end is not None
             else estimate_tokens(reply.text + "".join(c.arguments for c in tool_calls.calls())),
             model=self.model_id,
             finish_reason=finish or "stop",

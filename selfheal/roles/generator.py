@@ -16,7 +16,9 @@ from selfheal.context import Context
 from selfheal.diffs import unified_diff
 from selfheal.errors import MalformedReply, ProviderError
 from selfheal.examples import find_examples
-from selfheal.llm.parsing import prose
+from selfheal.llm.ask import with_prefill
+from selfheal.llm.base import Completion
+from selfheal.llm.parsing import code_like, prose
 from selfheal.memory.recall import remembered_candidates
 from selfheal.roles._calls import CallLog, ask_for_code, fan_out
 from selfheal.roles._source import entry_point_of, missing_imports, with_prelude
@@ -43,33 +45,34 @@ LOW_CONFIDENCE = 0.4
 
 
 async def _ask_round(
-    state: HealState, ctx: Context, log: CallLog, requests: list[Request], *, round: int
+    state: HealState,
+    ctx: Context,
+    log: CallLog,
+    requests: list[Request],
+    *,
+    round: int,
+    never_empty: bool = False,
 ) -> list[Candidate]:
-    """Ask for every request at once; returns the candidates that came back usable."""
+    """Ask for every request at once; returns the candidates that came back usable. With
+    ``never_empty``, when none did, the code the unusable replies held (:func:`code_like`)
+    comes back instead, for the sandbox to run and a repair to fix (issue 45)."""
 
     def job(i: int, r: Request) -> Callable[[], Awaitable[tuple[str, str, CandidateCost]]]:
-        async def ask(prompt: str, prefill: str) -> tuple[str, str, CandidateCost]:
+        async def asked() -> tuple[str, str, CandidateCost]:
+            # a reply that does not parse is asked again as a repair of it, sampled
             return await ask_for_code(
                 state,
                 log,
                 role="generator",
-                prompt=prompt,
+                prompt=r.prompt,
                 entry_point=state.spec.entry_point,
                 variables=r.variables,
                 temperature=r.temperature,
                 seed=seed_for(
                     state, f"{log.node}:{round}:{len(state.candidates) + i}:{r.temperature}"
                 ),
-                prefill=prefill,
+                prefill=r.prefill,
             )
-
-        async def asked() -> tuple[str, str, CandidateCost]:
-            if not r.prefill:
-                return await ask(r.prompt, "")
-            try:
-                return await ask(r.prompt, r.prefill)
-            except MalformedReply:  # no usable completion of the header: ask as usual
-                return await ask("generator", "")
 
         return asked
 
@@ -83,12 +86,17 @@ async def _ask_round(
         raise down[0]
     n = numbered(state.candidates)  # your code is c0: the model's count from c1
     out: list[Candidate] = []
+    usable = any(not isinstance(r, BaseException) for r in results)
     for req, res in zip(requests, results, strict=True):
         if isinstance(res, BaseException):
-            if isinstance(res, MalformedReply | ProviderError):
-                log.failure(state, "generator", res)
+            if not isinstance(res, MalformedReply | ProviderError):
+                raise res
+            log.failure(state, "generator", res)
+            meant = _meant(state, req, res) if never_empty and not usable else None
+            if meant is None:
                 continue
-            raise res
+            log.info(state, f"c{n + 1} {req.origin}: the code of a reply that does not parse")
+            res = meant
         code, text, cost = res
         n += 1
         out.append(
@@ -104,6 +112,28 @@ async def _ask_round(
             )
         )
     return out
+
+
+def _meant(
+    state: HealState, req: Request, exc: ProviderError
+) -> tuple[str, str, CandidateCost] | None:
+    """The code an unusable reply held (the latest reply first; the first is the continuation
+    of the request's prefill), as ``(code, reply, cost)``; None when none held code."""
+    replies = [c for c in getattr(exc, "completions", ()) or () if isinstance(c, Completion)]
+    texts = [
+        with_prefill(c, req.prefill).text if i == 0 and req.prefill else c.text
+        for i, c in enumerate(replies)
+    ]
+    for text in reversed(texts):
+        code = code_like(text, entry_point=state.spec.entry_point)
+        if code is not None:
+            cost = CandidateCost(
+                prompt_tokens=sum(c.prompt_tokens for c in replies),
+                completion_tokens=sum(c.completion_tokens for c in replies),
+                model_seconds=sum(c.latency for c in replies),
+            )
+            return code, text, cost
+    return None
 
 
 def _name_the_function(state: HealState, code: str, log: CallLog) -> HealState:
@@ -153,7 +183,7 @@ async def generate(state: HealState, ctx: Context) -> HealState:
         and not first_round
     )
     jobs: list[Callable[[], Awaitable[Any]]] = [
-        lambda: _ask_round(state, ctx, log, requests, round=1)
+        lambda: _ask_round(state, ctx, log, requests, round=1, never_empty=not first_round)
     ]
     if write_tests:
         writer = spec_blind_inputs if inputs else spec_blind_tests

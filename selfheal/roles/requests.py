@@ -5,9 +5,11 @@ variables every generator prompt shares."""
 from __future__ import annotations
 
 import zlib
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
+from selfheal.config import candidates_of
 from selfheal.config.groups import FORMS, Form
 from selfheal.spec import header_of
 from selfheal.state import HealState
@@ -83,3 +85,16 @@ def samples_in_turn(state: HealState, base: dict[str, Any], asked: int, n: int) 
     forms = FORMS[state.config.first_answer]
     sample = Request("sample", "generator", base, state.config.sample_temperature)
     return [_in_form(state, base, forms[(asked + i) % len(forms)], sample) for i in range(n)]
+
+
+def first_round_batches(state: HealState) -> tuple[int, ...]:
+    """The batch sizes the first round asks a backend for: how many of its requests share one
+    prompt and temperature (sampled answers waiting together are decoded as one batch, the
+    greedy answers one by one), smallest first; e.g. ``(1, 3)`` for 8 candidates in both
+    forms. A backend warms these up before the run needs them (docs/gpu.md)."""
+    base = base_variables(state)
+    want = min(state.config.first_sample, candidates_of(state.config))
+    requests = first_answers(state, base)[:want]
+    requests += samples_in_turn(state, base, len(requests), max(0, want - len(requests)))
+    together = Counter((r.prompt, r.prefill, r.temperature) for r in requests)
+    return tuple(sorted({n if t > 0 else 1 for (_, _, t), n in together.items()}))

@@ -291,11 +291,14 @@ class HealView(w.VBox):  # type: ignore[misc]
         av = approval_view(state)
         if av is not None and self._approver is not None and self._approver.waiting:
             self.diagnosis_html.value = (
-                f"<b>Diagnosis</b>{pre(av.diagnosis)}" if av.diagnosis else "<i>first version</i>"
+                f"<b>Diagnosis</b>{pre(av.diagnosis)}"
+                if av.diagnosis
+                else ("<i>a new version of your code</i>" if av.yours else "<i>first version</i>")
             )
             note = approval_note(av)
             self.round_html.value = f"<p>{html.escape(note)}</p>" if note else ""
-            self.diff_html.value = "<b>Proposed change</b>" + diff_html(av.diff or av.code)
+            heading = "Proposed change to your code" if av.yours else "Proposed change"
+            self.diff_html.value = f"<b>{heading}</b>" + diff_html(av.diff or av.code)
             if self.edit_area.value == "" or self.approval_panel.layout.display == "none":
                 self.edit_area.value = av.code
             self.approval_panel.layout.display = "flex"

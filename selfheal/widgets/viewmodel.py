@@ -120,6 +120,8 @@ class ApprovalView(Record):
     candidates: tuple[str, ...] = ()
     """The round's candidates, ``c5 patch from c1``..., the one shown first: approving runs
     them all, an edit replaces the first."""
+    yours: bool = False
+    """Whether ``diff`` is the change to code you gave (``heal(code=...)``, ``%selfheal``)."""
 
 
 def timeline_rows(state: HealState, *, live: bool = False) -> list[TimelineRow]:
@@ -301,11 +303,12 @@ def approval_view(state: HealState) -> ApprovalView | None:
         kind=p.kind,
         iteration=state.iteration + 1,
         diagnosis=diagnosis,
-        diff=unified_diff(p.previous_code, p.code) if p.previous_code else p.diff,
+        diff=p.diff or (unified_diff(p.previous_code, p.code) if p.previous_code else ""),
         code=p.code,
         candidates=tuple(
             f"{c.id} {c.origin}" + (f" from {c.parent}" if c.parent else "") for c in p.candidates
         ),
+        yours=state.given_code is not None and p.previous_code == state.given_code,
     )
 
 

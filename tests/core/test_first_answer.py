@@ -1,6 +1,6 @@
 """The first answer as a completion of the spec's own header (``first_answer="complete"``):
 the header is prefilled as the start of the reply, the code is the header and what the model
-continued it with, and a reply that does not complete it is asked again the usual way."""
+continued it with, and a reply that does not complete it is asked again as a repair of it."""
 
 from __future__ import annotations
 
@@ -57,7 +57,9 @@ def test_the_complete_form_prefills_the_header_and_keeps_the_completion() -> Non
     assert "Complete the following Python function" in call.messages[-2].content
 
 
-def test_a_reply_that_does_not_complete_the_header_is_asked_again_as_usual() -> None:
+def test_a_reply_that_does_not_complete_the_header_is_asked_again_as_a_repair() -> None:
+    """The whole reply (the header and its continuation) is shown with what was wrong, and the
+    corrected code asked for, sampled (tests/core/test_unparsed_replies.py)."""
     whole = "```python\nfrom typing import List\n\ndef below_zero(operations: List[int]) -> bool:\n"
     whole += CONTINUATION + "```"
     mock = MockProvider({"generator": ["this is not code (", whole]})
@@ -66,9 +68,9 @@ def test_a_reply_that_does_not_complete_the_header_is_asked_again_as_usual() -> 
     assert "balance += op" in result.code
     first, second = mock.calls_for("generator")
     assert first.messages[-1].role == "assistant"
-    assert (
-        second.messages[-1].role == "user" and "write this function" in second.messages[-1].content
-    )
+    assert second.messages[-2].content.startswith("```python\n" + HUMANEVAL_LIKE)
+    assert second.messages[-1].role == "user" and "corrected code" in second.messages[-1].content
+    assert second.temperature > 0
 
 
 def test_both_forms_the_lead_completes_the_header() -> None:
@@ -159,3 +161,19 @@ def test_missing_imports_leaves_bound_names_and_picks_the_module_or_its_class() 
         "from collections import defaultdict",
         "from math import floor",
     ]
+
+
+def test_a_completion_of_def_name_reads_as_a_person_writes_it() -> None:
+    """The local model continues ``def name(`` with `` arg)`` (a word boundary of its
+    tokenizer): every function read ``def name( arg)`` and showed as a changed line in a
+    diff. The join drops those spaces, and only after an opening bracket."""
+    joined = with_prefill(Completion(text=" items: list) -> list:\n    return items\n"), "def f(")
+    assert joined.text.startswith("def f(items: list) -> list:\n")
+    kept = with_prefill(Completion(text="   return 1\n"), "```python\ndef f():\n ")
+    assert kept.text.startswith("```python\ndef f():\n    return 1")
+    spec = "Write a function add(a, b) returning a + b. add(1, 2) -> 3"
+    config = HealConfig(candidates=1, first_sample=1, agreement=1, repair=False)
+    config = config.model_copy(update={"first_answer": "complete", "spec_blind_tests": False})
+    mock = MockProvider({"generator": [" a, b):\n    return a + b\n"]})
+    result = heal(spec, provider=mock, config=config)
+    assert result.code is not None and result.code.startswith("def add(a, b):\n")

@@ -8,7 +8,7 @@ import io
 
 from cli_harness import run_cli
 
-from selfheal.llm.base import ReplyStream
+from selfheal.llm.stream import ReplyStream
 from selfheal.progress import _DONE, TerminalLine, TokenMeter, progress_only
 from selfheal.state import Event
 

@@ -17,6 +17,7 @@ from llm_fakes import ScriptedProvider
 
 from selfheal.llm.base import Completion, CompletionRequest, Message, Provider, ToolSpec
 from selfheal.llm.mock import MockProvider
+from selfheal.llm.parsing.code_stop import FunctionEnds
 
 REPLY = "```python\ndef f(x):\n    return x\n```"
 
@@ -38,6 +39,7 @@ def every_option(pieces: list[str]) -> dict[str, Any]:
         "schema": None,
         "seed": 7,
         "on_token": pieces.append,
+        "stop_when": FunctionEnds("f"),
         "role": "generator",
         "node": "generate",
         "tools": [ToolSpec(name="run", description="run code", parameters={"type": "object"})],

@@ -32,6 +32,13 @@ class NoSandbox:
     run_snippet = run
 
 
+@pytest.fixture(autouse=True)
+def no_reply_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A code reply may take as many tokens as the config allows (200,000 here), not the size
+    its prompt gives it (``_calls.code_tokens``): only the budget can stop the endless model."""
+    monkeypatch.setattr("selfheal.roles._calls.CODE_TOKENS_FLOOR", 200_000)
+
+
 def endless_model(folder: Path) -> Any:
     """A transformers model whose greedy decoding repeats "hello" and never ends."""
     pytest.importorskip("torch")

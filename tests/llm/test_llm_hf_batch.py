@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,33 @@ def test_stop_strings_and_token_counts_hold_per_sequence(sampler: HFProvider) ->
         finishes.add(answer.finish_reason)
     assert finishes == {"stop", "length"}  # the seed gives both kinds in one batch
     assert len({a.completion_tokens for a in answers}) > 1
+
+
+@dataclass(frozen=True)
+class After:
+    """A ``stop_when`` that ends a reply at its ``n``-th character, once it is longer."""
+
+    n: int
+
+    def __call__(self, text: str) -> int | None:
+        return self.n if len(text) > self.n else None
+
+
+def test_a_stop_check_ends_each_sequence_where_it_says(sampler: HFProvider) -> None:
+    """``stop_when`` (the rule that ends a code reply with its function) is checked per
+    sequence after every token: a row ends as soon as it says so, cut there."""
+    free = sampler.complete_many(CHAT, n=4, temperature=1.0, max_tokens=12, seed=5)
+    gen = Generations(sampler)
+    cut = sampler.complete_many(
+        CHAT, n=4, temperature=1.0, max_tokens=12, seed=5, stop_when=After(3)
+    )
+    assert len(gen.calls) == 1
+    for whole, answer in zip(free, cut, strict=True):
+        assert answer.text == whole.text[:3]
+        if len(whole.text) > 3:
+            assert answer.completion_tokens < whole.completion_tokens
+            assert answer.finish_reason == "stop"
+    assert sum(len(a.text) > 3 for a in free) >= 2  # the seed lets rows run on past it
 
 
 async def test_a_cancelled_batch_stops(sampler: HFProvider) -> None:

@@ -210,3 +210,72 @@ def test_cell_magic_in_a_live_kernel_with_review(kernel: Kernel) -> None:
     assert kernel.text("print(median([4, 1, 3, 2]))").strip() == "2.5"
     nxt = [p for p in kernel.payloads if p.get("source") == "set_next_input"]
     assert len(nxt) == 1 and nxt[0]["text"].startswith("def median(values):")
+
+
+FAILING = '''def mean_of_positive(xs):
+    """Mean of the positive numbers in xs; 0.0 if there are none."""
+    pos = [x for x in xs if x > 0]
+    return sum(pos) / len(pos)
+
+mean_of_positive([-1, -2])'''
+
+FIXED = (
+    "```python\ndef mean_of_positive(xs):\n    pos = [x for x in xs if x > 0]\n"
+    "    return sum(pos) / len(pos) if pos else 0.0\n```"
+)
+FIXED_TOO = (
+    "```python\ndef mean_of_positive(xs):\n    pos = [x for x in xs if x > 0]\n"
+    "    if not pos:\n        return 0.0\n    return sum(pos) / len(pos)\n```"
+)
+
+
+def _answering(kernel: Kernel, code: str, answer: str) -> tuple[list[str], dict[str, Any]]:
+    """Run ``code`` as a frontend that types ``answer`` into every input box: the prompts
+    asked, and the cell's execute_reply."""
+    kc = kernel.kc
+    msg_id = kc.execute(code, allow_stdin=True)
+    prompts: list[str] = []
+    deadline = time.monotonic() + 240
+    while True:
+        assert time.monotonic() < deadline, "the cell never finished"
+        try:
+            req = kc.get_stdin_msg(timeout=0.2)
+        except Exception:  # queue.Empty: nothing asked yet
+            req = None
+        if req is not None and req["msg_type"] == "input_request":
+            prompts.append(req["content"]["prompt"])
+            kc.input(answer)
+        try:
+            reply = kc.get_shell_msg(timeout=0.2)
+        except Exception:
+            continue
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return prompts, dict(reply["content"])
+
+
+def test_selfheal_review_asks_in_its_cell_and_offers_the_fix_below_it(kernel: Kernel) -> None:
+    """Issue 44: a review of %selfheal is asked in the %selfheal cell (an input box), so its
+    own execute_reply carries the fixed cell (JupyterLab and Notebook 7 insert a
+    set_next_input cell below the cell whose reply carries it), and a later cell that raises
+    gets nothing."""
+    kernel.execute(
+        PRELUDE + "\n%load_ext selfheal\nimport sys\n"
+        f"sys.path.insert(0, {str(REPO / 'tests' / 'notebook')!r})\n"
+        "from nb_fakes import InProcessExecutor\nfrom selfheal.llm.mock import MockProvider\n"
+        "d = selfheal.magics.defaults(get_ipython())\nd.executor = InProcessExecutor()\n"
+        f"d.provider = MockProvider({{'generator': [{FIXED!r}, {FIXED_TOO!r}], 'test_writer': ['```python\\n"
+        "assert mean_of_positive([1, 3]) == 2\\n```'], 'debugger': ['{}']}, repeat_last=True)\n"
+        "%selfheal_config autonomy=review_all"
+    )
+    _, reply = _answering(kernel, FAILING, "a")
+    assert reply["status"] == "error" and reply["ename"] == "ZeroDivisionError"
+    prompts, reply = _answering(kernel, "%selfheal", "a")
+    assert reply["status"] == "ok"
+    assert len(prompts) == 1 and "approve this change?" in prompts[0]
+    (offered,) = [p for p in reply["payload"] if p.get("source") == "set_next_input"]
+    assert offered["replace"] is False
+    assert "return sum(pos) / len(pos) if pos else 0.0" in offered["text"]
+    assert offered["text"].rstrip().endswith("mean_of_positive([-1, -2])")
+    _, later = _answering(kernel, "1 / 0", "a")
+    assert later["status"] == "error" and later.get("payload", []) == []
+    assert kernel.text("print(mean_of_positive([-1, -2]))").strip() == "0.0"

@@ -26,7 +26,7 @@ def shell() -> Iterator[InteractiveShell]:
     sh.rl_next_input = None
     yield sh
     sh.run_line_magic("unload_ext", "selfheal")
-    for name in ("median", "mean"):
+    for name in ("median", "mean", "Box", "none"):
         sh.user_ns.pop(name, None)
 
 
@@ -234,7 +234,10 @@ def test_line_magic_heals_the_function_that_raised(
     assert (c0.id, c0.origin) == ("c0", "user") and "return sum(xs) / len(xs)" in c0.code
     assert result.attempts[0].candidate == "c0" and result.attempts[-1].candidate != "c0"
     assert mock.calls_for("generator")  # the repair round
-    assert [t.code for t in result.tests if t.trusted] == ["assert mean([]) == 0.0"]
+    # the message's example, and the call that raised: it must not raise again
+    trusted = [t.code or "" for t in result.tests if t.trusted]
+    assert len(trusted) == 2 and "assert mean([]) == 0.0" in trusted
+    assert any(c.startswith("try:\n    mean([])\nexcept ZeroDivisionError:") for c in trusted)
     spec = result.state.spec.text
     assert spec.startswith("Fix the function mean from this notebook cell. return 0.0 for")
     assert "ZeroDivisionError" in spec and "return sum(xs) / len(xs)" in spec
@@ -249,11 +252,13 @@ def test_line_magic_heals_the_function_that_raised(
 def test_line_magic_without_an_example_offers_the_fix_unverified(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # no trusted test: agreement alone never verifies, so the fix is offered, not defined
+    # no trusted test (the failing call's argument is not plain data, so it cannot become
+    # one): agreement alone never verifies, so the fix is offered, not defined
     mock = MockProvider({"test_writer": [MEAN_TESTS], "generator": [MEAN_FIXED] * 4})
     defaults(shell).provider = mock
     _run(shell, "%selfheal_config autonomy=full_auto")
-    cell = "def mean(xs):\n    return sum(xs) / len(xs)\n\nprint(mean([]))"
+    _run(shell, "class Box(list):\n    pass\n\nnone = Box()")
+    cell = "def mean(xs):\n    return sum(xs) / len(xs)\n\nprint(mean(none))"
     shell.run_cell(cell, store_history=True)  # raises ZeroDivisionError
     _run(shell, "%selfheal return 0.0 for an empty list")
     result = defaults(shell).last
@@ -262,7 +267,8 @@ def test_line_magic_without_an_example_offers_the_fix_unverified(
     with pytest.raises(ZeroDivisionError):  # the notebook keeps its own (buggy) function
         shell.user_ns["mean"]([])
     assert shell.rl_next_input == fixed_cell(cell, "mean", result.code) + "\n"
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert "`none` is not plain data (a Box" in out
     assert "not verified (status unverified)" in err
     assert "evidence: no trusted test" in err
     assert "add an example to your message (%selfheal ... mean(<args>) -> <expected>)" in err

@@ -4,6 +4,7 @@ blocks (:mod:`.code_extract`, the package's one fence parser)."""
 from __future__ import annotations
 
 from selfheal.llm.parsing.code_extract import (
+    code_like,
     extract_code,
     fences,
     lenient_block,
@@ -16,6 +17,7 @@ from selfheal.llm.parsing.shapes import fold_choice
 __all__ = [
     "Parsed",
     "StructuredParseError",
+    "code_like",
     "extract_code",
     "fences",
     "fold_choice",

@@ -4,7 +4,8 @@ Code travels in fenced ```python blocks, never inside JSON strings (escaping cod
 where small models break most). :func:`fences` finds every fenced block (an unterminated last
 one included: a reply cut off by the token limit); :func:`extract_code` picks the best Python
 block; :func:`lenient_block` keeps the complete statements of a block that was cut off;
-:func:`prose` is the explanation around the blocks.
+:func:`prose` is the explanation around the blocks; :func:`code_like` is the code a reply meant
+to give when none of it parses.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ CODE_LANGS = frozenset({"", "python", "py", "python3", "py3", "ipython", "pycon"
 _THINK_RE = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(```|\Z)", re.DOTALL)
 _CODE_START_RE = re.compile(r"^(?:async\s+def|def|class|import|from|@)\b|^@", re.MULTILINE)
+_CODE_LINE_RE = re.compile(
+    r"[ \t#@]|(?:async\s+def|def|class|import|from)\b|[A-Za-z_][\w.]*\s*[=(\[]"
+)
+"""A line that goes on a block of code: indented, a comment or decorator, a definition, an
+import, an assignment or a call (a line of prose does not)."""
 
 
 def strip_thinking(text: str) -> str:
@@ -174,3 +180,32 @@ def lenient_block(text: str) -> tuple[str, bool]:
         lines.pop()
         salvaged = True
     return "", True
+
+
+def code_like(text: str, *, entry_point: str | None = None) -> str | None:
+    """The code a reply meant to give, also when it does not parse (a missing colon, a block
+    cut off mid-line), so a run has something to run and repair instead of nothing: the Python
+    block that defines ``entry_point`` (else the later one with a definition or an import; in a
+    reply without fences, the lines from the first such line to the first line of prose), cut
+    back to its longest start that parses and defines ``entry_point`` when there is one, else
+    as written. None when the reply holds no code-like text."""
+    text = strip_thinking(text)
+    found = fences(text)
+    if found:
+        bodies = [f.body.strip("\n").rstrip() for f in found if f.lang in CODE_LANGS]
+    else:
+        start = _CODE_START_RE.search(text)
+        lines = text[start.start() :].splitlines() if start else []
+        end = next((i for i, ln in enumerate(lines) if ln and not _CODE_LINE_RE.match(ln)), None)
+        bodies = ["\n".join(lines[:end]).rstrip()]
+    bodies = [b for b in bodies if _CODE_START_RE.search(b) and not b.startswith(">>>")]
+    if not bodies:
+        return None
+    named = [b for b in bodies if entry_point and re.search(rf"\bdef\s+{entry_point}\b", b)]
+    body = (named or bodies)[-1]
+    lines = body.splitlines()
+    for end in range(len(lines), 0, -1):
+        tree = parse_or_none("\n".join(lines[:end]))
+        if tree is not None and entry_point is not None and defines(tree, entry_point):
+            return "\n".join(lines[:end]).rstrip()
+    return body
