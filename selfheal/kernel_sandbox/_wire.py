@@ -31,7 +31,7 @@ _list, _tuple, _dict, _set, _frozenset, _bytearray, _range = (
 _date, _datetime, _time, _timedelta = _dt.date, _dt.datetime, _dt.time, _dt.timedelta
 _Decimal, _Fraction = _decimal.Decimal, _fractions.Fraction
 _loaded_modules = _sys.modules
-MAX_PARTS = 200_000
+MAX_PARTS = 1_000_000
 """Most parts (values, items) one encoded value may hold; beyond it the value is cut."""
 MAX_DEPTH = 100
 """Deepest nesting one encoded value may have."""
@@ -128,6 +128,15 @@ def _tz(v: Any) -> Any:
     return (off.days * 86400 + off.seconds) * 1_000_000 + off.microseconds
 
 
+def _flat(items: list[Any]) -> bool:
+    """Every item an exact ``int``, ``str``, ``bool`` or ``None`` (sent without tags)."""
+    for x in items:
+        t = type(x)
+        if not (t is _int or t is _str or t is _bool or t is _NoneType):
+            return False
+    return True
+
+
 class _Encoder:
     """One value's encoding, with a budget of parts (cut beyond ``MAX_PARTS``)."""
 
@@ -144,8 +153,14 @@ class _Encoder:
         if t is _int or t is _str or t is _bytes or t is _bool or t is _NoneType:
             return ("p", v)
         if t is _list or t is _tuple or t is _set or t is _frozenset:
+            items = _list(v)
             tag = "l" if t is _list else "t" if t is _tuple else "s" if t is _set else "z"
-            return (tag, [self.enc(x, depth + 1) for x in _list(v)])
+            if _flat(items):  # ints and strings as they are: ("L", [1, 2, 3])
+                self.parts += len(items)
+                if self.parts > MAX_PARTS:
+                    raise _Cut
+                return (tag.upper(), items)
+            return (tag, [self.enc(x, depth + 1) for x in items])
         if t is _dict:
             return (
                 "d",

@@ -17,6 +17,7 @@ from typing import Any
 from selfheal.kernel_sandbox._wire import MAX_DEPTH, MAX_PARTS, NAME_CHARS
 
 _SCALAR = (int, str, bytes, bool, type(None))
+_FLAT = (int, str, bool, type(None))
 _MAX_TEXT = 1 << 22
 """Longest string or bytes one value may carry (4 MiB)."""
 _NP_KINDS = "biufcUSMmO"
@@ -96,6 +97,14 @@ class _Decoder:
         if tag == "c":
             (_, re_, im) = self.seq(e, 3)
             return complex(float.fromhex(_text(re_)), float.fromhex(_text(im)))
+        if tag in ("L", "T", "S", "Z"):  # exact ints, strings, bools, None, untagged
+            (_, xs) = self.seq(e, 2)
+            vals = self.items(xs)
+            for x in vals:
+                if type(x) not in _FLAT or (type(x) is str and len(x) > _MAX_TEXT):
+                    raise _Bad("not a flat item")
+            kind = {"L": list, "T": tuple, "S": set, "Z": frozenset}[tag]
+            return list(vals) if kind is list else kind(vals)
         if tag in ("l", "t", "s", "z"):
             (_, xs) = self.seq(e, 2)
             vals = [self.dec(x, depth + 1) for x in self.items(xs)]

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,19 +24,17 @@ from selfheal.llm.mock import MockProvider
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
-MARK = f"RUNNING-{uuid.uuid4().hex}"
 
 SLOW = s.block(
-    f"""
+    """
 import time
-open({MARK!r}, "w").close()  # in the candidate's own folder: the test sees it is running
 time.sleep(60)
 
 def clamp(x, lo, hi):
     return min(x, hi)
 """
 )
-"""A candidate that signals it is loading, then takes longer than the load limit."""
+"""A candidate that takes longer than the load limit to load."""
 
 ADVERSARY = s.block("assert clamp(3, 0, 3) == 3")
 
@@ -87,6 +84,18 @@ def _until(what: str, ok: Callable[[], bool], proc: subprocess.Popen[bytes]) -> 
         time.sleep(0.05)
 
 
+def _at_execute(runs_dir: Path) -> bool:
+    """The run's last checkpoint is the one before its execute node."""
+    logs = list(runs_dir.glob("*.jsonl"))
+    if not logs:
+        return False
+    try:
+        saved = read_states(logs[0])
+    except Exception:  # a line the run is writing right now
+        return False
+    return bool(saved) and saved[-1].next == "execute"
+
+
 def _sandbox_processes(under: Path) -> list[psutil.Process]:
     """Live processes whose command line or working directory is under ``under``."""
     found = []
@@ -121,7 +130,11 @@ def test_killed_while_a_candidate_runs(pool: KernelPool, runs_dir: Path, tmp_pat
     )
     tmp = tmp_path / "tmp"
     try:
-        _until("the candidate ran", lambda: any(tmp.rglob(MARK)), proc)
+        # the run's folder is a tmpfs only the kernel's mount namespace sees: the test waits
+        # for the checkpoint before execute, then for the candidate to be loading
+        _until("the candidate ran", lambda: _at_execute(runs_dir), proc)
+        time.sleep(3)  # the candidate sleeps 60 s while it loads (the load limit is 10 s)
+        assert proc.poll() is None, "the run ended before it was killed"
         assert _sandbox_processes(tmp), "no sandbox process to outlive the run"
     finally:
         _kill(proc)
