@@ -15,8 +15,9 @@ import sys as _sysmod
 from typing import Any
 
 if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
-    from selfheal.kernel_sandbox._harness.boundary import enter, for_run
+    from selfheal.kernel_sandbox._harness.boundary import enter, for_run, standby
     from selfheal.kernel_sandbox._harness.channel import Harness, read_exact, read_request
+    from selfheal.kernel_sandbox._harness.process import end, kernel_gone, spawn
     from selfheal.kernel_sandbox._harness.session import compile_tests, run_candidate
 
 _dumps = _marshal.dumps
@@ -41,8 +42,9 @@ _PR_SET_PDEATHSIG = 1
 class _Child:
     """A forked process: standby (waiting for a request), then waiting, then active."""
 
-    def __init__(self, pid: int, notify_r: int, go_w: int, work: str) -> None:
+    def __init__(self, pid: int, notify_r: int, go_w: int, work: str, init: int) -> None:
         self.pid = pid
+        self.init = init  # the init of its PID namespace (process.py), or -1
         self.work = work  # its run's working directory, made before the fork
         self.notify_r = notify_r  # it tells us here which request it took
         self.go_w = go_w  # we write one byte here when it may run
@@ -192,7 +194,9 @@ class Loop:
             _killpg(c.pid, _SIGKILL)
         except OSError:
             pass
-        _kill_leftovers({x.pid for x in (self.standby, self.active, self.waiting) if x})
+        end(c.init)  # its PID namespace: whatever the run left there dies with it
+        kids = [x for x in (self.standby, self.active, self.waiting) if x and x is not c]
+        _kill_leftovers({p for x in kids for p in (x.pid, x.init)})
         c.close()
         if c.seq:
             self.h.send(("exit", c.seq, status))
@@ -250,10 +254,20 @@ def _spawn(h: Harness, fifo_fd: int, work: str) -> _Child:
     _os.mkdir(root, 0o700)
     _os.mkdir(work)
     _os.mkdir(work + "/.tmp")
+    uid = h.boundary.iso.uid
+    if uid >= 0:  # the run's process takes this uid before its boundary
+        for d in (root, work, work + "/.tmp"):
+            _os.chown(d, uid, uid)
     notify_r, notify_w = _os.pipe()
     go_r, go_w = _os.pipe()
     ruleset = for_run(h.boundary, work)  # built here, off the next run's critical path
-    pid = _fork()
+    try:
+        pid, init = spawn(h.boundary.iso, h.libc)
+    except BaseException:
+        for fd in (notify_r, notify_w, go_r, go_w, ruleset):
+            if fd >= 0:
+                _os_close(fd)
+        raise
     if pid == 0:
         _os_close(notify_r)
         _os_close(go_w)
@@ -262,7 +276,7 @@ def _spawn(h: Harness, fifo_fd: int, work: str) -> _Child:
     _os_close(go_r)
     if ruleset >= 0:
         _os_close(ruleset)
-    return _Child(pid, notify_r, go_w, work)
+    return _Child(pid, notify_r, go_w, work, init)
 
 
 def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, ruleset: int) -> None:
@@ -271,10 +285,10 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, rulese
     code = 0
     seq = 0
     try:
-        parent = _os.getppid()
+        parent = _os.getppid()  # 0 in a PID namespace of its own: kernel_gone tells
         if h.libc is not None:
             h.libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)  # die with the kernel
-        if _os.getppid() != parent:
+        if _os.getppid() != parent or kernel_gone(h.boundary.iso):
             _exit(1)
         _os.setsid()
         g = h.guard
@@ -286,6 +300,7 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, rulese
             _os.closerange(low, fd)
             low = fd + 1
         _os.closerange(low, 1 << 16)
+        host_pid = standby(h.boundary, ruleset)  # its /proc, its rules for it
         req = read_request(h, fifo_fd)
         if req is None:
             h.send(("internal", 0, "a request was not signed by the host"))
@@ -299,9 +314,12 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, rulese
         _os_close(go_r)
         g.set_work(work)
         _os.chdir(work)
+        uid = h.boundary.iso.uid
         for name, data in req.get("files", ()):  # checked on the host: plain names
             fd = _os.open(name, _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL, 0o600)
             try:
+                if uid >= 0:
+                    _os.fchown(fd, uid, uid)
                 view = memoryview(data)
                 while view:
                     view = view[_os_write(fd, view) :]
@@ -324,7 +342,7 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, rulese
         tempfile: Any = _sysmod.modules.get("tempfile")
         if tempfile is not None:
             tempfile.tempdir = None
-        h.send(("start", seq, g.pid, work))
+        h.send(("start", seq, host_pid, work))  # the pid the host may kill
         compiled = compile_tests(tests, int(req.get("start", 0)), h.cache)
 
         def send(m: tuple[Any, ...]) -> None:
