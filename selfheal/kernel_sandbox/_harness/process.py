@@ -89,25 +89,34 @@ def kernel_mounts(libc: Any) -> bool:
     and the processes it forks, in which every folder that others may not enter and that
     holds the Python installation (``/root`` for pyenv) is an empty tmpfs with the
     installation bound back: an unprivileged uid can then import, and sees nothing else
-    of that folder. False where it cannot (the installation itself closed to others)."""
+    of that folder. False where it cannot (the installation itself closed to others, or
+    no mounts allowed): the thread is then back in its mount namespace."""
     dirs = _run_python_dirs()
     if any(_os.stat(d).st_mode & 0o005 != 0o005 for d in dirs):
         return False
     tops = {d: t for d in dirs if (t := _closed_above(d)) is not None}
-    if libc.unshare(_P_NEWNS) != 0:
-        return False
-    _pmount(libc, None, "/", None, _P_REC | _P_PRIVATE)  # nothing reaches the host's mounts
-    keep = {d: _os.open(d, _os.O_PATH | _os.O_CLOEXEC) for d in tops}
+    if not tops:
+        return True  # nothing to open up
+    before = _os.open("/proc/self/ns/mnt", _os.O_RDONLY | _os.O_CLOEXEC)
+    keep: dict[str, int] = {}
     try:
-        for top in sorted(set(tops.values())):
-            _pmount(libc, "tmpfs", top, "tmpfs", _P_NOSUID | _P_NODEV, "size=64k,mode=755")
-        for d, fd in keep.items():
-            _os.makedirs(d, 0o755, exist_ok=True)
-            _pmount(libc, f"/proc/self/fd/{fd}", d, None, _P_BIND | _P_REC)
+        if libc.unshare(_P_NEWNS) != 0:
+            return False
+        try:  # (a bind mount's source must be in the new namespace: opened here)
+            keep = {d: _os.open(d, _os.O_PATH | _os.O_CLOEXEC) for d in tops}
+            _pmount(libc, None, "/", None, _P_REC | _P_PRIVATE)  # nothing reaches the host
+            for top in sorted(set(tops.values())):
+                _pmount(libc, "tmpfs", top, "tmpfs", _P_NOSUID | _P_NODEV, "size=64k,mode=755")
+            for d, fd in keep.items():
+                _os.makedirs(d, 0o755, exist_ok=True)
+                _pmount(libc, f"/proc/self/fd/{fd}", d, None, _P_BIND | _P_REC)
+        except OSError:
+            libc.setns(before, _P_NEWNS)
+            return False
+        return True
     finally:
-        for fd in keep.values():
+        for fd in (before, *keep.values()):
             _os.close(fd)
-    return True
 
 
 def spawn(iso: Isolation, libc: Any) -> tuple[int, int]:
