@@ -105,7 +105,7 @@ def standby(b: Boundary, ruleset: int) -> int:
     namespace, and the Landlock rules for the /proc entries it may read. Returns its pid as
     the host knows it."""
     host_pid = _os.getpid()
-    if b.iso.pidns >= 0:
+    if b.iso.pidns:
         host_pid = own_proc(b.libc)
     if b.kind == "landlock" and ruleset >= 0:
         b.proc_fds = proc_rules(b.libc, b.abi, ruleset)

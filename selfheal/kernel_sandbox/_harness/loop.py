@@ -17,7 +17,7 @@ from typing import Any
 if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
     from selfheal.kernel_sandbox._harness.boundary import enter, for_run, standby
     from selfheal.kernel_sandbox._harness.channel import Harness, read_exact, read_request
-    from selfheal.kernel_sandbox._harness.process import end, kernel_gone, spawn
+    from selfheal.kernel_sandbox._harness.process import clean, kernel_gone, namespace
     from selfheal.kernel_sandbox._harness.session import compile_tests, run_candidate
 
 _dumps = _marshal.dumps
@@ -42,9 +42,8 @@ _PR_SET_PDEATHSIG = 1
 class _Child:
     """A forked process: standby (waiting for a request), then waiting, then active."""
 
-    def __init__(self, pid: int, notify_r: int, go_w: int, work: str, init: int) -> None:
+    def __init__(self, pid: int, notify_r: int, go_w: int, work: str) -> None:
         self.pid = pid
-        self.init = init  # the init of its PID namespace (process.py), or -1
         self.work = work  # its run's working directory, made before the fork
         self.notify_r = notify_r  # it tells us here which request it took
         self.go_w = go_w  # we write one byte here when it may run
@@ -82,6 +81,7 @@ class Loop:
 
     def run(self) -> None:
         """Serve until the kernel is killed (or standby processes keep dying)."""
+        namespace(self.h.boundary.iso, self.h.libc)  # its runs' PID namespace (process.py)
         while self.lost <= 5:
             if self.standby is None and self.waiting is None:
                 self.count += 1
@@ -194,9 +194,9 @@ class Loop:
             _killpg(c.pid, _SIGKILL)
         except OSError:
             pass
-        end(c.init)  # its PID namespace: whatever the run left there dies with it
-        kids = [x for x in (self.standby, self.active, self.waiting) if x and x is not c]
-        _kill_leftovers({p for x in kids for p in (x.pid, x.init)})
+        keep = {x.pid for x in (self.standby, self.active, self.waiting) if x}
+        _kill_leftovers(keep | self.h.boundary.iso.keep())
+        clean(self.h.boundary.iso)  # what the run left in the kernel's PID namespace
         c.close()
         if c.seq:
             self.h.send(("exit", c.seq, status))
@@ -261,13 +261,7 @@ def _spawn(h: Harness, fifo_fd: int, work: str) -> _Child:
     notify_r, notify_w = _os.pipe()
     go_r, go_w = _os.pipe()
     ruleset = for_run(h.boundary, work)  # built here, off the next run's critical path
-    try:
-        pid, init = spawn(h.boundary.iso, h.libc)
-    except BaseException:
-        for fd in (notify_r, notify_w, go_r, go_w, ruleset):
-            if fd >= 0:
-                _os_close(fd)
-        raise
+    pid = _fork()
     if pid == 0:
         _os_close(notify_r)
         _os_close(go_w)
@@ -276,7 +270,7 @@ def _spawn(h: Harness, fifo_fd: int, work: str) -> _Child:
     _os_close(go_r)
     if ruleset >= 0:
         _os_close(ruleset)
-    return _Child(pid, notify_r, go_w, work, init)
+    return _Child(pid, notify_r, go_w, work)
 
 
 def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, ruleset: int) -> None:

@@ -1,9 +1,10 @@
 """Kernel side: the process rules both boundaries share (docs/sandbox.md, "Containment",
-"other processes"). Each run's process lives in a PID namespace of its own, second after a
-tiny init (``spawn``), and sees a /proc of that namespace only (``own_proc``); where the
-kernel runs as root, the run's process then takes an unprivileged uid (``unprivileged``),
-and the kernel has once arranged its mounts so that this uid can still read the Python
-installation (``kernel_mounts``). Shipped to the kernel as source (see
+"other processes"). A serving kernel forks its runs into a PID namespace of its own
+(``namespace``), whose init kills what a finished run left behind (``clean``); each run's
+process sees a /proc of that namespace with other uids' processes hidden (``own_proc``);
+where the kernel runs as root, the run's process takes an unprivileged uid
+(``unprivileged``), and the kernel has once arranged its mounts so that this uid can still
+read the Python installation (``kernel_mounts``). Shipped to the kernel as source (see
 ``_harness/__init__.py``).
 """
 
@@ -28,16 +29,23 @@ class Isolation:
     """What a kernel's runs get (see the module docstring); found once, at warm-up."""
 
     def __init__(self) -> None:
-        self.pidns = -1  # the kernel's own PID namespace (a descriptor), or -1: none per run
-        self.me = -1  # a pidfd of the kernel: its run processes see it die
+        self.pidns = False  # runs go into a PID namespace of the kernel's (``namespace``)
+        self.init = -1  # that namespace's init, once serving
+        self.ask = -1  # the init's command pipe (we write), and its answers (we read)
+        self.answer = -1
+        self.me = -1  # a pidfd of the kernel: its forked processes see it die
         self.uid = -1  # the uid runs take, or -1 (they keep the kernel's)
 
     def describe(self) -> str:
         """The parts in force, in words (appended to the boundary's description)."""
-        parts = ["own PID namespace"] if self.pidns >= 0 else []
+        parts = ["own PID namespace"] if self.pidns else []
         if self.uid >= 0:
             parts.append(f"uid {self.uid}")
         return ", ".join(parts)
+
+    def keep(self) -> set[int]:
+        """The kernel's children that are not runs (``_kill_leftovers`` spares them)."""
+        return {self.init} if self.init > 0 else set()
 
 
 def _pfail(what: str) -> OSError:
@@ -52,18 +60,19 @@ def _pmount(libc: Any, src: Any, target: str, fstype: Any, flags: int, data: Any
 
 
 def isolation(libc: Any) -> Isolation:
-    """(In the kernel, at warm-up.) What this kernel can give its runs: a PID namespace per
-    run where it may make one (root), and, where it is root, an unprivileged uid (after
-    ``kernel_mounts``)."""
+    """(In the kernel, at warm-up.) What this kernel can give its runs: a PID namespace
+    where it may make one (root: tried here and left again), and, where it is root, an
+    unprivileged uid (after ``kernel_mounts``)."""
     iso = Isolation()
     if _os.geteuid() != 0:
         return iso  # the runs keep the host's uid, already unprivileged
     fd = _os.open("/proc/self/ns/pid", _os.O_RDONLY | _os.O_CLOEXEC)
-    if libc.unshare(_P_NEWPID) == 0 and libc.setns(fd, _P_NEWPID) == 0:
-        iso.pidns = fd
-        iso.me = _os.pidfd_open(_os.getpid())
-    else:
+    try:
+        iso.pidns = libc.unshare(_P_NEWPID) == 0 and libc.setns(fd, _P_NEWPID) == 0
+    finally:
         _os.close(fd)
+    if iso.pidns:
+        iso.me = _os.pidfd_open(_os.getpid())
     if kernel_mounts(libc):
         iso.uid = RUN_UID
     return iso
@@ -119,64 +128,99 @@ def kernel_mounts(libc: Any) -> bool:
             _os.close(fd)
 
 
-def spawn(iso: Isolation, libc: Any) -> tuple[int, int]:
-    """(In the kernel.) Fork a run's process: (its pid, the pid of its namespace's init, or
-    -1); in the child, (0, -1). With a PID namespace, a fresh one per run: its init (pid 1,
-    reaps orphans, killed by ``end``) and the run's process (pid 2)."""
-    if iso.pidns < 0:
-        return _os.fork(), -1
+def namespace(iso: Isolation, libc: Any) -> None:
+    """(In the kernel's serving thread, before its first run.) From now on what this thread
+    forks is in a PID namespace of its own, whose init (pid 1, forked here) reaps orphans
+    and kills, on ``clean``, every process a finished run left (orphans come to it)."""
+    if not iso.pidns:
+        return
     if libc.unshare(_P_NEWPID) != 0:
-        raise _pfail("unshare(CLONE_P_NEWPID)")
-    init = pid = -1
+        raise _pfail("unshare(CLONE_NEWPID)")
+    ask_r, ask_w = _os.pipe()
+    answer_r, answer_w = _os.pipe()
+    pid = _os.fork()
+    if pid == 0:
+        _ns_init(iso, libc, ask_r, answer_w)  # never returns
+    _os.close(ask_r)
+    _os.close(answer_w)
+    iso.init, iso.ask, iso.answer = pid, ask_w, answer_r
+
+
+def clean(iso: Isolation) -> None:
+    """(In the kernel, once a run's process is gone.) Have the namespace's init kill what
+    the run left, and wait until it has."""
+    if iso.init <= 0:
+        return
     try:
-        init = _os.fork()
-        if init == 0:
-            _ns_init(iso, libc)  # never returns
-        pid = _os.fork()
-    finally:
-        # (the parent only) the kernel's next forks: its own namespace again
-        if pid != 0 and libc.setns(iso.pidns, _P_NEWPID) != 0:
-            raise _pfail("setns")
-    return pid, init
+        _os.write(iso.ask, b"k")
+        if _os.read(iso.answer, 1) == b"k":
+            return
+    except OSError:
+        pass
+    raise OSError("the PID namespace's init is gone: no run can start")
 
 
 def kernel_gone(iso: Isolation) -> bool:
-    """(In a forked process, after ``PR_SET_P_PDEATHSIG``.) True if the kernel died before."""
+    """(In a forked process, after ``PR_SET_PDEATHSIG``.) True if the kernel died before."""
     if iso.me < 0:
         return False
     return bool(_pselect.select([iso.me], [], [], 0)[0])
 
 
-def _ns_init(iso: Isolation, libc: Any) -> None:
-    """Pid 1 of a run's namespace: reap what is handed to it until the kernel kills it
-    (its namespace dies with it) or dies."""
+def _ns_init(iso: Isolation, libc: Any, ask: int, answer: int) -> None:
+    """Pid 1 of the kernel's namespace: on each ``k`` from the kernel, kill its children
+    (what runs left: orphans come to it, not to the kernel) until none is left, reap them,
+    answer ``k``. Leaves when the kernel does (its namespace dies with it)."""
     try:
         libc.prctl(_P_PDEATHSIG, _psignal.SIGKILL, 0, 0, 0)
         if kernel_gone(iso):
             _os._exit(1)
-        _os.closerange(3, 1 << 16)
-        _psignal.pthread_sigmask(_psignal.SIG_BLOCK, {_psignal.SIGCHLD})
-        while True:
-            try:
-                while _os.waitpid(-1, _os.WNOHANG)[0]:
-                    pass
-            except ChildProcessError:
-                pass
-            _psignal.sigwait({_psignal.SIGCHLD})
+        low = 3
+        for fd in sorted((ask, answer)):
+            _os.closerange(low, fd)
+            low = fd + 1
+        _os.closerange(low, 1 << 16)
+        # a /proc of this namespace, to find its children by the pids it can kill
+        if libc.unshare(_P_NEWNS) != 0:
+            raise _pfail("unshare(CLONE_NEWNS)")
+        _pmount(libc, None, "/", None, _P_REC | _P_PRIVATE)
+        _pmount(libc, "proc", "/proc", "proc", _P_NOSUID | _P_NODEV | _P_NOEXEC)
+        while _os.read(ask, 1) == b"k":
+            _kill_children()
+            _os.write(answer, b"k")
     finally:
         _os._exit(0)
 
 
-def end(init: int) -> None:
-    """(In the kernel.) Kill a run's namespace (its init, then everything in it) and reap
-    the init once all of it is gone."""
-    if init <= 0:
-        return
-    try:
-        _os.kill(init, _psignal.SIGKILL)
-        _os.waitpid(init, 0)
-    except OSError:
-        pass
+def _reap() -> None:
+    while True:
+        try:
+            if _os.waitpid(-1, _os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+
+def _kill_children() -> None:
+    for _ in range(500):
+        _reap()  # orphans that ended on their own
+        try:
+            with open("/proc/1/task/1/children", "rb") as fh:
+                kids = [int(x) for x in fh.read().split()]
+        except OSError:
+            kids = []
+        if not kids:
+            return
+        for kid in kids:
+            try:
+                _os.kill(kid, _psignal.SIGKILL)
+            except OSError:
+                pass
+        for kid in kids:
+            try:
+                _os.waitpid(kid, 0)
+            except ChildProcessError:
+                pass
 
 
 def own_proc(libc: Any) -> int:
