@@ -77,10 +77,10 @@ _FALLBACK = (
 
 def process_rules() -> str:
     """What both boundaries add here about other processes (``_harness/process.py``), in
-    words: a PID namespace per run and an unprivileged uid where the host is root."""
+    words: a PID namespace of the kernel's and an unprivileged uid where the host is root."""
     if os.geteuid() != 0:
         return "; runs keep this user's uid (not root)"
-    ns = "each run in its own PID namespace" if unshare_works("--pid") else "no PID namespace"
+    ns = "runs in their kernel's PID namespace" if unshare_works("--pid") else "no PID namespace"
     return f"; {ns}, as uid {RUN_UID} (nobody)"
 
 

@@ -4,7 +4,7 @@ kernel at warm-up, ``for_run`` in the kernel before each run's fork, ``enter`` i
 process after its go, before any candidate code; ``off`` (tests only) enters nothing. A
 process that cannot enter its boundary raises, and the run is reported as a harness
 failure: it never runs the candidate with less. Both boundaries add the process rules of
-``process.py`` (a PID namespace per run, an unprivileged uid); ``standby`` runs in the run's
+``process.py`` (the kernel's PID namespace, an unprivileged uid); ``standby`` runs in the run's
 process before it takes a request (off the run's critical path). Shipped to the kernel as source (see ``_harness/__init__.py``).
 """
 

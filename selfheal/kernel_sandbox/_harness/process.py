@@ -224,12 +224,12 @@ def _kill_children() -> None:
 
 
 def own_proc(libc: Any) -> int:
-    """(In a run's process, as a standby, in its own PID namespace.) A mount namespace of
+    """(In a run's process, as a standby, in the kernel's PID namespace.) A mount namespace of
     its own with a /proc of its PID namespace, other uids' processes invisible: the
     process's pid as the host knows it (read before)."""
     host_pid = int(_os.readlink("/proc/self"))
     if libc.unshare(_P_NEWNS) != 0:
-        raise _pfail("unshare(CLONE_P_NEWNS)")
+        raise _pfail("unshare(CLONE_NEWNS)")
     _pmount(libc, None, "/", None, _P_REC | _P_PRIVATE)
     _pmount(libc, "proc", "/proc", "proc", _P_NOSUID | _P_NODEV | _P_NOEXEC, "hidepid=2")
     return host_pid
@@ -237,7 +237,7 @@ def own_proc(libc: Any) -> int:
 
 def unprivileged(iso: Isolation, libc: Any) -> None:
     """(In a run's process, before its boundary.) Take the unprivileged uid, if any: no
-    capability is left, and the change clears ``PR_SET_P_PDEATHSIG``, set again here."""
+    capability is left, and the change clears ``PR_SET_PDEATHSIG``, set again here."""
     if iso.uid < 0:
         return
     _os.setgroups([])
