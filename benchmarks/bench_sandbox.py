@@ -331,12 +331,14 @@ def boundary_cost(runs: int) -> None:
             f"{rate:.1f} | {rate / base:.2f} | {statistics.median(starts[m]) * ms:.0f} |"
         )
     print(
-        "\n| boundary | a run's ruleset, built in the kernel (µs) | entering it, in the run's process (µs) |"
+        "\n| boundary | a run's ruleset, built in the kernel (µs) | forking the run's process, "
+        "in the kernel (µs) | the standby's set-up, before its request (µs) | entering it "
+        "after the go, in the run's process (µs) |"
     )
-    print("|---|---:|---:|")
+    print("|---|---:|---:|---:|---:|")
     for kind in ("landlock", "fallback"):
-        built, entered = entry_cost(kind, 50)
-        print(f"| {kind} | {built:.0f} | {entered:.0f} |")
+        built, forked, ready, entered = entry_cost(kind, 50)
+        print(f"| {kind} | {built:.0f} | {forked:.0f} | {ready:.0f} | {entered:.0f} |")
 
 
 def verdict_cost(runs: int) -> None:

@@ -35,10 +35,17 @@ __all__ = [
 
 
 class HealFunction(Protocol):
-    """The shape of ``selfheal.heal`` the runner calls."""
+    """The shape of ``selfheal.heal`` the runner calls (``code`` only for a task that has
+    starting code, ``Task.code``)."""
 
     def __call__(
-        self, spec: str, *, provider: Any, config: HealConfig, entry_point: str | None
+        self,
+        spec: str,
+        *,
+        provider: Any,
+        config: HealConfig,
+        entry_point: str | None,
+        code: str | None = None,
     ) -> Any: ...
 
 
@@ -48,15 +55,22 @@ def heal_quietly(
     provider: Any,
     config: HealConfig,
     entry_point: str | None,
+    code: str | None = None,
     executor: Executor | None = None,
 ) -> Any:
     """``selfheal.heal`` without a frontend: run inside a notebook, a benchmark shows no view
-    per task (the records hold everything a view would show). ``executor``: the sandbox
-    (default: the shared kernel pool; a cluster worker's own pool)."""
+    per task (the records hold everything a view would show). ``code``: the user's code to
+    heal (``Task.code``). ``executor``: the sandbox (default: the shared kernel pool; a
+    cluster worker's own pool)."""
     from selfheal import HealRequest, Run
 
     request = HealRequest(
-        spec, provider=provider, config=config, entry_point=entry_point, executor=executor
+        spec,
+        provider=provider,
+        config=config,
+        entry_point=entry_point,
+        code=code,
+        executor=executor,
     )
     return Run.start(request).run()
 
@@ -115,8 +129,14 @@ def run_pair(
         if start is not None:
             result = continue_quietly(start, provider=recorder)
         else:
+            # starting code goes only where a task has it (a heal function may not take it)
+            given = {"code": task.code} if task.code is not None else {}
             result = heal(
-                task.prompt, provider=recorder, config=config, entry_point=task.entry_point
+                task.prompt,
+                provider=recorder,
+                config=config,
+                entry_point=task.entry_point,
+                **given,
             )
     except Exception as exc:
         result, error = None, f"{type(exc).__name__}: {exc}"

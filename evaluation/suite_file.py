@@ -18,7 +18,11 @@ Each task is a mapping with these fields (docs/evaluation.md, "Your own suite"):
 * ``setup``: code the tests need (imports, helpers), run before each test, after the
   candidate, so the candidate cannot replace it; never shown to the agent;
 * ``solution``: a known-good solution (optional; ``python -m evaluation.suite_file PATH``
-  runs it against its tests in the sandbox).
+  runs it against its tests in the sandbox);
+* ``code``: code the user already has, defining the entry point (a failing notebook cell);
+  the agent gets it as ``--code`` gives it (``Task.code``);
+* ``examples``: how many examples the spec states; ``python -m evaluation.suite_file`` checks
+  that selfheal reads that many as trusted tests.
 
 A malformed task is reported with its line number and field, every one of them at once.
 """
@@ -36,10 +40,17 @@ from typing import Any
 import yaml
 
 from evaluation.errors import SuiteError
+from evaluation.suite_checks import check_examples, check_solutions
 from evaluation.suites import Task
-from selfheal.kernel_sandbox.types import Executor
 
-__all__ = ["FIELDS", "FileSuite", "check_solutions", "load_suite_file", "task_from_mapping"]
+__all__ = [
+    "FIELDS",
+    "FileSuite",
+    "check_examples",
+    "check_solutions",
+    "load_suite_file",
+    "task_from_mapping",
+]
 
 FIELDS: dict[str, str] = {
     "id": "a unique, non-empty string",
@@ -50,6 +61,8 @@ FIELDS: dict[str, str] = {
     "category": "a non-empty string",
     "setup": "code the tests run first (imports, helpers)",
     "solution": "a known-good solution",
+    "code": "code the user already has, defining the entry point (a failing cell)",
+    "examples": "how many examples the spec states, a whole number >= 0",
 }
 """Every field of a task, with what it must be (the error messages quote it)."""
 
@@ -208,6 +221,22 @@ def _entry_point(raw: dict[str, Any], spec: str) -> str:
     return names[0]
 
 
+def _given_code(raw: dict[str, Any], entry: str) -> str | None:
+    code = _text(raw, "code")
+    if code is not None:
+        tree = _parse("code", code)
+        if entry not in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}:
+            raise _Bad("code", f"defines no function {entry}(); it must be {FIELDS['code']}")
+    return code
+
+
+def _count(raw: dict[str, Any], field: str) -> int | None:
+    value = raw.get(field)
+    if value is not None and (type(value) is not int or value < 0):
+        raise _Bad(field, f"got {value!r:.60}; it must be {FIELDS[field]}")
+    return value
+
+
 def task_from_mapping(raw: Any, *, suite: str) -> Task:
     """One task of a suite file. Raises ``ValueError`` naming the first bad field."""
     if not isinstance(raw, dict):
@@ -229,14 +258,17 @@ def task_from_mapping(raw: Any, *, suite: str) -> Task:
         solution = _text(raw, "solution")
         if solution is not None:
             _parse("solution", solution)
+        entry = _entry_point(raw, spec)
         return Task(
             id=task_id,
             suite=suite,
             category=_text(raw, "category") or "default",
             prompt=spec.strip() + "\n",
-            entry_point=_entry_point(raw, spec),
+            entry_point=entry,
             reference_tests=tuple(tests),
             canonical_solution=solution,
+            code=_given_code(raw, entry),
+            examples=_count(raw, "examples"),
         )
     except _Bad as bad:
         raise ValueError(str(bad)) from None
@@ -330,25 +362,6 @@ class FileSuite:
         return load_suite_file(self._path, suite=self._name)
 
 
-def check_solutions(tasks: Sequence[Task], executor: Executor | None = None) -> dict[str, str]:
-    """Run each task's ``solution`` against its hidden tests in the kernel sandbox (``executor``,
-    default a pool of its own); return ``{task id: why it failed}`` for those that fail (tasks
-    without one are skipped)."""
-    from evaluation.scoring import score
-    from selfheal.kernel_sandbox import KernelPool
-
-    if executor is None:
-        with KernelPool(size=1) as pool:
-            return check_solutions(tasks, pool)
-    failures: dict[str, str] = {}
-    for task in tasks:
-        if task.canonical_solution is not None:
-            verdict = score(task, task.canonical_solution, executor)
-            if not verdict.passed:
-                failures[task.id] = verdict.message or verdict.outcome
-    return failures
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m evaluation.suite_file PATH``: check a suite file, and that each task's
     ``solution`` passes its hidden tests."""
@@ -363,13 +376,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     failures = check_solutions(tasks)
     with_solution = sum(t.canonical_solution is not None for t in tasks)
-    for task_id, why in failures.items():
+    misread = check_examples(tasks)
+    for task_id, why in [*failures.items(), *misread.items()]:
         print(f"FAIL {task_id}: {why}")
     print(
         f"{len(tasks)} tasks; {with_solution - len(failures)} of {with_solution} solutions "
-        "pass their hidden tests."
+        f"pass their hidden tests; {len(misread)} task(s) whose examples are misread."
     )
-    return 1 if failures else 0
+    return 1 if failures or misread else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Benchmark suites: the ``Task`` record, the ``Suite`` protocol and the suites ``--suite``
-names (``builtin``, ``humaneval``, ``demo``, the scripted demo's one task, and ``example``,
-the example suite file ``evaluation/suites/example.jsonl``); ``--suite PATH`` reads your own
-suite file (``evaluation.suite_file``).
+names (``builtin``, ``humaneval``, ``demo``, the scripted demo's one task, ``example``, the
+example suite file ``evaluation/suites/example.jsonl``, and ``notebook``, the notebook-style
+specs of ``evaluation/suites/notebook.jsonl``); ``--suite PATH`` reads your own suite file
+(``evaluation.suite_file``).
 
 A task has two halves that never mix:
 
@@ -39,7 +40,7 @@ __all__ = [
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 SUITE_FILES_DIR = Path(__file__).resolve().parent / "suites"
-"""The suite files shipped with the harness (``example.jsonl``)."""
+"""The suite files shipped with the harness (``example.jsonl``, ``notebook.jsonl``)."""
 
 
 class Task(Record):
@@ -64,6 +65,12 @@ class Task(Record):
     candidate cannot replace a helper that the reference tests themselves use."""
     canonical_solution: str | None = None
     """A known-good full solution (loaded after ``context_code``), when the suite has one."""
+    code: str | None = None
+    """Code the user already has, to heal (a failing notebook cell): given to the agent as
+    ``heal(..., code=...)`` and ``--code`` give it, so it is public, like ``prompt``."""
+    examples: int | None = None
+    """How many examples the prompt states, when the suite says: ``python -m
+    evaluation.suite_file`` checks that selfheal reads that many as trusted tests."""
 
 
 @runtime_checkable
@@ -265,11 +272,18 @@ def _example_suite() -> Suite:
     return FileSuite(SUITE_FILES_DIR / "example.jsonl", name="example")
 
 
+def _notebook_suite() -> Suite:
+    from evaluation.suite_file import FileSuite
+
+    return FileSuite(SUITE_FILES_DIR / "notebook.jsonl", name="notebook")
+
+
 SUITES: dict[str, Callable[[], Suite]] = {
     "builtin": BuiltinSuite,
     "humaneval": HumanEvalSuite,
     "demo": DemoSuite,
     "example": _example_suite,
+    "notebook": _notebook_suite,
 }
 """Suites selectable by name with ``--suite``."""
 

@@ -1,9 +1,10 @@
 """How many of the built-in suites' examples selfheal reads as trusted tests.
 
-For each suite (``builtin``, ``humaneval``, ``example``, ``demo``): the tasks, the tasks with at
-least one example read, the examples read (``parse_spec(prompt, entry_point=...)``, what a heal
-turns into trusted tests), and how many of those the suite's reference solution passes when the
-example's test runs on the host (an example the reference fails would be a misread). No model,
+For each suite (``builtin``, ``humaneval``, ``example``, ``notebook``, ``demo``): the tasks,
+the tasks with at least one example read, the examples read (``parse_spec(prompt,
+entry_point=...)``, what a heal turns into trusted tests), and how many of those the suite's
+reference solution passes when the example's test runs on the host (an example the reference
+fails would be a misread; a DataFrame or array value compared with ``==`` fails too). No model,
 no kernel. Run from the repository root::
 
     PYTHONPATH=. .venv/bin/python scripts/count_examples.py
@@ -33,7 +34,7 @@ def _passes(solution: str, test: str) -> bool | None:
 def main() -> None:
     print("| suite | tasks | tasks with an example read | examples read | reference passes |")
     print("|---|---:|---:|---:|---:|")
-    for name in ("builtin", "humaneval", "example", "demo"):
+    for name in ("builtin", "humaneval", "example", "notebook", "demo"):
         tasks = get_suite(name).tasks()
         with_any = read = passed = checked = 0
         for task in tasks:

@@ -7,6 +7,7 @@ system enforces".
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -18,6 +19,7 @@ from typing import Literal, get_args
 from selfheal._record import Record
 from selfheal.errors import ConfigError, SandboxError
 from selfheal.kernel_sandbox._harness.landlock import landlock_abi
+from selfheal.kernel_sandbox._harness.process import RUN_UID
 from selfheal.kernel_sandbox.containment import unshare_works
 
 BoundaryMode = Literal["auto", "strict", "fallback", "off"]
@@ -73,6 +75,15 @@ _FALLBACK = (
 )
 
 
+def process_rules() -> str:
+    """What both boundaries add here about other processes (``_harness/process.py``), in
+    words: a PID namespace of the kernel's and an unprivileged uid where the host is root."""
+    if os.geteuid() != 0:
+        return "; runs keep this user's uid (not root)"
+    ns = "runs in their kernel's PID namespace" if unshare_works("--pid") else "no PID namespace"
+    return f"; {ns}, as uid {RUN_UID} (nobody)"
+
+
 def boundary_for(mode: BoundaryMode | None = None) -> BoundaryInfo:
     """The boundary ``mode`` gives here (``None``: ``$SELFHEAL_SANDBOX``). ``strict`` on a
     machine without Landlock is a ``SandboxError`` that says what to do."""
@@ -85,9 +96,8 @@ def boundary_for(mode: BoundaryMode | None = None) -> BoundaryInfo:
     if abi >= 1:
         net = ", no TCP" if abi >= 4 else " (TCP left to the network namespace: ABI < 4)"
         scope = ", signals and abstract sockets scoped" if abi >= 6 else ""
-        return BoundaryInfo(
-            kind="landlock", mode=mode, detail=_LANDLOCK.format(abi=abi, net=net, scope=scope)
-        )
+        detail = _LANDLOCK.format(abi=abi, net=net, scope=scope) + process_rules()
+        return BoundaryInfo(kind="landlock", mode=mode, detail=detail)
     if mode == "strict":
         raise SandboxError(
             f"{ENV}=strict needs Landlock (Linux 5.13+ with the landlock LSM enabled: see "
@@ -99,39 +109,71 @@ def boundary_for(mode: BoundaryMode | None = None) -> BoundaryInfo:
     detail = _FALLBACK.format(mounts=mounts if mount_namespace_available() else "")
     if mode == "fallback":
         detail = detail.replace("no Landlock in this kernel", "fallback asked for")
-    return BoundaryInfo(kind="fallback", mode=mode, detail=detail)
+    return BoundaryInfo(kind="fallback", mode=mode, detail=detail + process_rules())
 
 
-def entry_cost(kind: BoundaryKind, runs: int = 50) -> tuple[float, float]:
-    """Measured here (for ``benchmarks/bench_sandbox.py --boundary``): median microseconds
-    to build a run's ruleset (in this process, as a kernel does before forking a run's
-    process) and to enter the boundary ``kind`` in a freshly forked process (what a run
-    adds)."""
+def entry_cost(kind: BoundaryKind, runs: int = 50) -> tuple[float, float, float, float]:
+    """Measured here (for ``benchmarks/bench_sandbox.py --boundary``), in a forked process
+    that sets the boundary up as a kernel does (its mounts stay its own): median
+    microseconds to build a run's ruleset and to fork the run's process (both in the kernel,
+    before the run), to set the standby up (in the run's process, before it takes a
+    request) and to enter the boundary after the go (what a run waits for)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.write(w, json.dumps(_entry_cost_here(kind, runs)).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 1 << 16):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    built, forked, ready, entered = json.loads(data)
+    return built, forked, ready, entered
+
+
+def _entry_cost_here(kind: BoundaryKind, runs: int) -> list[float]:
     from selfheal.kernel_sandbox._harness import boundary as kernel_side
+    from selfheal.kernel_sandbox._harness.process import clean, namespace
 
     b, _ = kernel_side.prepare(kind, str(Path.home()))
-    built: list[float] = []
-    entered: list[float] = []
+    namespace(b.iso, b.libc)  # as a serving kernel: its runs in its PID namespace
+    times: list[list[float]] = [[], [], [], []]
     for _ in range(runs):
         root = tempfile.mkdtemp(prefix="selfheal-bench-")
         work = root + "/work"
         os.mkdir(work)
+        if b.iso.uid >= 0:
+            for d in (root, work):
+                os.chown(d, b.iso.uid, b.iso.uid)
         t = time.perf_counter()
         ruleset = kernel_side.for_run(b, work)
-        built.append(time.perf_counter() - t)
+        times[0].append(time.perf_counter() - t)
         r, w = os.pipe()
+        t = time.perf_counter()
         pid = os.fork()
         if pid == 0:
             try:
                 t = time.perf_counter()
+                kernel_side.standby(b, ruleset)
+                ready = time.perf_counter() - t
+                t = time.perf_counter()
                 kernel_side.enter(b, work, ruleset, False, False)
-                os.write(w, str(time.perf_counter() - t).encode())
+                os.write(w, f"{ready} {time.perf_counter() - t}".encode())
             finally:
                 os._exit(0)
+        times[1].append(time.perf_counter() - t)
         os.waitpid(pid, 0)
-        entered.append(float(os.read(r, 64)))
+        clean(b.iso)
+        ready, entered = (float(x) for x in os.read(r, 64).split())
+        times[2].append(ready)
+        times[3].append(entered)
         for fd in (r, w, ruleset):
             if fd >= 0:
                 os.close(fd)
         shutil.rmtree(root)
-    return statistics.median(built) * 1e6, statistics.median(entered) * 1e6
+    return [statistics.median(x) * 1e6 for x in times]

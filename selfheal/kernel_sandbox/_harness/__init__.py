@@ -25,6 +25,7 @@ PARTS = (
     _HERE / "channel.py",
     _HERE / "landlock.py",
     _HERE / "fallback.py",
+    _HERE / "process.py",
     _HERE / "boundary.py",
     _HERE / "loop.py",
     _HERE / "server.py",

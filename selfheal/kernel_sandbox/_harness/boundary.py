@@ -3,7 +3,9 @@
 kernel at warm-up, ``for_run`` in the kernel before each run's fork, ``enter`` in the run's
 process after its go, before any candidate code; ``off`` (tests only) enters nothing. A
 process that cannot enter its boundary raises, and the run is reported as a harness
-failure: it never runs the candidate with less. Shipped to the kernel as source (see ``_harness/__init__.py``).
+failure: it never runs the candidate with less. Both boundaries add the process rules of
+``process.py`` (the kernel's PID namespace, an unprivileged uid); ``standby`` runs in the run's
+process before it takes a request (off the run's critical path). Shipped to the kernel as source (see ``_harness/__init__.py``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,16 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
     from selfheal.kernel_sandbox._harness.landlock import (
         kernel_rulesets,
         landlock_abi,
+        proc_rules,
         restrict,
         run_ruleset,
         static_rules,
+    )
+    from selfheal.kernel_sandbox._harness.process import (
+        Isolation,
+        isolation,
+        own_proc,
+        unprivileged,
     )
 
 
@@ -43,6 +52,8 @@ class Boundary:
         # seccomp programs by (network allowed, subprocesses allowed), built once
         self.filters: dict[tuple[bool, bool], Any] = {}
         self.buffers: list[Any] = []  # what the filters point to
+        self.iso = Isolation()  # the process rules (process.py)
+        self.proc_fds: list[int] = []  # a run's process: its /proc entries the rules name
 
     def keep(self) -> set[int]:
         """The descriptors a run's process keeps until ``enter``."""
@@ -61,22 +72,24 @@ def prepare(kind: str, host_home: str) -> tuple[Boundary, str]:
                 prog, buf = seccomp_filter(seccomp_program(machine, sub, net))
                 b.filters[(net, sub)] = prog
                 b.buffers.append(buf)
-    for name in ("syscall", "prctl", "capset", "unshare", "mount"):  # looked up once, here
+    for name in ("syscall", "prctl", "capset", "unshare", "mount", "setns"):  # looked up once
         getattr(b.libc, name)
+    if kind == "off":
+        return b, "off"
+    b.iso = isolation(b.libc)
+    more = (", " + b.iso.describe()) if b.iso.describe() else ""
     if kind == "landlock":
         b.abi = landlock_abi(b.libc)
         if b.abi < 1:
             raise OSError("Landlock is not available in this kernel")
         b.static = static_rules()
         b.rulesets = kernel_rulesets(b.libc, b.abi)
-        return b, f"landlock (ABI {b.abi})"
-    if kind == "fallback":
-        pid = _os.fork()
-        if pid == 0:  # a throwaway child: can it have mounts of its own?
-            _os._exit(0 if b.libc.unshare(0x00020000) == 0 else 1)
-        b.mounts = _os.waitstatus_to_exitcode(_os.waitpid(pid, 0)[1]) == 0
-        return b, "fallback (" + ("mount namespace, " if b.mounts else "") + "seccomp)"
-    return b, "off"
+        return b, f"landlock (ABI {b.abi}{more})"
+    pid = _os.fork()
+    if pid == 0:  # a throwaway child: can it have mounts of its own?
+        _os._exit(0 if b.libc.unshare(0x00020000) == 0 else 1)
+    b.mounts = _os.waitstatus_to_exitcode(_os.waitpid(pid, 0)[1]) == 0
+    return b, "fallback (" + ("mount namespace, " if b.mounts else "") + f"seccomp{more})"
 
 
 def for_run(b: Boundary, work: str) -> int:
@@ -85,6 +98,18 @@ def for_run(b: Boundary, work: str) -> int:
     if b.kind != "landlock":
         return -1
     return run_ruleset(b.libc, b.abi, b.static, work)
+
+
+def standby(b: Boundary, ruleset: int) -> int:
+    """(In a run's process, before it takes a request.) Its own /proc where it has a PID
+    namespace, and the Landlock rules for the /proc entries it may read. Returns its pid as
+    the host knows it."""
+    host_pid = _os.getpid()
+    if b.iso.pidns:
+        host_pid = own_proc(b.libc)
+    if b.kind == "landlock" and ruleset >= 0:
+        b.proc_fds = proc_rules(b.libc, b.abi, ruleset)
+    return host_pid
 
 
 def enter(
@@ -98,12 +123,15 @@ def enter(
             ruleset = run_ruleset(b.libc, b.abi, static, work, ("/dev/shm",))
             for fd, _ in static:
                 _os.close(fd)
+            b.proc_fds += proc_rules(b.libc, b.abi, ruleset)
+        unprivileged(b.iso, b.libc)
         drop_capabilities(b.libc)
         restrict(ruleset, b.libc)
         restrict(b.rulesets[(allow_network, allow_subprocess)], b.libc)
     elif b.kind == "fallback":
         if b.mounts and not private_mounts(b.libc, work, b.host_home, allow_subprocess):
             raise OSError("could not enter a private mount namespace")
+        unprivileged(b.iso, b.libc)
         drop_capabilities(b.libc)
     if b.filters:
         seccomp(b.libc, b.filters[(allow_network, allow_subprocess)])

@@ -59,26 +59,60 @@ _DENIED_CALLS = {
     "io_uring_setup": (425, 425),  # its requests would bypass this filter
     "iopl": (172, None),
     "ioperm": (173, None),
+    "inotify_init": (253, None),  # file-system events: names and activity outside the run
+    "inotify_init1": (294, 26),
+    "inotify_add_watch": (254, 27),
+    "fanotify_init": (300, 262),
+    "fanotify_mark": (301, 263),
 }
 _CAP_HEADER = _struct.pack("Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
 _CAP_DATA = bytes(24)  # two zeroed {effective, permitted, inheritable}
 _SOCKET = (41, 198)
+_PRLIMIT64 = (302, 261)  # allowed on this process only (pid 0: glibc's setrlimit/getrlimit)
+_CLONE = (56, 220)  # allowed without CLONE_NEW* flags (threads, fork)
+_CLONE3 = (435, 435)  # its flags are in memory a filter cannot read: ENOSYS, glibc falls back
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (clone's low byte is the
+# exit signal, so CLONE_NEWTIME cannot be asked for there)
+_CLONE_NEW = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000
+_CLONE_NEW |= 0x40000000
 _ARCH = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}
+_SC_LD, _SC_JEQ, _SC_JGE, _SC_JSET, _SC_RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_SC_ALLOW, _SC_KILL = 0x7FFF0000, 0x80000000
+_SC_EPERM, _SC_ENOSYS = 0x00050000 | 1, 0x00050000 | 38  # SECCOMP_RET_ERRNO | errno
+_SC_ARG0 = 16  # seccomp_data.args[0], its low half (both architectures are little-endian)
 
 
 class _SockFprog(_fctypes.Structure):
     _fields_ = (("len", _fctypes.c_ushort), ("filter", _fctypes.c_void_p))
 
 
-def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
-    return _struct.pack("HBBI", code, jt, jf, k)
+def _assemble(prog: list[tuple[int, int, Any, Any]]) -> bytes:
+    """BPF from (code, k, jump if true, jump if false): a jump is 0 (the next instruction)
+    or the name of a label, set by a ``(-1, 0, name, 0)`` entry that takes no room."""
+    at: dict[str, int] = {}
+    n = 0
+    for code, _, name, _ in prog:
+        if code == -1:
+            at[name] = n
+        else:
+            n += 1
+    out = []
+    i = 0
+    for code, k, jt, jf in prog:
+        if code == -1:
+            continue
+        off = [0 if j == 0 else at[j] - i - 1 for j in (jt, jf)]
+        out.append(_struct.pack("HBBI", code, off[0], off[1], k))
+        i += 1
+    return b"".join(out)
 
 
 def seccomp_program(machine: str, allow_exec: bool, allow_unix: bool) -> bytes:
     """The BPF program (what it refuses: docs/sandbox.md): ``allow_exec`` leaves ``execve`` alone,
     ``allow_unix`` the creation of Unix sockets (``socket(AF_UNIX, ...)``: Landlock does not
-    bind connecting to a socket file; ``socketpair`` stays allowed). ``ValueError`` on an
-    architecture without a filter here."""
+    bind connecting to a socket file; ``socketpair`` stays allowed). Always: ``prlimit64``
+    only on this process, ``clone`` without ``CLONE_NEW*``, ``clone3`` answered ``ENOSYS``.
+    ``ValueError`` on an architecture without a filter here."""
     if machine not in _ARCH:
         raise ValueError(f"no seccomp filter for {machine}")
     col, arch = _ARCH[machine]
@@ -86,26 +120,43 @@ def seccomp_program(machine: str, allow_exec: bool, allow_unix: bool) -> bytes:
     if not allow_exec:
         calls.update(_EXEC_CALLS)
     nrs = sorted({nr for v in calls.values() if (nr := v[col]) is not None})
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    deny, allow, kill = 0x00050000 | 1, 0x7FFF0000, 0x80000000  # ERRNO(EPERM)
-    n = len(nrs)
-    # after the checks below come n comparisons, then "allow", then "deny"
-    unix = (
-        []
-        if allow_unix
-        else [
-            _bpf(jeq, _SOCKET[col], 0, 2),  # socket(): look at its family, else go on
-            _bpf(ld, 16),  # args[0], the family (low half)
-            _bpf(jeq, 1, n + 1, n),  # AF_UNIX: deny, anything else: allow
-        ]
-    )
-    prog = [_bpf(ld, 4), _bpf(jeq, arch, 1, 0), _bpf(ret, kill), _bpf(ld, 0)]
+    label = -1
+    prog: list[tuple[int, int, Any, Any]] = [
+        (_SC_LD, 4, 0, 0),
+        (_SC_JEQ, arch, 0, "kill"),
+        (_SC_LD, 0, 0, 0),
+    ]
     if machine == "x86_64":  # the x32 ABI's numbers: refused as a whole
-        prog.append(_bpf(jge, 0x40000000, len(unix) + n + 1, 0))
-    prog += unix
-    prog += [_bpf(jeq, nr, n - i, 0) for i, nr in enumerate(nrs)]
-    prog += [_bpf(ret, allow), _bpf(ret, deny)]
-    return b"".join(prog)
+        prog.append((_SC_JGE, 0x40000000, "deny", 0))
+    if not allow_unix:
+        prog.append((_SC_JEQ, _SOCKET[col], "socket", 0))
+    prog += [
+        (_SC_JEQ, _PRLIMIT64[col], "prlimit", 0),
+        (_SC_JEQ, _CLONE[col], "clone", 0),
+        (_SC_JEQ, _CLONE3[col], "enosys", 0),
+    ]
+    prog += [(_SC_JEQ, nr, "deny", 0) for nr in nrs]
+    prog += [
+        (_SC_RET, _SC_ALLOW, 0, 0),
+        (label, 0, "socket", 0),
+        (_SC_LD, _SC_ARG0, 0, 0),  # the family
+        (_SC_JEQ, 1, "deny", "allow"),  # AF_UNIX
+        (label, 0, "prlimit", 0),
+        (_SC_LD, _SC_ARG0, 0, 0),  # the pid (pid_t: the kernel reads the low half only)
+        (_SC_JEQ, 0, "allow", "deny"),
+        (label, 0, "clone", 0),
+        (_SC_LD, _SC_ARG0, 0, 0),  # the flags (the namespace flags are in the low half)
+        (_SC_JSET, _CLONE_NEW, "deny", "allow"),
+        (label, 0, "enosys", 0),
+        (_SC_RET, _SC_ENOSYS, 0, 0),
+        (label, 0, "kill", 0),
+        (_SC_RET, _SC_KILL, 0, 0),
+        (label, 0, "allow", 0),
+        (_SC_RET, _SC_ALLOW, 0, 0),
+        (label, 0, "deny", 0),
+        (_SC_RET, _SC_EPERM, 0, 0),
+    ]
+    return _assemble(prog)
 
 
 def seccomp_filter(code: bytes) -> tuple[Any, Any]:

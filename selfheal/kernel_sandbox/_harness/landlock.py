@@ -77,13 +77,29 @@ _ETC = (
     "/etc/gai.conf",
     "/etc/mime.types",
     "/etc/os-release",
-    "/etc/ssl",
-    "/etc/ca-certificates",
+    "/etc/ssl/certs",  # not /etc/ssl: its private/ holds the host's keys
+    "/etc/ssl/openssl.cnf",
+    "/etc/pki/tls/certs",  # the same on Red Hat's systems
+    "/etc/pki/tls/openssl.cnf",
+    "/etc/pki/ca-trust/extracted",
     "/etc/matplotlibrc",
     "/etc/fonts",
-    "/proc/cpuinfo",
-    "/proc/meminfo",
-    "/proc/stat",
+)
+# /proc: what a run's process sees there (its own /proc where it has a PID namespace), opened
+# by that process (``proc_rules``); never another process's entries, nor its own ``mem``,
+# ``environ``, ``pagemap``, ``fd``
+_PROC_FILES = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat")
+_PROC_SELF = (
+    "maps",  # threadpoolctl (scikit-learn), memory profilers
+    "status",
+    "stat",
+    "statm",
+    "cgroup",  # joblib/loky's CPU count
+    "mountinfo",
+    "mounts",
+    "limits",
+    "cmdline",
+    "comm",
 )
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
@@ -151,6 +167,22 @@ def static_rules() -> list[tuple[int, int]]:
             access &= _FILE_ONLY
         out.append((fd, access))
     return out
+
+
+def proc_rules(libc: Any, abi: int, ruleset: int) -> list[int]:
+    """(In a run's process, before it restricts itself.) Add to ``ruleset`` reading the
+    system-wide /proc files and its own ``/proc/self`` entries that libraries read
+    (``_PROC_SELF``). Returns the ``O_PATH`` descriptors of those entries, to keep open:
+    the rules name their inodes, which /proc would otherwise make anew once forgotten."""
+    fds = []
+    for path in (*_PROC_FILES, *(f"/proc/self/{name}" for name in _PROC_SELF)):
+        try:
+            fd = _os.open(path, _os.O_PATH | _os.O_CLOEXEC)
+        except OSError:
+            continue  # absent here (or the fallback's hidden /proc)
+        fds.append(fd)
+        _add(libc, ruleset, fd, _READ_FILE & _handled_fs(abi))
+    return fds
 
 
 def _create(libc: Any, handled_fs: int, handled_net: int, scoped: int) -> int:

@@ -16,9 +16,10 @@ import sys as _sysmod
 from typing import Any
 
 if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
-    from selfheal.kernel_sandbox._harness.boundary import enter, for_run
+    from selfheal.kernel_sandbox._harness.boundary import enter, for_run, standby
     from selfheal.kernel_sandbox._harness.capture import MESSAGE_CAP, clip
     from selfheal.kernel_sandbox._harness.channel import Harness, read_exact, read_request
+    from selfheal.kernel_sandbox._harness.process import clean, kernel_gone, namespace
     from selfheal.kernel_sandbox._harness.session import compile_tests, run_candidate
 
 _dumps = _marshal.dumps
@@ -83,6 +84,7 @@ class Loop:
 
     def run(self) -> None:
         """Serve until the kernel is killed (or standby processes keep dying)."""
+        namespace(self.h.boundary.iso, self.h.libc)  # its runs' PID namespace (process.py)
         while self.lost <= 5:
             if self.standby is None and self.waiting is None:
                 self.count += 1
@@ -195,7 +197,9 @@ class Loop:
             _killpg(c.pid, _SIGKILL)
         except OSError:
             pass
-        _kill_leftovers({x.pid for x in (self.standby, self.active, self.waiting) if x})
+        keep = {x.pid for x in (self.standby, self.active, self.waiting) if x}
+        _kill_leftovers(keep | self.h.boundary.iso.keep())
+        clean(self.h.boundary.iso)  # what the run left in the kernel's PID namespace
         c.close()
         if c.seq:
             self.h.send(("exit", c.seq, status))
@@ -267,6 +271,10 @@ def _spawn(h: Harness, fifo_fd: int, work: str) -> _Child:
         _run_fs(h, root, h.disk_mb)  # before the ruleset: Landlock names what is mounted
     _os.mkdir(work)
     _os.mkdir(work + "/.tmp")
+    uid = h.boundary.iso.uid
+    if uid >= 0:  # the run's process takes this uid before its boundary
+        for d in (root, work, work + "/.tmp"):
+            _os.chown(d, uid, uid)
     notify_r, notify_w = _os.pipe()
     go_r, go_w = _os.pipe()
     ruleset = for_run(h.boundary, work)  # built here, off the next run's critical path
@@ -288,10 +296,10 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, rulese
     code = 0
     seq = 0
     try:
-        parent = _os.getppid()
+        parent = _os.getppid()  # 0 in a PID namespace of its own: kernel_gone tells
         if h.libc is not None:
             h.libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)  # die with the kernel
-        if _os.getppid() != parent:
+        if _os.getppid() != parent or kernel_gone(h.boundary.iso):
             _exit(1)
         _os.setsid()
         g = h.guard
@@ -303,6 +311,7 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, rulese
             _os.closerange(low, fd)
             low = fd + 1
         _os.closerange(low, 1 << 16)
+        host_pid = standby(h.boundary, ruleset)  # its /proc, its rules for it
         req = read_request(h, fifo_fd)
         if req is None:
             h.send(("internal", 0, "a request was not signed by the host"))
@@ -319,9 +328,12 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, rulese
         _os_close(go_r)
         g.set_work(work)
         _os.chdir(work)
+        uid = h.boundary.iso.uid
         for name, data in req.get("files", ()):  # checked on the host: plain names
             fd = _os.open(name, _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL, 0o600)
             try:
+                if uid >= 0:
+                    _os.fchown(fd, uid, uid)
                 view = memoryview(data)
                 while view:
                     view = view[_os_write(fd, view) :]
@@ -344,7 +356,7 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, rulese
         tempfile: Any = _sysmod.modules.get("tempfile")
         if tempfile is not None:
             tempfile.tempdir = None
-        h.send(("start", seq, g.pid, work))
+        h.send(("start", seq, host_pid, work))  # the pid the host may kill
         compiled = compile_tests(tests, int(req.get("start", 0)), h.cache)
 
         def send(m: tuple[Any, ...]) -> None:
