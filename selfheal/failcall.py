@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from types import FrameType, TracebackType
 from typing import Any, Literal
 
-from selfheal._parse import parse_or_none
+from selfheal._parse import literal, parse_or_none
 from selfheal._record import Record
 from selfheal.cells import cell_source
 from selfheal.state import TestCase
@@ -99,7 +99,7 @@ def plain(value: Any) -> bool:
         text = repr(value)
         if len(text) > _MAX_REPR:
             return False
-        back = ast.literal_eval(text)
+        back = literal(text)
     except Exception:
         return False
     try:
