@@ -11,6 +11,7 @@ which accepts only this grammar, checked by exact type, within size and depth li
 
 from __future__ import annotations
 
+import collections as _collections
 import datetime as _dt
 import decimal as _decimal
 import fractions as _fractions
@@ -30,6 +31,12 @@ _list, _tuple, _dict, _set, _frozenset, _bytearray, _range = (
 )
 _date, _datetime, _time, _timedelta = _dt.date, _dt.datetime, _dt.time, _dt.timedelta
 _Decimal, _Fraction = _decimal.Decimal, _fractions.Fraction
+_Counter, _OrderedDict, _defaultdict, _deque = (
+    _collections.Counter,
+    _collections.OrderedDict,
+    _collections.defaultdict,
+    _collections.deque,
+)
 _loaded_modules = _sys.modules
 MAX_PARTS = 1_000_000
 """Most parts (values, items) one encoded value may hold; beyond it the value is cut."""
@@ -191,6 +198,12 @@ class _Encoder:
             return ("tm", v.hour, v.minute, v.second, v.microsecond, _tz(v), v.fold)
         if t is _timedelta:
             return ("td", v.days, v.seconds, v.microseconds)
+        if t is _Counter or t is _OrderedDict or t is _defaultdict:
+            kind = "cnt" if t is _Counter else "od" if t is _OrderedDict else "dd"
+            items = _list(_dict.items(v))
+            return (kind, [(self.enc(k, depth + 1), self.enc(x, depth + 1)) for k, x in items])
+        if t is _deque:
+            return ("dq", [self.enc(x, depth + 1) for x in _list(v)])
         if t is _Decimal:
             return ("dec", _str(v))
         if t is _Fraction:

@@ -100,6 +100,15 @@ def _bounded_range(*args: Any) -> range:
     return r
 
 
+def _type_of(obj: Any) -> type:
+    """``type(obj)``: the one-argument form only (three arguments would make a class)."""
+    return type(obj)
+
+
+_HOST_BUILTINS: dict[str, Any] = {"range": _bounded_range, "type": _type_of}
+"""Builtins the host gives in a narrower form."""
+
+
 class HostEval:
     """Evaluates host-side statements and expressions over ``env`` (names -> values)."""
 
@@ -247,7 +256,7 @@ class HostEval:
         if name in self.env:
             return self.env[name]
         if name in SAFE_BUILTINS:
-            return _bounded_range if name == "range" else getattr(builtins, name)
+            return _HOST_BUILTINS.get(name) or getattr(builtins, name)
         if name in HOST_MODULES:
             return _Module(HOST_MODULES[name])
         raise HostEvalError(f"the host does not know the name {name!r}")

@@ -24,6 +24,13 @@ the module each names. ``np`` and ``pd`` are the usual aliases."""
 SAFE_BUILTINS = frozenset(
     [
         "abs",
+        "callable",
+        "hash",
+        "filter",
+        "map",
+        "next",
+        "iter",
+        "type",
         "all",
         "any",
         "bin",

@@ -7,6 +7,7 @@ host's own (builtins, ``datetime``, ``Decimal``, NumPy, pandas). Anything else i
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import decimal
 import fractions
@@ -113,6 +114,13 @@ class _Decoder:
             if tag == "t":
                 return tuple(vals)
             return _hashed(set if tag == "s" else frozenset, vals)
+        if tag in ("cnt", "od", "dd", "dq"):  # collections' Counter, OrderedDict, ...
+            (_, body) = self.seq(e, 2)
+            inner = self.dec(("l" if tag == "dq" else "d", body), depth)
+            kinds = {"cnt": collections.Counter, "od": collections.OrderedDict}
+            if tag == "dq":
+                return collections.deque(inner)
+            return kinds[tag](inner) if tag in kinds else inner
         if tag == "d":
             (_, kvs) = self.seq(e, 2)
             out = {}

@@ -146,15 +146,11 @@ def test_the_reference_solution_passes_every_example_test_in_the_sandbox(
     assert _failing_examples(cases, pool) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the sandbox compares a DataFrame, Series or array example with ==, whose truth it "
-    "does not trust, so the example's test fails right code (issue 44 item 1: comparisons with "
-    "pandas.testing/numpy.testing semantics); remove this mark when that lands",
-)
 def test_dataframe_and_array_examples_pass_on_the_reference_solution(
     tasks: list[Task], pool: KernelPool
 ) -> None:
+    """DataFrame, Series and array examples compare as data on the host (docs/sandbox.md,
+    "Verdicts on the host"): right code passes them."""
     cases = _example_tests(tasks, frames=True)
     assert len(cases) >= 5
     assert _failing_examples(cases, pool) == []
