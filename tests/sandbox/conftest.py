@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
 import uuid
 from collections.abc import Iterator
 
@@ -67,3 +68,29 @@ def pool() -> Iterator[KernelPool]:
 @pytest.fixture
 def limits() -> Limits:
     return FAST
+
+
+BOUNDARY_MODES = ("strict", "fallback")
+"""The boundaries the process and file tests run under."""
+
+
+@pytest.fixture(scope="module", params=BOUNDARY_MODES)
+def bpool(request: pytest.FixtureRequest) -> Iterator[KernelPool]:
+    """A pool of one kernel under each boundary of ``BOUNDARY_MODES`` (``test_boundary.py``
+    has its own, whose modes an environment variable may narrow)."""
+    from selfheal.kernel_sandbox import boundary as boundary_mod
+
+    if request.param == "strict" and boundary_mod.landlock_abi() < 1:
+        pytest.skip("no Landlock in this kernel")
+    with KernelPool(size=1, limits=FAST, boundary=request.param) as p:
+        assert p.wait_ready(60), "sandbox kernels did not start"
+        yield p
+
+
+@pytest.fixture
+def host_sleep() -> Iterator[subprocess.Popen[bytes]]:
+    """A process of the host's (a ``sleep``) that a candidate must not reach."""
+    proc = subprocess.Popen(["sleep", "120"])
+    yield proc
+    proc.kill()
+    proc.wait()

@@ -17,10 +17,6 @@ from pathlib import Path
 import pytest
 
 from selfheal.kernel_sandbox import KernelPool
-from selfheal.kernel_sandbox import boundary as boundary_mod
-from tests.sandbox.conftest import FAST
-
-MODES = ("strict", "fallback")
 
 CALLS = r"""
 import ctypes, errno, os, platform
@@ -46,15 +42,6 @@ def size_of(path):
     except OSError as e:
         return errno.errorcode[e.errno]
 """
-
-
-@pytest.fixture(scope="module", params=MODES)
-def bpool(request: pytest.FixtureRequest) -> Iterator[KernelPool]:
-    if request.param == "strict" and boundary_mod.landlock_abi() < 1:
-        pytest.skip("no Landlock in this kernel")
-    with KernelPool(size=1, limits=FAST, boundary=request.param) as p:
-        assert p.wait_ready(60), "sandbox kernels did not start"
-        yield p
 
 
 @pytest.fixture

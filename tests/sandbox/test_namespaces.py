@@ -11,16 +11,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 
 import psutil
 import pytest
 
 from selfheal.kernel_sandbox import KernelPool
-from selfheal.kernel_sandbox import boundary as boundary_mod
-from tests.sandbox.conftest import FAST
-
-MODES = ("strict", "fallback")
 
 CALLS = r"""
 import ctypes, errno, os, platform, threading
@@ -83,23 +78,6 @@ def become_root():
         return "refused"
     return "root"
 """
-
-
-@pytest.fixture(scope="module", params=MODES)
-def bpool(request: pytest.FixtureRequest) -> Iterator[KernelPool]:
-    if request.param == "strict" and boundary_mod.landlock_abi() < 1:
-        pytest.skip("no Landlock in this kernel")
-    with KernelPool(size=1, limits=FAST, boundary=request.param) as p:
-        assert p.wait_ready(60), "sandbox kernels did not start"
-        yield p
-
-
-@pytest.fixture
-def host_sleep() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(["sleep", "120"])
-    yield proc
-    proc.kill()
-    proc.wait()
 
 
 def test_no_new_namespace(bpool: KernelPool) -> None:

@@ -10,15 +10,8 @@ from __future__ import annotations
 import os
 import resource
 import subprocess
-from collections.abc import Iterator
-
-import pytest
 
 from selfheal.kernel_sandbox import KernelPool
-from selfheal.kernel_sandbox import boundary as boundary_mod
-from tests.sandbox.conftest import FAST
-
-MODES = ("strict", "fallback")
 
 PRLIMIT = r"""
 import ctypes, errno, os, platform, resource
@@ -35,23 +28,6 @@ def prlimit(pid, res, value):
         return "lowered"
     return errno.errorcode[ctypes.get_errno()]
 """
-
-
-@pytest.fixture(scope="module", params=MODES)
-def bpool(request: pytest.FixtureRequest) -> Iterator[KernelPool]:
-    if request.param == "strict" and boundary_mod.landlock_abi() < 1:
-        pytest.skip("no Landlock in this kernel")
-    with KernelPool(size=1, limits=FAST, boundary=request.param) as p:
-        assert p.wait_ready(60), "sandbox kernels did not start"
-        yield p
-
-
-@pytest.fixture
-def host_sleep() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(["sleep", "120"])
-    yield proc
-    proc.kill()
-    proc.wait()
 
 
 def test_a_host_process_keeps_its_limits(

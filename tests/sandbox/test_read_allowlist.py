@@ -18,10 +18,6 @@ from pathlib import Path
 import pytest
 
 from selfheal.kernel_sandbox import KernelPool
-from selfheal.kernel_sandbox import boundary as boundary_mod
-from tests.sandbox.conftest import FAST
-
-MODES = ("strict", "fallback")
 
 READS = r"""
 import errno, os, ssl
@@ -49,15 +45,6 @@ def own_maps():
     with open("/proc/self/maps") as fh:
         return [line.split()[-1] for line in fh if "libc" in line]
 """
-
-
-@pytest.fixture(scope="module", params=MODES)
-def bpool(request: pytest.FixtureRequest) -> Iterator[KernelPool]:
-    if request.param == "strict" and boundary_mod.landlock_abi() < 1:
-        pytest.skip("no Landlock in this kernel")
-    with KernelPool(size=1, limits=FAST, boundary=request.param) as p:
-        assert p.wait_ready(60), "sandbox kernels did not start"
-        yield p
 
 
 @pytest.fixture
