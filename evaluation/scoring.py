@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from evaluation.suites import Task
+from evaluation.task import Task
 from selfheal.errors import CandidateTimeout, SelfHealError
 from selfheal.kernel_sandbox.types import AssertTest, Executor, Limits, Outcome
 from selfheal.records import Record

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evaluation.suites import Task
+from evaluation.task import Task
 from selfheal.kernel_sandbox.types import Executor
 
 __all__ = ["check_examples", "check_solutions"]

@@ -41,7 +41,7 @@ import yaml
 
 from evaluation.errors import SuiteError
 from evaluation.suite_checks import check_examples, check_solutions
-from evaluation.suites import Task
+from evaluation.task import Task
 
 __all__ = [
     "FIELDS",

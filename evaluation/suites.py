@@ -25,6 +25,7 @@ from typing import Protocol, runtime_checkable
 import yaml
 
 from evaluation.errors import SuiteError
+from evaluation.task import Task
 from selfheal.records import Record
 
 __all__ = [
@@ -41,36 +42,6 @@ __all__ = [
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 SUITE_FILES_DIR = Path(__file__).resolve().parent / "suites"
 """The suite files shipped with the harness (``example.jsonl``, ``notebook.jsonl``)."""
-
-
-class Task(Record):
-    """One benchmark problem."""
-
-    id: str
-    """Unique id within its suite, e.g. ``HumanEval/0`` or ``intervals/merge``."""
-    suite: str
-    """Name of the suite the task comes from."""
-    category: str
-    """Group used for the per-category breakdown (``humaneval`` tasks use one category)."""
-    prompt: str
-    """The only text the agent sees: the plain-language spec with the signature."""
-    entry_point: str
-    """Name of the function the agent must define."""
-    reference_tests: tuple[str, ...]
-    """Scoring tests, Python statements run after the candidate, one sandbox test each.
-    Never shown to the agent."""
-    context_code: str = ""
-    """Code given in the prompt that the candidate may rely on (imports, helper functions);
-    it is loaded before the candidate when scoring, and before the reference tests so a
-    candidate cannot replace a helper that the reference tests themselves use."""
-    canonical_solution: str | None = None
-    """A known-good full solution (loaded after ``context_code``), when the suite has one."""
-    code: str | None = None
-    """Code the user already has, to heal (a failing notebook cell): given to the agent as
-    ``heal(..., code=...)`` and ``--code`` give it, so it is public, like ``prompt``."""
-    examples: int | None = None
-    """How many examples the prompt states, when the suite says: ``python -m
-    evaluation.suite_file`` checks that selfheal reads that many as trusted tests."""
 
 
 @runtime_checkable

@@ -125,10 +125,11 @@ def test_the_model_layer_never_imports_the_local_engine_and_the_errors_nothing()
     assert [name for _, name in _imported_modules(errors) if name.split(".")[0] == "selfheal"] == []
 
 
-def test_no_import_circle_counting_every_import() -> None:
+@pytest.mark.parametrize("package", ["selfheal", "evaluation", "benchmarks"])
+def test_no_import_circle_counting_every_import(package: str) -> None:
     """Counting every import (lazy ones and those for types too, which import-linter leaves
-    out), selfheal's modules form no circle."""
-    modules = _modules("selfheal")
+    out), the modules of selfheal, of the harness and of the benchmarks form no circle."""
+    modules = _modules(package)
     edges = {
         name: {m for _, m in _imported_modules(path) if m in modules and m != name}
         for name, path in modules.items()
