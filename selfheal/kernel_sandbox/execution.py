@@ -13,7 +13,7 @@ from selfheal.kernel_sandbox._harness.capture import clip
 from selfheal.kernel_sandbox._run import KernelRun, KernelSource
 from selfheal.kernel_sandbox._wire import encode_value
 from selfheal.kernel_sandbox.rewrite import rewrite_test, split_snippet
-from selfheal.kernel_sandbox.split import split_test
+from selfheal.kernel_sandbox.split import shadowing, split_test
 from selfheal.kernel_sandbox.traces import read_steps
 from selfheal.kernel_sandbox.types import (
     AssertTest,
@@ -48,9 +48,9 @@ def normalize_tests(tests: Sequence[str | SandboxTest]) -> list[SandboxTest]:
     return out
 
 
-def _wire(t: SandboxTest) -> tuple[Any, ...]:
+def _wire(t: SandboxTest, shadowed: frozenset[str] = frozenset()) -> tuple[Any, ...]:
     if isinstance(t, AssertTest):
-        split = split_test(t.code)
+        split = split_test(t.code, shadowed)
         if split is not None:
             return ("values", t.id, split.wrapped)
         try:
@@ -110,8 +110,9 @@ async def run_candidate(
     """Load ``code`` and run ``tests`` on kernels from ``source``, with ``files`` (from
     ``input_files``) in the run's folder; cancelled, the candidate's process is killed."""
     norm = normalize_tests(tests)
-    splits = [split_test(t.code) if isinstance(t, AssertTest) else None for t in norm]
-    run = KernelRun(source, code, norm, [_wire(t) for t in norm], limits, files, splits)
+    shadowed = shadowing(code)
+    splits = [split_test(t.code, shadowed) if isinstance(t, AssertTest) else None for t in norm]
+    run = KernelRun(source, code, norm, [_wire(t, shadowed) for t in norm], limits, files, splits)
     await run.go()
     if run.load is None:  # no tests and nothing ran
         run.load = LoadResult(ok=True)

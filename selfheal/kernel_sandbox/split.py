@@ -101,7 +101,8 @@ def _free_names(node: ast.AST) -> set[str]:
 
 
 class _Splitter:
-    def __init__(self) -> None:
+    def __init__(self, shadowed: frozenset[str]) -> None:
+        self.shadowed = shadowed  # builtin and module names the candidate's code redefines
         self.host_names: set[str] = set()
         self.cand_names: set[str] = set()  # bound on the candidate side
         self.cand: list[str] = []  # candidate-side statements
@@ -112,9 +113,11 @@ class _Splitter:
     def is_candidate_name(self, name: str) -> bool:
         if name in self.cand_names:
             return True
-        return (
-            name not in self.host_names and name not in SAFE_BUILTINS and name not in HOST_MODULES
-        )
+        if name in self.host_names:
+            return False
+        if name in self.shadowed:  # as in Python: the module's own ``round`` wins
+            return True
+        return name not in SAFE_BUILTINS and name not in HOST_MODULES
 
     def names_candidate(self, node: ast.AST) -> bool:
         return any(self.is_candidate_name(n) for n in _free_names(_wrap(node)))
@@ -332,14 +335,40 @@ def _reserved(n: ast.AST) -> bool:
     return name.startswith("__sh_")
 
 
+@functools.lru_cache(maxsize=1024)
+def shadowing(candidate: str) -> frozenset[str]:
+    """The builtin and module names of the host side (``hostnames``) that ``candidate``'s top
+    level binds to something else: a function or class of its own (``def round(x): ...``), an
+    assignment, or an import under another meaning (``from math import pow``; ``import numpy
+    as np`` is no shadow). A test's use of such a name is the candidate's, as in Python."""
+    tree = parse_or_none(candidate)
+    if tree is None:
+        return frozenset()
+    bound: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import):
+            bound |= {
+                a.asname for a in node.names if a.asname and HOST_MODULES.get(a.asname) != a.name
+            }
+        elif isinstance(node, ast.ImportFrom):
+            bound |= {a.asname or a.name for a in node.names}
+    return frozenset(bound & (SAFE_BUILTINS | HOST_MODULES.keys()))
+
+
 @functools.lru_cache(maxsize=4096)
-def split_test(code: str) -> SplitTest | None:
+def split_test(code: str, shadowed: frozenset[str] = frozenset()) -> SplitTest | None:
     """``code`` split for a verdict on the host, or None (it then runs whole in the
-    candidate's process). Cached: the same tests run on every candidate."""
+    candidate's process); ``shadowed``: the host names the candidate redefines
+    (``shadowing``). Cached: the same tests run on every candidate."""
     tree = parse_or_none(code)
     if tree is None or any(_reserved(n) for n in ast.walk(tree)):
         return None
-    s = _Splitter()
+    s = _Splitter(shadowed)
     try:
         for stmt in _inline_check(list(tree.body)):
             s.statement(stmt)

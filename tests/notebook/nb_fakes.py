@@ -36,7 +36,7 @@ from selfheal.kernel_sandbox._harness.pytest_item import pt_install, pt_run
 from selfheal.kernel_sandbox._wire import encode_result
 from selfheal.kernel_sandbox.execution import normalize_tests
 from selfheal.kernel_sandbox.rewrite import rewrite_test
-from selfheal.kernel_sandbox.split import split_test
+from selfheal.kernel_sandbox.split import shadowing, split_test
 from selfheal.kernel_sandbox.types import (
     AssertTest,
     CallTest,
@@ -113,9 +113,9 @@ def _failure(tid: str, exc: BaseException, started: float, limit: float) -> Test
     )
 
 
-def _assert_test(t: AssertTest, ns: dict[str, Any]) -> Any:
+def _assert_test(t: AssertTest, ns: dict[str, Any], code: str) -> Any:
     """Run ``t``; for a split test return its candidate side's values (the host judges)."""
-    split = split_test(t.code)
+    split = split_test(t.code, shadowing(code))
     if split is not None:
         kept: list[Any] = []
 
@@ -189,10 +189,10 @@ class InProcessExecutor:
                 for t in norm
             )
             return ExecutionReport(load=load, results=results, duration=time.perf_counter() - t0)
-        results = [self._one(t, ns, lim.test_timeout) for t in norm]
+        results = [self._one(t, ns, lim.test_timeout, code) for t in norm]
         return ExecutionReport(load=load, results=tuple(results), duration=time.perf_counter() - t0)
 
-    def _one(self, t: SandboxTest, ns: dict[str, Any], limit: float) -> TestResult:
+    def _one(self, t: SandboxTest, ns: dict[str, Any], limit: float, code: str) -> TestResult:
         started = time.perf_counter()
         try:
             if isinstance(t, ProbeCall):
@@ -208,12 +208,12 @@ class InProcessExecutor:
                     test_id=t.id, outcome="passed", duration=time.perf_counter() - started
                 )
                 return check_call(t, passed, value)
-            values = _within(limit, lambda: _assert_test(t, ns))
+            values = _within(limit, lambda: _assert_test(t, ns, code))
             if values is not None:
                 passed = TestResult(
                     test_id=t.id, outcome="passed", duration=time.perf_counter() - started
                 )
-                split = split_test(t.code)
+                split = split_test(t.code, shadowing(code))
                 assert split is not None
                 return judge(split, passed, values)
         except BaseException as exc:

@@ -154,3 +154,17 @@ def test_dates_and_decimals_cross_as_data(pool: KernelPool) -> None:
     ]
     outcomes = [r.outcome for r in pool.run(code, tests, limits=FAST).results]
     assert outcomes == ["passed", "passed", "failed"]
+
+
+def test_a_builtin_name_the_candidate_defines_is_the_candidates(pool: KernelPool) -> None:
+    """As in Python: a spec's ``round`` of its own is called, not the host's builtin; a module
+    imported under its usual name is no shadow (the host still judges ``math.isclose``)."""
+    code = (
+        "import math\n"
+        "from decimal import Decimal, ROUND_HALF_UP\n"
+        "def round(x):\n"
+        "    return int(Decimal(str(x)).quantize(Decimal('1'), rounding=ROUND_HALF_UP))\n"
+    )
+    tests = ["assert round(2.5) == 3", "assert math.isclose(round(0.5), 1.0)"]
+    outcomes = [r.outcome for r in pool.run(code, tests, limits=FAST).results]
+    assert outcomes == ["passed", "passed"]  # the builtin would give 2 and 0
