@@ -197,11 +197,16 @@ def _code_check(completion: Completion, entry_point: str | None) -> tuple[str | 
 
 def with_prefill(completion: Completion, prefill: str) -> Completion:
     """The reply as a whole: the prefilled start, then what the model continued it with
-    (providers return the continuation alone), the code block closed where the stop string
-    ended it. A model that ignored the prefill and wrote its own block keeps its reply."""
+    (most providers return the continuation alone; llama-server returns the prefill with it),
+    the code block closed where the stop string ended it. A model that ignored the prefill
+    and wrote its own block keeps its reply."""
     text = completion.text
-    if not text.lstrip().startswith("```"):
-        if prefill.endswith(_OPENERS):
+    opener = bool(prefill) and prefill.endswith(_OPENERS)
+    if prefill and text.startswith(prefill):  # llama-server returns the prefill with its reply
+        rest = text[len(prefill) :]
+        text = prefill + (rest.lstrip(" \t") if opener else rest)
+    elif not text.lstrip().startswith("```"):
+        if opener:
             # a tokenizer's word boundary: ``def name(`` continued with `` arg)`` reads
             # ``def name(arg)``, as a person writes it
             text = text.lstrip(" \t")

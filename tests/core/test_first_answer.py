@@ -169,6 +169,11 @@ def test_a_completion_of_def_name_reads_as_a_person_writes_it() -> None:
     diff. The join drops those spaces, and only after an opening bracket."""
     joined = with_prefill(Completion(text=" items: list) -> list:\n    return items\n"), "def f(")
     assert joined.text.startswith("def f(items: list) -> list:\n")
+    # llama-server returns the prefilled text with its continuation: the same join there
+    served = "```python\ndef f( items: list) -> list:\n    return items\n"
+    assert with_prefill(Completion(text=served), "```python\ndef f(").text.startswith(
+        "```python\ndef f(items: list) -> list:\n"
+    )
     kept = with_prefill(Completion(text="   return 1\n"), "```python\ndef f():\n ")
     assert kept.text.startswith("```python\ndef f():\n    return 1")
     spec = "Write a function add(a, b) returning a + b. add(1, 2) -> 3"
