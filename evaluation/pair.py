@@ -196,6 +196,15 @@ def _identity(task: Task, mode: str, config: HealConfig, model: str) -> dict[str
     }
 
 
+def first_answer(attempts: Sequence[Any], population: Sequence[Any]) -> str | None:
+    """The code of a run's first answer: the greedy candidate (what one generation gives), not
+    the winner of the first round; else the first attempt; else (a population of samples only,
+    none run) the first sample; None for a run with neither."""
+    greedy = next((c for c in population if c.origin == "greedy"), None)
+    first = greedy or (attempts[0] if attempts else population[0] if population else None)
+    return None if first is None else str(first.code)
+
+
 def _scored(
     task: Task, result: Any, sandbox: Executor, limits: Limits, clock: Callable[[], float]
 ) -> dict[str, Any]:
@@ -207,11 +216,8 @@ def _scored(
     attempts = tuple(result.attempts)
     population = tuple(getattr(result, "candidates", ()) or ())
     first_verdict: ReferenceVerdict | None = None
-    if attempts or population:
-        # the first answer is the greedy candidate (what one generation gives), not the
-        # winner of the first round
-        greedy = next((c for c in population if c.origin == "greedy"), None)
-        first_code = greedy.code if greedy is not None else attempts[0].code
+    first_code = first_answer(attempts, population)
+    if first_code is not None:
         first_verdict = (
             verdict if first_code == final_code else score(task, first_code, sandbox, limits=limits)
         )

@@ -549,3 +549,22 @@ def test_the_base_runs_are_kept_beside_the_results_for_a_later_resume(
     lessons = [r for r in ResultsFile(out / "results.jsonl").read() if r.mode == "heal-lessons"]
     assert lessons[0].paired is not None and lessons[0].paired.base_run_id == heal.run_id
     assert lessons[0].paired.diverged and lessons[0].paired.at_node == "lessons"
+
+
+def test_the_first_answer_of_a_run_with_samples_only_and_no_attempt() -> None:
+    """A heal whose first round held samples but no greedy answer, and that ran no attempt (the
+    notebook suite met one: the benchmark crashed with an IndexError), is scored on its first
+    sample."""
+    from types import SimpleNamespace as Rec
+
+    from evaluation.pair import first_answer
+
+    greedy, sample, attempt = (
+        Rec(origin="greedy", code="g"),
+        Rec(origin="sample", code="s"),
+        Rec(code="a"),
+    )
+    assert first_answer((), (sample,)) == "s"
+    assert first_answer((attempt,), (sample, greedy)) == "g"
+    assert first_answer((attempt,), (sample,)) == "a"
+    assert first_answer((), ()) is None
