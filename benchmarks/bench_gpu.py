@@ -125,6 +125,13 @@ def _one_by_one(one: Callable[..., Any], n: int) -> list[Any]:
     return [one(seed) for seed in range(n)]
 
 
+def sampling(provider: Any, messages: Any, n: int, tokens: int) -> Callable[[], Any]:
+    """``n`` sampled answers of ``tokens`` tokens to ``messages`` (temperature 0.8, seed 1)."""
+    return functools.partial(
+        provider.complete_many, messages, n=n, max_tokens=tokens, temperature=0.8, seed=1
+    )
+
+
 def timed(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[float, Any]:
     sync()
     start = time.perf_counter()
@@ -165,15 +172,7 @@ def first_calls(args: argparse.Namespace, provider: Any, rows: dict[str, float],
         rows[f"warm-up of sizes {sizes} (16 tokens each)"] = time.perf_counter() - start
     for n in args.sizes:
         for call in ("first", "second"):
-            ask = functools.partial(
-                provider.complete_many,
-                messages,
-                n=n,
-                max_tokens=args.tokens,
-                temperature=0.8,
-                seed=1,
-            )
-            secs, _ = timed(ask, sync)
+            secs, _ = timed(sampling(provider, messages, n, args.tokens), sync)
             rows[f"{call} complete_many({n}), warm={args.warm}"] = secs
             print(f"  {call} complete_many({n}): {secs:.2f}s", file=sys.stderr, flush=True)
 
@@ -295,15 +294,7 @@ def bench_llama(args: argparse.Namespace, rows: dict[str, float]) -> str:
             provider = LocalProvider(server=server)
             provider.complete(messages, max_tokens=4)  # start and warm up
             rows[f"llama-server CUDA, {slots} slot(s), {n} at once"], _ = timed(
-                functools.partial(
-                    provider.complete_many,
-                    messages,
-                    n=n,
-                    max_tokens=args.tokens,
-                    temperature=0.8,
-                    seed=1,
-                ),
-                lambda: None,
+                sampling(provider, messages, n, args.tokens), lambda: None
             )
         finally:
             server.stop()

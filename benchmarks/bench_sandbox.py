@@ -61,6 +61,7 @@ from selfheal.kernel_sandbox import KernelPool, Limits
 from selfheal.kernel_sandbox.containment import netns_available
 from selfheal.kernel_sandbox.kernel import SandboxKernel
 from selfheal.kernel_sandbox.zygote import Zygote
+from tests.sandbox.test_channel_flood import FLOOD
 
 CANDIDATE = '''
 def running_max(xs):
@@ -371,30 +372,9 @@ def verdict_cost(runs: int) -> None:
         )
 
 
-FLOODER = r"""
-import fcntl, os, stat, threading, time
-
-def _flood(fd):
-    junk = b"x" * (1 << 20)  # no newline, ever
-    while True:
-        try:
-            os.write(fd, junk)
-        except OSError:
-            time.sleep(0.001)
-
-def flood():
-    for fd in range(3, 257):
-        try:
-            pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
-            writes = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY
-        except OSError:
-            continue
-        if pipe and writes:  # the result pipe
-            for _ in range(4):
-                threading.Thread(target=_flood, args=(fd,), daemon=True).start()
-    time.sleep(30)
-    return 1
-"""
+FLOODER = FLOOD
+"""The flooding candidate of ``tests/sandbox/test_channel_flood.py``: junk without newlines
+written to the result pipe from four threads."""
 
 
 def flood_throughput(rounds: int, seconds: float) -> None:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 
 from selfheal._parse import parse_or_none
+from selfheal.example_values import scan
 
 _SEP_RE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)+\|?\s*$")
 """The line under a table's header: ``|---|---|``, ``--- | :---:``."""
@@ -29,31 +30,9 @@ def _cells(line: str) -> list[str]:
     s = line.strip()
     s = s[1:] if s.startswith("|") else s
     s = s[:-1] if s.endswith("|") and not s.endswith("\\|") else s
-    cells: list[str] = []
-    depth, quote, cur = 0, "", ""
-    i = 0
-    while i < len(s):
-        c = s[i]
-        if c == "\\" and s[i + 1 : i + 2] == "|":
-            cur += "|"
-            i += 2
-            continue
-        if quote:
-            quote = "" if c == quote and s[i - 1] != "\\" else quote
-        elif c in "\"'":
-            quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            cells.append(cur)
-            cur = ""
-            i += 1
-            continue
-        cur += c
-        i += 1
-    cells.append(cur)
+    cuts = [i for i, c, depth in scan(s) if c == "|" and depth == 0 and s[i - 1 : i] != "\\"]
+    bounds = zip([-1, *cuts], [*cuts, len(s)], strict=True)
+    cells = [s[a + 1 : b].replace("\\|", "|") for a, b in bounds]
     return [c.strip().strip("`").strip() for c in cells]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from selfheal._parse import ast_parse, parse_or_none
 from selfheal.expected import expected_problem, written_together
@@ -21,8 +21,9 @@ def is_expr(src: str) -> bool:
     return parse_or_none(src, "eval") is not None
 
 
-def balanced_end(text: str, start: int) -> int | None:
-    """Index just past the parenthesis closing the one at ``start``."""
+def scan(text: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
+    """Each character of ``text`` from ``start`` that is outside string quotes, with the depth
+    of brackets after it (an opening bracket counts itself)."""
     depth = 0
     quote: str | None = None
     i = start
@@ -36,15 +37,19 @@ def balanced_end(text: str, start: int) -> int | None:
                 quote = None
         elif c in "\"'":
             quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        elif c == "\n" and depth == 0:
-            return None
+        else:
+            depth += (c in "([{") - (c in ")]}")
+            yield i, c, depth
         i += 1
+
+
+def balanced_end(text: str, start: int) -> int | None:
+    """Index just past the parenthesis closing the one at ``start``."""
+    for i, c, depth in scan(text, start):
+        if depth == 0 and c in ")]}":
+            return i + 1
+        if depth == 0 and c == "\n":
+            return None
     return None
 
 

@@ -5,6 +5,7 @@ reply and what was wrong (docs/llm.md, "Structured output"); the blocking twins 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -204,16 +205,26 @@ def with_prefill(completion: Completion, prefill: str) -> Completion:
     opener = bool(prefill) and prefill.endswith(_OPENERS)
     if prefill and text.startswith(prefill):  # llama-server returns the prefill with its reply
         rest = text[len(prefill) :]
-        text = prefill + (rest.lstrip(" \t") if opener else rest)
+        text = prefill + (_tidy_opened(rest) if opener else rest)
     elif not text.lstrip().startswith("```"):
         if opener:
-            # a tokenizer's word boundary: ``def name(`` continued with `` arg)`` reads
-            # ``def name(arg)``, as a person writes it
-            text = text.lstrip(" \t")
+            text = _tidy_opened(text)
         text = prefill + text
         if text.count("```") % 2:
             text = text.rstrip("\n") + "\n```"
     return completion.model_copy(update={"text": text})
+
+
+_CLOSED_HEADER = re.compile(r"[ \t]+\)(?=[ \t]*(?:->[^\n]*)?:[ \t]*(?:#[^\n]*)?$)")
+"""Spaces before the bracket that closes a ``def`` line's parameters: ``a ):``, ``a ) -> int:``."""
+
+
+def _tidy_opened(rest: str) -> str:
+    """The continuation of an opened bracket (``def name(``) as a person writes it: a
+    tokenizer's word boundary makes the local model write `` a ):``; read ``a):``."""
+    rest = rest.lstrip(" \t")
+    first, newline, after = rest.partition("\n")
+    return _CLOSED_HEADER.sub(")", first, count=1) + newline + after
 
 
 async def aask_code(

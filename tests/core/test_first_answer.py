@@ -161,6 +161,19 @@ def test_missing_imports_leaves_bound_names_and_picks_the_module_or_its_class() 
         "from collections import defaultdict",
         "from math import floor",
     ]
+    # the notebook's modules and conventional names (the single answers of the notebook suite
+    # failed with NameErrors for these)
+    assert missing_imports("def f(a):\n    return np.asarray(a), pd.Series(a)") == [
+        "import numpy as np",
+        "import pandas as pd",
+    ]
+    assert missing_imports("def f(s):\n    return unicodedata.normalize('NFKC', s)") == [
+        "import unicodedata"
+    ]
+    assert missing_imports("def f(d):\n    return d + relativedelta(months=1)") == [
+        "from dateutil.relativedelta import relativedelta"
+    ]
+    assert missing_imports("def f(np):\n    return np.sum()") == []
 
 
 def test_a_completion_of_def_name_reads_as_a_person_writes_it() -> None:
@@ -174,6 +187,15 @@ def test_a_completion_of_def_name_reads_as_a_person_writes_it() -> None:
     assert with_prefill(Completion(text=served), "```python\ndef f(").text.startswith(
         "```python\ndef f(items: list) -> list:\n"
     )
+    # the model then closes it the same way (`` a ):``): that space goes too, only there
+    closed = with_prefill(Completion(text=" a ) -> int:\n    return g( a )\n"), "def f(")
+    assert closed.text == "def f(a) -> int:\n    return g( a )\n"
+    served = "```python\ndef f( a ):\n    return a\n"
+    assert with_prefill(Completion(text=served), "```python\ndef f(").text.startswith(
+        "```python\ndef f(a):\n"
+    )
+    wrapped = with_prefill(Completion(text=" a,\n      b ):\n    return a\n"), "def f(")
+    assert wrapped.text.startswith("def f(a,\n      b ):")  # a second line is the model's
     kept = with_prefill(Completion(text="   return 1\n"), "```python\ndef f():\n ")
     assert kept.text.startswith("```python\ndef f():\n    return 1")
     spec = "Write a function add(a, b) returning a + b. add(1, 2) -> 3"

@@ -28,6 +28,18 @@ class Case:
     exc_types: list[str | None] | None = None
 
 
+RAW_SYSCALLS = r"""
+import ctypes, errno, os, platform, threading
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+X86 = platform.machine() == "x86_64"
+
+def _code(r):
+    return "ok" if r >= 0 else errno.errorcode[ctypes.get_errno()]
+"""
+"""A candidate's start for calling system calls by number through ``ctypes`` (no audit event):
+``libc.syscall``, ``X86`` (else aarch64) and ``_code(r)``, the errno name of a failed call."""
+
 LOOP = "def f():\n    while True:\n        pass\n"
 SWALLOW = """
 def f():

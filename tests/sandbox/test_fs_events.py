@@ -18,14 +18,11 @@ import pytest
 
 from selfheal.kernel_sandbox import KernelPool
 
-CALLS = r"""
-import ctypes, errno, os, platform
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-X86 = platform.machine() == "x86_64"
+from .hostile_cases import RAW_SYSCALLS
 
-def _code(r):
-    return "ok" if r >= 0 else errno.errorcode[ctypes.get_errno()]
+CALLS = (
+    RAW_SYSCALLS
+    + r"""
 
 def inotify_init1():
     return _code(libc.syscall(294 if X86 else 26, 0))
@@ -42,6 +39,7 @@ def size_of(path):
     except OSError as e:
         return errno.errorcode[e.errno]
 """
+)
 
 
 @pytest.fixture

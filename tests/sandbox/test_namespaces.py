@@ -17,16 +17,13 @@ import pytest
 
 from selfheal.kernel_sandbox import KernelPool
 
-CALLS = r"""
-import ctypes, errno, os, platform, threading
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-X86 = platform.machine() == "x86_64"
+from .hostile_cases import RAW_SYSCALLS
+
+CALLS = (
+    RAW_SYSCALLS
+    + r"""
 NR_CLONE, NR_CLONE3 = (56, 435) if X86 else (220, 435)
 CLONE_NEWUSER, CLONE_NEWPID, SIGCHLD = 0x10000000, 0x20000000, 17
-
-def _code(r):
-    return "ok" if r >= 0 else errno.errorcode[ctypes.get_errno()]
 
 def raw_clone(flags):
     r = libc.syscall(NR_CLONE, flags | SIGCHLD, None, None, None, None)
@@ -66,6 +63,7 @@ def thread_runs():
 def visible(pids):
     return [p for p in pids if os.path.exists(f"/proc/{p}")]
 """
+)
 
 
 BECOME_ROOT = """
