@@ -84,6 +84,12 @@ class HealConfig(Record):
             return super().__getattr__(name)  # type: ignore[misc]
         return getattr(getattr(self, group), name)
 
+    def changed(self, **settings: Any) -> HealConfig:
+        """A copy with ``settings`` (flat names or groups: ``changed(candidates=4)``), checked
+        as ``HealConfig(...)`` checks them (a bad value is a ``ConfigError``): how the package
+        rewrites a config."""
+        return type(self).model_validate({**dict(self), **settings})
+
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy with ``update``, whose fields may be named flat (``{"candidates": 4}``)."""
         rest, flat = _split(update or {})
@@ -169,7 +175,8 @@ def _grouped(data: Any) -> Any:
     out, flat = _split(data)
     for group, part in flat.items():
         given = out.get(group, {})
-        given = dict(given) if isinstance(given, Group) else given
+        if isinstance(given, Group):  # what it was given, so the fields set stay the set ones
+            given = {name: getattr(given, name) for name in given.model_fields_set}
         if isinstance(given, Mapping):
             out[group] = {**given, **part}
     return out
@@ -187,9 +194,10 @@ def population_size(batch_hint: int | None) -> int:
 
 
 def candidates_of(config: HealConfig) -> int:
-    """``config.candidates`` as a number (``auto`` before a run resolved it:
+    """``config.generation.candidates`` as a number (``auto`` before a run resolved it:
     :data:`AUTO_CANDIDATES`)."""
-    return config.candidates if isinstance(config.candidates, int) else AUTO_CANDIDATES
+    count = config.generation.candidates
+    return count if isinstance(count, int) else AUTO_CANDIDATES
 
 
 def default_runs_dir() -> Path:
@@ -209,12 +217,12 @@ def runs_dir_for(configured: str | None) -> Path:
 def memory_path_for(config: HealConfig) -> Path:
     """Where ``config``'s memory lives: ``memory_path``, else ``$SELFHEAL_MEMORY``, else
     ``memory.sqlite3`` beside the run logs in its runs directory."""
-    if config.memory_path:
-        return Path(config.memory_path).expanduser()
+    if config.storage.memory_path:
+        return Path(config.storage.memory_path).expanduser()
     env = os.environ.get("SELFHEAL_MEMORY")
     if env:
         return Path(env).expanduser()
-    return runs_dir_for(config.runs_dir) / "memory.sqlite3"
+    return runs_dir_for(config.storage.runs_dir) / "memory.sqlite3"
 
 
 _REQUIREMENTS = {

@@ -31,17 +31,37 @@ def test_the_flat_forms_and_the_grouped_form_are_one_config() -> None:
     assert HealConfig(candidates=4, test_timeout=3) == grouped
     assert HealConfig(generation=Generation(candidates=4), test_timeout=3.0) == grouped
     assert HealConfig().model_copy(update={"candidates": 4, "test_timeout": 3.0}) == grouped
-    assert grouped.candidates == grouped.generation.candidates == 4
-    assert grouped.test_timeout == grouped.limits.test_timeout == 3.0
+    assert grouped.generation.candidates == 4 and grouped.limits.test_timeout == 3.0
     # flat names on top of a group given whole
     mixed = HealConfig(generation={"candidates": 4, "seed": 1}, seed=2)
-    assert (mixed.candidates, mixed.seed) == (4, 2)
+    assert (mixed.generation.candidates, mixed.generation.seed) == (4, 2)
     dumped = grouped.model_dump(mode="json")
     assert set(dumped) == set(GROUPS) and dumped["generation"]["candidates"] == 4
     assert HealConfig.model_validate(dumped) == grouped
     assert HealConfig.single_shot().flat()["repair"] is False
     with pytest.raises(ValueError, match="frozen"):
         grouped.candidates = 5
+
+
+def test_changed_rewrites_settings_by_flat_name_checked_and_keeping_what_was_set() -> None:
+    """``changed`` is how the package rewrites a config: flat names or groups, validated like
+    ``HealConfig(...)``; a group it does not touch is the same object, and a group it touches
+    keeps which of its fields were set (``first_sample`` given or not decides the first
+    round's size on a batch-free backend)."""
+    config = HealConfig(first_sample=3, memory=False)
+    moved = config.changed(candidates=6, model="mock")
+    assert (moved.generation.candidates, moved.generation.first_sample) == (6, 3)
+    assert moved.calls.model == "mock" and moved.storage is config.storage
+    assert moved.generation.model_fields_set == {"candidates", "first_sample"}
+    assert config.changed(seed=1).generation.model_fields_set == {"first_sample", "seed"}
+    assert HealConfig().changed(calls={"temperature": 0.5}).calls.temperature == 0.5
+    with pytest.raises(ConfigError, match=r"generation\.candidates=99: must be at most 16"):
+        config.changed(candidates=99)
+    with pytest.raises(ConfigError, match="not an option"):
+        config.changed(candidate=4)
+    # a group given whole and a flat name on top: only what was given counts as set
+    given = HealConfig(generation=Generation(candidates=8), seed=1)
+    assert given.generation.model_fields_set == {"candidates", "seed"}
 
 
 def test_a_bad_grouped_value_names_the_setting_and_its_group() -> None:
