@@ -85,17 +85,19 @@ class HealRequest:
             raise ConfigError(f"config must be a HealConfig, not {type(config).__name__}.")
         if isinstance(self.provider, str):
             parse_model_string(self.provider)  # an unknown model string fails here, not mid-run
-            if config.model is None:
-                config = config.model_copy(update={"model": self.provider})
-        if config.model is not None:
-            parse_model_string(config.model)
-        for model in config.models.values():
+            if config.calls.model is None:
+                config = config.changed(model=self.provider)
+        if config.calls.model is not None:
+            parse_model_string(config.calls.model)
+        for model in config.calls.models.values():
             parse_model_string(model)
         object.__setattr__(self, "config", config)
         object.__setattr__(
             self,
             "spec",
-            check_spec(self.spec, entry_point=self.entry_point, max_chars=config.max_spec_chars),
+            check_spec(
+                self.spec, entry_point=self.entry_point, max_chars=config.budgets.max_spec_chars
+            ),
         )
         spec = parse_spec(self.spec, entry_point=self.entry_point)
         entry = spec.entry_point
@@ -119,7 +121,7 @@ class HealRequest:
         spec = parse_spec(self.spec, entry_point=self.entry_point)
         stored: tuple[UserTest | TestCase, ...] = self.tests  # type: ignore[assignment]
         given = [t for t in stored if isinstance(t, UserTest)]
-        limits = Limits(test_timeout=max(self.config.test_timeout, 30.0))
+        limits = Limits(test_timeout=max(self.config.limits.test_timeout, 30.0))
         user_tests = list(user_test_cases(given, executor, limits))
         for t in stored:
             if isinstance(t, TestCase):

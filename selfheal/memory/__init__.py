@@ -58,4 +58,4 @@ def default_path(config: HealConfig | None = None) -> Path:
 
 def open_memory(config: HealConfig) -> Memory | None:
     """The memory a run with ``config`` uses, or None when ``config.memory`` is off."""
-    return Memory(memory_path_for(config)) if config.memory else None
+    return Memory(memory_path_for(config)) if config.storage.memory else None
