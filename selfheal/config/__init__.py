@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
@@ -33,9 +34,12 @@ class HealConfig(Record):
     """How a heal run behaves, in groups by the part of the run that reads them. Every result
     records the config it ran with (grouped).
 
-    Flat names work everywhere: ``HealConfig(candidates=4)``, ``model_copy(update={"candidates":
-    4})`` and ``config.candidates`` reach the field in its group (``FIELD_GROUP``, derived from
-    the groups); a stored flat config (an older run log) loads."""
+    A setting is read through its group, typed: ``config.generation.candidates``. Flat names
+    set it: ``HealConfig(candidates=4)``, ``config.changed(candidates=4)`` (and
+    ``model_copy(update={"candidates": 4})``) reach the field in its group (``FIELD_GROUP``,
+    derived from the groups); a stored flat config (an older run log) loads. The old flat read
+    ``config.candidates`` still works, with a ``DeprecationWarning``, and no type checker sees
+    it."""
 
     generation: Generation = Generation()
     """The first round's candidates."""
@@ -77,12 +81,21 @@ class HealConfig(Record):
             names = (info.context or {}).get("names", {})
             raise ConfigError(config_problems(exc, names)) from None
 
-    def __getattr__(self, name: str) -> Any:
-        """``config.candidates``: a field read through its group (``config.generation``)."""
-        group = FIELD_GROUP.get(name)
-        if group is None:
-            return super().__getattr__(name)  # type: ignore[misc]
-        return getattr(getattr(self, group), name)
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            """``config.candidates``, the old flat read: the field through its group, with a
+            ``DeprecationWarning`` that names the group (hidden from type checkers, so the
+            package cannot read a setting this way)."""
+            group = FIELD_GROUP.get(name)
+            if group is None:
+                return super().__getattr__(name)
+            warnings.warn(
+                f"HealConfig.{name} is the old flat read: read config.{group}.{name}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(getattr(self, group), name)
 
     def changed(self, **settings: Any) -> HealConfig:
         """A copy with ``settings`` (flat names or groups: ``changed(candidates=4)``), checked

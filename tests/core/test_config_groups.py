@@ -43,6 +43,16 @@ def test_the_flat_forms_and_the_grouped_form_are_one_config() -> None:
         grouped.candidates = 5
 
 
+def test_the_old_flat_read_still_works_and_says_where_the_setting_is() -> None:
+    config = HealConfig(candidates=4, test_timeout=3)
+    with pytest.warns(DeprecationWarning, match=r"read config\.generation\.candidates"):
+        assert config.candidates == 4
+    with pytest.warns(DeprecationWarning, match=r"read config\.limits\.test_timeout"):
+        assert config.test_timeout == 3.0
+    with pytest.raises(AttributeError):
+        config.candidate  # noqa: B018 (not a setting)
+
+
 def test_changed_rewrites_settings_by_flat_name_checked_and_keeping_what_was_set() -> None:
     """``changed`` is how the package rewrites a config: flat names or groups, validated like
     ``HealConfig(...)``; a group it does not touch is the same object, and a group it touches
