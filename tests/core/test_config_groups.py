@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import lzma
 from pathlib import Path
@@ -172,3 +173,17 @@ def test_a_setting_word_is_parsed_against_the_field() -> None:
         setting("candidate=4")
     with pytest.raises(ConfigError, match=r"invalid int value: 'many' \(it needs a number or auto"):
         build_parser().parse_args(["heal", "SPEC", "--candidates", "many"])
+
+
+def test_the_docs_table_of_the_settings_is_derived_from_the_groups() -> None:
+    """docs/usage.md's table of groups and settings is what ``scripts/settings_table.py``
+    writes from the groups: a new setting, or one moved, shows there without a hand edit."""
+    spec = importlib.util.spec_from_file_location(
+        "settings_table", REPO / "scripts/settings_table.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.stale() == [], "run: python scripts/settings_table.py --write"
+    for name in FIELD_GROUP:
+        assert f"`{name}`" in script.table()
