@@ -29,7 +29,7 @@ from selfheal.usertests import UserTest, read_user_tests, user_test_cases
 
 ProviderArg = str | Provider | None
 """A model string (``"local"``, ``"ollama:<model>"``, ...), a Provider object, or None for
-``config.model`` / ``$SELFHEAL_MODEL`` / auto-detection."""
+``config.calls.model`` / ``$SELFHEAL_MODEL`` / auto-detection."""
 
 
 @dataclass(frozen=True)
@@ -50,10 +50,10 @@ class HealRequest:
     accepted too."""
     _: KW_ONLY
     provider: ProviderArg = None
-    """The model for every role (``config.models`` overrides per role)."""
+    """The model for every role (``config.calls.models`` overrides per role)."""
     config: HealConfig = field(default_factory=HealConfig)
-    """The options recorded with the run; a model string in ``provider`` fills ``config.model``
-    when that is unset."""
+    """The options recorded with the run; a model string in ``provider`` fills
+    ``config.calls.model`` when that is unset."""
     entry_point: str | None = None
     """The function's name (default: read from the spec)."""
     code: str | None = None
@@ -69,7 +69,7 @@ class HealRequest:
     """Calls every candidate runs on, e.g. ``f([-1, -2])``, whose outputs are compared across
     candidates (nothing is expected of them; ``%selfheal`` gives the call that raised)."""
     approver: Approver | None = None
-    """Answers proposals when ``config.autonomy`` asks for review."""
+    """Answers proposals when ``config.approval.autonomy`` asks for review."""
     executor: Executor | None = None
     """The sandbox candidates run in (default: the shared kernel pool)."""
     on_event: EventSink | None = None

@@ -22,8 +22,8 @@ from selfheal.state import Event, HealState
 
 
 def make_router(config: HealConfig, provider: ProviderArg) -> ModelRouter:
-    """The router for a run: ``provider`` (a string or an object) or ``config.model``, with
-    ``config.models`` and ``SELFHEAL_MODEL_<ROLE>`` per-role overrides."""
+    """The router for a run: ``provider`` (a string or an object) or ``config.calls.model``, with
+    ``config.calls.models`` and ``SELFHEAL_MODEL_<ROLE>`` per-role overrides."""
     from selfheal.llm.router import Router
 
     if provider is not None and not isinstance(provider, str):
@@ -59,8 +59,8 @@ def make_context(
 ) -> Context:
     """The services of a run: the router for ``provider``/``config`` (checked against
     ``spec`` when given, before anything starts), ``executor`` (default: the shared kernel
-    pool), the memory across runs (when ``config.memory``; a memory that cannot be opened is a
-    ``MemoryUnavailable`` here, before any model call) and the live sinks."""
+    pool), the memory across runs (when ``config.storage.memory``; a memory that cannot be
+    opened is a ``MemoryUnavailable`` here, before any model call) and the live sinks."""
     llm = make_router(config, provider)
     if spec is not None:
         check_models(llm, spec)
