@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out = {
         "device": provider.device,
         "batch_hint": provider.batch_hint,
-        "candidates": result.config.candidates,
+        "candidates": result.config.generation.candidates,
         "auto": [e.detail for e in result.timeline if e.detail.startswith("candidates=auto")],
         "time_budget": args.budget,
         "heal_s": round(heal_s, 1),

@@ -97,8 +97,8 @@ class BenchmarkRunner:
         # user's); it starts empty with the run and is kept for --resume
         self.memory_path = results.path.parent / "memory.sqlite3"
         for m, config in self.configs.items():
-            if config.memory and config.memory_path is None:
-                self.configs[m] = config.model_copy(update={"memory_path": str(self.memory_path)})
+            if config.storage.memory and config.storage.memory_path is None:
+                self.configs[m] = config.changed(memory_path=str(self.memory_path))
         self._score_limits = score_limits
         self._progress = progress
         self._clock = clock
@@ -221,7 +221,7 @@ class BenchmarkRunner:
         if resume:
             self.results.repair_tail()
         elif self.memory_path.exists() and any(
-            c.memory_path == str(self.memory_path) for c in self.configs.values()
+            c.storage.memory_path == str(self.memory_path) for c in self.configs.values()
         ):
             raise ResultsFileError(
                 f"{self.memory_path} already holds a memory, and a memory mode's first pass must "

@@ -245,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tasks = {t.id: t for name in suites for t in get_suite(name).tasks()}
         print(ask_again(every, tasks, resolve_provider(args.model)))
         return 0
-    records = [r for r in every if r.candidates and agreed(r, HealConfig().agreement)]
+    records = [r for r in every if r.candidates and agreed(r, HealConfig().selection.agreement)]
     path = args.results / "judge.jsonl"
     done: dict[str, Judged] = {}
     if path.is_file():

@@ -150,7 +150,7 @@ def config_for(
     switches = MODES[split_mode(mode)[0]]
     fields: dict[str, object] = {
         "temperature": temperature,
-        "max_iterations": max_iterations or HealConfig().max_iterations,
+        "max_iterations": max_iterations or HealConfig().repairs.max_iterations,
         "autonomy": "full_auto",
         "on_headless": "approve",
         "memory": False,  # tasks never learn from each other, except in the memory modes

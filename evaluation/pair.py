@@ -118,7 +118,7 @@ def run_pair(
     ``prior_calls`` (the honesty check reads them first)."""
     if start is not None:
         config = start.config
-    elif config.seed is None:
+    elif config.generation.seed is None:
         # every mode of a task samples with the same seeds: modes differ by what they do, not
         # by the luck of their samples
         config = config.model_copy(update={"seed": task_seed(task.id)})

@@ -49,7 +49,7 @@ def archive_run(record: TaskRecord, config: HealConfig, folder: Path) -> Path | 
     if target.exists():
         return target
     try:
-        data = find_run(record.run_id, config.runs_dir).read_bytes()
+        data = find_run(record.run_id, config.storage.runs_dir).read_bytes()
     except (SelfHealError, OSError):
         return None
     folder.mkdir(parents=True, exist_ok=True)
@@ -66,7 +66,7 @@ def base_history(
     from its copy in ``archive`` (``archive_run``); None when neither can be read."""
     if not record.run_id or record.error:
         return None
-    places: list[Callable[[], Path]] = [lambda: find_run(record.run_id, config.runs_dir)]
+    places: list[Callable[[], Path]] = [lambda: find_run(record.run_id, config.storage.runs_dir)]
     if archive is not None:
         places.append(lambda: archive / f"{record.run_id}.jsonl.xz")
     for place in places:
@@ -114,7 +114,7 @@ def paired_record(
     mode's own (its seed is the base run's, so the continuation samples like a fresh run of
     the mode would)."""
     base_mode = PAIRED[mode]
-    config = config.model_copy(update={"seed": history[0].config.seed})
+    config = config.changed(seed=history[0].config.generation.seed)
     start = branch_point(history, config)
     if start is None:
         info = PairInfo(base=base_mode, base_run_id=base.run_id, diverged=False)
@@ -145,7 +145,7 @@ def paired_record(
             # the continuation's check ran over the shared calls too (``shared_calls``); a
             # base run that kept no transcripts is vouched for by its own record's check
             "honesty": record.honesty
-            if start.config.transcripts
+            if start.config.calls.transcripts
             else _merge_honesty(base.honesty, record.honesty),
             "paired": info,
         }

@@ -97,7 +97,7 @@ def probe_calls(record: TaskRecord, task: Task) -> list[str]:
     tests = [
         TestCase(id=t.id, origin="spec_blind", code=t.code) for t in record.tests if not t.trusted
     ]
-    limit = int(flat_settings(record.config).get("max_probes") or HealConfig().max_probes)
+    limit = int(flat_settings(record.config).get("max_probes") or HealConfig().tests.max_probes)
     return list(dict.fromkeys(call for call, _ in planned_probes(spec, tests, limit)))
 
 
@@ -251,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--agreement",
         type=int,
-        default=HealConfig().agreement,
+        default=HealConfig().selection.agreement,
         help="agreeing candidates the rule asks for (default: HealConfig's)",
     )
     args = ap.parse_args(argv)

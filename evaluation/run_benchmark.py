@@ -201,7 +201,7 @@ def _main(args: argparse.Namespace, args_list: list[str], provider: Provider | N
         suite=args.suite,
         model=args.model,
         modes=modes,
-        max_iterations=args.max_iterations or HealConfig().max_iterations,
+        max_iterations=args.max_iterations or HealConfig().repairs.max_iterations,
         temperature=args.temperature,
     )
     results = ResultsFile(out / "results.jsonl")

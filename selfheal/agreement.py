@@ -262,7 +262,7 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
     contenders = sum(1 for c in sel.passing if contends(c))
     agreeing = sum(1 for c in sel.clusters[0] if contends(c)) if chosen_size else 0
     majority = contenders < 2 or 2 * agreeing > contenders
-    need = state.config.agreement
+    need = state.config.selection.agreement
     # a remembered solution was verified (by agreement) in an earlier run: it brings that along
     # your own code (``heal(code=...)``) is not a model's guess either: it counts twice too
     remembered = (

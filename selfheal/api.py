@@ -91,13 +91,13 @@ def heal(request: HealRequest) -> HealResult:
     fields of ``HealRequest``. ``provider``: ``"local"``, ``"mock"``, ``"ollama:<model>"``,
     ``"anthropic:<model>"``, ``"hf:<model>"``, ``"auto"`` (default: ``$SELFHEAL_MODEL`` or
     auto-detection), or a Provider object. ``tests``: your own assertions (trusted).
-    ``approver``: answers repair proposals when ``config.autonomy`` asks for review; without
-    one the result comes back with status ``awaiting_approval`` and
+    ``approver``: answers repair proposals when ``config.approval.autonomy`` asks for review;
+    without one the result comes back with status ``awaiting_approval`` and
     ``selfheal.resume(result, Approve())`` continues it.
 
     In a Jupyter kernel (see ``selfheal.notebook``) the live view is shown. If a human must
     approve and no ``approver`` is given, the running cell cannot wait for a click: it raises
-    ``ApprovalRequired`` unless ``config.on_headless`` decides (in a live notebook,
+    ``ApprovalRequired`` unless ``config.approval.on_headless`` decides (in a live notebook,
     ``selfheal.notebook.start(...)`` returns a handle whose buttons answer).
     """
     frontend = _here()
@@ -112,8 +112,8 @@ async def aheal(request: HealRequest) -> HealResult:
     event loop.
 
     In a Jupyter kernel it shows the live view; an approval with no ``approver`` follows
-    ``config.on_headless`` there (an awaited cell holds the kernel, so buttons cannot answer:
-    use ``handle = selfheal.notebook.start(...)`` for button approvals)."""
+    ``config.approval.on_headless`` there (an awaited cell holds the kernel, so buttons cannot
+    answer: use ``handle = selfheal.notebook.start(...)`` for button approvals)."""
     frontend = _here()
     if frontend is not None:
         return await frontend.aheal(request)

@@ -241,28 +241,27 @@ class SelfhealMagics(Magics):
                     d.config.pop(k, None)
                 else:
                     d.config[k] = v
-        cfg = d.heal_config()
+        flat = d.heal_config().flat()
         shown = {
-            k: getattr(cfg, k)
-            for k in ("model", "autonomy", "max_iterations", "on_headless", "memory")
+            k: flat[k] for k in ("model", "autonomy", "max_iterations", "on_headless", "memory")
         }
-        shown.update({k: getattr(cfg, k) for k in d.config})
+        shown.update({k: flat[k] for k in d.config})
         body = "\n".join(f"  {k} = {v!r}" for k, v in shown.items())
         provider = f"\n  provider = {d.provider!r}" if d.provider is not None else ""
         print(f"selfheal defaults for this notebook:\n{body}{provider}")
 
     def _heal(self, spec: str, *, cell: str | None = None, **options: Any) -> None:
-        config = options["config"]
+        config: HealConfig = options["config"]
         if cell is not None:
             # %selfheal: the run ends inside this cell, so the fixed cell rides on this cell's
             # reply and lands directly below it; a review asks here, with input()
             # (docs/notebook.md, "Where the fixed cell appears")
             mode = notebook_mode()
-            if config.autonomy != "full_auto" and mode != "headless":
+            if config.approval.autonomy != "full_auto" and mode != "headless":
                 options["approver"] = ask_with_input
             self.defaults.last = result = heal(spec, executor=self.defaults.executor, **options)
             self._finish(result, cell=cell)
-        elif notebook_mode() == "live" and config.autonomy != "full_auto":
+        elif notebook_mode() == "live" and config.approval.autonomy != "full_auto":
             # the view's buttons answer: the run goes on in the kernel's loop and finishes when
             # it ends (the code cell follows the next execution)
             handle = start(spec, executor=self.defaults.executor, **options)

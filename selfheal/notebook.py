@@ -94,7 +94,7 @@ def _approval_required(state: HealState, why: str = _HEADLESS_WHY) -> ApprovalRe
     what = "a repair" if p is not None and p.kind == "repair" else "the first version"
     return ApprovalRequired(
         f"Run {state.run_id} needs a human to approve {what} (autonomy "
-        f"{state.config.autonomy!r}), but {why}. Pass `config=HealConfig(on_headless="
+        f"{state.config.approval.autonomy!r}), but {why}. Pass `config=HealConfig(on_headless="
         "'approve')` (or 'reject') to decide automatically, use autonomy 'full_auto', or "
         f"answer later with selfheal.resume({state.run_id!r}, selfheal.Approve()).",
         state=state,
@@ -102,7 +102,7 @@ def _approval_required(state: HealState, why: str = _HEADLESS_WHY) -> ApprovalRe
 
 
 def _finish_headless(result: HealResult, why: str = _HEADLESS_WHY) -> HealResult:
-    if result.status == "awaiting_approval" and result.config.on_headless == "error":
+    if result.status == "awaiting_approval" and result.config.approval.on_headless == "error":
         raise _approval_required(result.state, why)
     return result
 

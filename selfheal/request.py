@@ -29,7 +29,7 @@ from selfheal.usertests import UserTest, read_user_tests, user_test_cases
 
 ProviderArg = str | Provider | None
 """A model string (``"local"``, ``"ollama:<model>"``, ...), a Provider object, or None for
-``config.model`` / ``$SELFHEAL_MODEL`` / auto-detection."""
+``config.calls.model`` / ``$SELFHEAL_MODEL`` / auto-detection."""
 
 
 @dataclass(frozen=True)
@@ -50,10 +50,10 @@ class HealRequest:
     accepted too."""
     _: KW_ONLY
     provider: ProviderArg = None
-    """The model for every role (``config.models`` overrides per role)."""
+    """The model for every role (``config.calls.models`` overrides per role)."""
     config: HealConfig = field(default_factory=HealConfig)
-    """The options recorded with the run; a model string in ``provider`` fills ``config.model``
-    when that is unset."""
+    """The options recorded with the run; a model string in ``provider`` fills
+    ``config.calls.model`` when that is unset."""
     entry_point: str | None = None
     """The function's name (default: read from the spec)."""
     code: str | None = None
@@ -69,7 +69,7 @@ class HealRequest:
     """Calls every candidate runs on, e.g. ``f([-1, -2])``, whose outputs are compared across
     candidates (nothing is expected of them; ``%selfheal`` gives the call that raised)."""
     approver: Approver | None = None
-    """Answers proposals when ``config.autonomy`` asks for review."""
+    """Answers proposals when ``config.approval.autonomy`` asks for review."""
     executor: Executor | None = None
     """The sandbox candidates run in (default: the shared kernel pool)."""
     on_event: EventSink | None = None
@@ -85,17 +85,19 @@ class HealRequest:
             raise ConfigError(f"config must be a HealConfig, not {type(config).__name__}.")
         if isinstance(self.provider, str):
             parse_model_string(self.provider)  # an unknown model string fails here, not mid-run
-            if config.model is None:
-                config = config.model_copy(update={"model": self.provider})
-        if config.model is not None:
-            parse_model_string(config.model)
-        for model in config.models.values():
+            if config.calls.model is None:
+                config = config.changed(model=self.provider)
+        if config.calls.model is not None:
+            parse_model_string(config.calls.model)
+        for model in config.calls.models.values():
             parse_model_string(model)
         object.__setattr__(self, "config", config)
         object.__setattr__(
             self,
             "spec",
-            check_spec(self.spec, entry_point=self.entry_point, max_chars=config.max_spec_chars),
+            check_spec(
+                self.spec, entry_point=self.entry_point, max_chars=config.budgets.max_spec_chars
+            ),
         )
         spec = parse_spec(self.spec, entry_point=self.entry_point)
         entry = spec.entry_point
@@ -119,7 +121,7 @@ class HealRequest:
         spec = parse_spec(self.spec, entry_point=self.entry_point)
         stored: tuple[UserTest | TestCase, ...] = self.tests  # type: ignore[assignment]
         given = [t for t in stored if isinstance(t, UserTest)]
-        limits = Limits(test_timeout=max(self.config.test_timeout, 30.0))
+        limits = Limits(test_timeout=max(self.config.limits.test_timeout, 30.0))
         user_tests = list(user_test_cases(given, executor, limits))
         for t in stored:
             if isinstance(t, TestCase):

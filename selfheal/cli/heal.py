@@ -68,7 +68,7 @@ def _model_string(provider: str | None, model: str | None) -> str | None:
 def heal_config(args: argparse.Namespace) -> HealConfig:
     cfg = config_values(args)
     if isinstance(args.candidates, int) and args.candidates >= 1 and args.first_sample is None:
-        cfg["first_sample"] = min(args.candidates, HealConfig().first_sample)
+        cfg["first_sample"] = min(args.candidates, HealConfig().generation.first_sample)
     return HealConfig.model_validate(cfg, context={"names": FLAGS})
 
 

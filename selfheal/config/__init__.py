@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
@@ -33,9 +34,12 @@ class HealConfig(Record):
     """How a heal run behaves, in groups by the part of the run that reads them. Every result
     records the config it ran with (grouped).
 
-    Flat names work everywhere: ``HealConfig(candidates=4)``, ``model_copy(update={"candidates":
-    4})`` and ``config.candidates`` reach the field in its group (``FIELD_GROUP``, derived from
-    the groups); a stored flat config (an older run log) loads."""
+    A setting is read through its group, typed: ``config.generation.candidates``. Flat names
+    set it: ``HealConfig(candidates=4)``, ``config.changed(candidates=4)`` (and
+    ``model_copy(update={"candidates": 4})``) reach the field in its group (``FIELD_GROUP``,
+    derived from the groups); a stored flat config (an older run log) loads. The old flat read
+    ``config.candidates`` still works, with a ``DeprecationWarning``, and no type checker sees
+    it."""
 
     generation: Generation = Generation()
     """The first round's candidates."""
@@ -77,12 +81,27 @@ class HealConfig(Record):
             names = (info.context or {}).get("names", {})
             raise ConfigError(config_problems(exc, names)) from None
 
-    def __getattr__(self, name: str) -> Any:
-        """``config.candidates``: a field read through its group (``config.generation``)."""
-        group = FIELD_GROUP.get(name)
-        if group is None:
-            return super().__getattr__(name)  # type: ignore[misc]
-        return getattr(getattr(self, group), name)
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            """``config.candidates``, the old flat read: the field through its group, with a
+            ``DeprecationWarning`` that names the group (hidden from type checkers, so the
+            package cannot read a setting this way)."""
+            group = FIELD_GROUP.get(name)
+            if group is None:
+                return super().__getattr__(name)
+            warnings.warn(
+                f"HealConfig.{name} is the old flat read: read config.{group}.{name}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(getattr(self, group), name)
+
+    def changed(self, **settings: Any) -> HealConfig:
+        """A copy with ``settings`` (flat names or groups: ``changed(candidates=4)``), checked
+        as ``HealConfig(...)`` checks them (a bad value is a ``ConfigError``): how the package
+        rewrites a config."""
+        return type(self).model_validate({**dict(self), **settings})
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy with ``update``, whose fields may be named flat (``{"candidates": 4}``)."""
@@ -169,7 +188,8 @@ def _grouped(data: Any) -> Any:
     out, flat = _split(data)
     for group, part in flat.items():
         given = out.get(group, {})
-        given = dict(given) if isinstance(given, Group) else given
+        if isinstance(given, Group):  # what it was given, so the fields set stay the set ones
+            given = {name: getattr(given, name) for name in given.model_fields_set}
         if isinstance(given, Mapping):
             out[group] = {**given, **part}
     return out
@@ -187,9 +207,10 @@ def population_size(batch_hint: int | None) -> int:
 
 
 def candidates_of(config: HealConfig) -> int:
-    """``config.candidates`` as a number (``auto`` before a run resolved it:
+    """``config.generation.candidates`` as a number (``auto`` before a run resolved it:
     :data:`AUTO_CANDIDATES`)."""
-    return config.candidates if isinstance(config.candidates, int) else AUTO_CANDIDATES
+    count = config.generation.candidates
+    return count if isinstance(count, int) else AUTO_CANDIDATES
 
 
 def default_runs_dir() -> Path:
@@ -209,12 +230,12 @@ def runs_dir_for(configured: str | None) -> Path:
 def memory_path_for(config: HealConfig) -> Path:
     """Where ``config``'s memory lives: ``memory_path``, else ``$SELFHEAL_MEMORY``, else
     ``memory.sqlite3`` beside the run logs in its runs directory."""
-    if config.memory_path:
-        return Path(config.memory_path).expanduser()
+    if config.storage.memory_path:
+        return Path(config.storage.memory_path).expanduser()
     env = os.environ.get("SELFHEAL_MEMORY")
     if env:
         return Path(env).expanduser()
-    return runs_dir_for(config.runs_dir) / "memory.sqlite3"
+    return runs_dir_for(config.storage.runs_dir) / "memory.sqlite3"
 
 
 _REQUIREMENTS = {

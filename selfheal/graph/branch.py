@@ -65,10 +65,10 @@ def branch_point(history: Sequence[HealState], config: HealConfig) -> HealState 
     what the run did (no state parts)."""
     if not history:
         return None
-    recorded = history[0].config.candidates
-    if config.candidates == "auto" and isinstance(recorded, int):
+    recorded = history[0].config.generation.candidates
+    if config.generation.candidates == "auto" and isinstance(recorded, int):
         # auto: what the run's backend gave, which the run resolved and recorded
-        config = config.model_copy(update={"candidates": recorded})
+        config = config.changed(candidates=recorded)
     changes = config_changes(history[0].config, config)
     read = reading_nodes(changes)
 

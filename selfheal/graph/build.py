@@ -22,15 +22,15 @@ from selfheal.state import Event, HealState
 
 
 def make_router(config: HealConfig, provider: ProviderArg) -> ModelRouter:
-    """The router for a run: ``provider`` (a string or an object) or ``config.model``, with
-    ``config.models`` and ``SELFHEAL_MODEL_<ROLE>`` per-role overrides."""
+    """The router for a run: ``provider`` (a string or an object) or ``config.calls.model``, with
+    ``config.calls.models`` and ``SELFHEAL_MODEL_<ROLE>`` per-role overrides."""
     from selfheal.llm.router import Router
 
     if provider is not None and not isinstance(provider, str):
-        if config.models:
-            return Router(default=provider, per_role=config.models)
+        if config.calls.models:
+            return Router(default=provider, per_role=config.calls.models)
         return FixedRouter(provider)
-    return Router(default=provider or config.model, per_role=config.models)
+    return Router(default=provider or config.calls.model, per_role=config.calls.models)
 
 
 def check_models(router: ModelRouter, spec: str) -> None:
@@ -59,8 +59,8 @@ def make_context(
 ) -> Context:
     """The services of a run: the router for ``provider``/``config`` (checked against
     ``spec`` when given, before anything starts), ``executor`` (default: the shared kernel
-    pool), the memory across runs (when ``config.memory``; a memory that cannot be opened is a
-    ``MemoryUnavailable`` here, before any model call) and the live sinks."""
+    pool), the memory across runs (when ``config.storage.memory``; a memory that cannot be
+    opened is a ``MemoryUnavailable`` here, before any model call) and the live sinks."""
     llm = make_router(config, provider)
     if spec is not None:
         check_models(llm, spec)
@@ -69,7 +69,9 @@ def make_context(
         from selfheal.kernel_sandbox import get_default_pool
 
         executor = (
-            get_default_pool() if config.sandbox is None else get_default_pool(config.sandbox)
+            get_default_pool()
+            if config.limits.sandbox is None
+            else get_default_pool(config.limits.sandbox)
         )
     return Context(llm=llm, executor=executor, sink=sink, on_token=on_token, memory_store=memory)
 
@@ -99,7 +101,7 @@ def with_population(state: HealState, router: ModelRouter) -> HealState:
     hint = batch_hint(provider)
     update: dict[str, int] = {}
     notes: list[str] = []
-    if config.candidates == "auto":
+    if config.generation.candidates == "auto":
         update["candidates"] = population_size(hint)
         said = f"its batch_hint {hint}" if hint is not None else "no batch_hint"
         notes.append(
@@ -108,14 +110,14 @@ def with_population(state: HealState, router: ModelRouter) -> HealState:
         )
     n = update.get("candidates", candidates_of(config))
     chosen = "first_sample" in config.generation.model_fields_set
-    if batch_free(provider) and not chosen and config.first_sample < n:
+    if batch_free(provider) and not chosen and config.generation.first_sample < n:
         update["first_sample"] = n
         notes.append(
             f"first_sample={n}: {provider.model_id} decodes a batch for about the cost of "
             "one answer, so the first round asks the whole population at once"
         )
     if update:
-        config = config.model_copy(update=update)
+        config = config.changed(**update)
         events = [
             Event(time=time.time(), node="generate", kind="info", model=provider.model_id, detail=d)
             for d in notes
@@ -136,19 +138,17 @@ def with_resolved_models(state: HealState, router: ModelRouter, provider: Provid
     from selfheal.llm.router import Router
 
     config = state.config
-    if config.model is not None or not isinstance(router, Router):
+    if config.calls.model is not None or not isinstance(router, Router):
         return state  # the model is named already (a string keeps its own spelling)
     if provider is not None and not isinstance(provider, str):
         return state
     chosen = {role: router.model_string(role) for role in ROLES}
     values = list(chosen.values())
     model = max(set(values), key=values.count)
-    models = dict(config.models)
+    models = dict(config.calls.models)
     for role, value in chosen.items():
         if value != model and role not in models:
             models[role] = value
-    if (model, models) == (config.model, dict(config.models)):
+    if (model, models) == (config.calls.model, dict(config.calls.models)):
         return state
-    return state.model_copy(
-        update={"config": config.model_copy(update={"model": model, "models": models})}
-    )
+    return state.model_copy(update={"config": config.changed(model=model, models=models)})

@@ -21,7 +21,7 @@ class RunLog:
 
     @classmethod
     def for_state(cls, state: HealState) -> RunLog:
-        d = runs_dir_for(state.config.runs_dir)
+        d = runs_dir_for(state.config.storage.runs_dir)
         d.mkdir(parents=True, exist_ok=True)
         return cls(d / f"{state.run_id}.jsonl")
 

@@ -46,7 +46,7 @@ async def execute(state: HealState, ctx: Context) -> HealState:
     ran = await arun_many(
         ctx.executor,
         [(code, workload) for code in distinct.values()],
-        timeout=state.config.test_timeout,
+        timeout=state.config.limits.test_timeout,
         limits=limits_for(state),
     )
     by_code: dict[str, ExecutionReport] = dict(zip(distinct, ran, strict=True))

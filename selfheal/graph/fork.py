@@ -52,10 +52,10 @@ def fork(
     changes: list[str] = []
     cfg = config or base.config
     if model is not None:
-        cfg = cfg.model_copy(update={"model": model})
+        cfg = cfg.changed(model=model)
         changes.append("model")
     if models is not None:
-        cfg = cfg.model_copy(update={"models": dict(models)})
+        cfg = cfg.changed(models=dict(models))
         changes.append("models")
     if config is not None:
         changes.append("config")

@@ -16,7 +16,7 @@ def needs_review(state: HealState, proposal: Proposal) -> bool:
     code (``c0``, run as you gave it: nothing new to approve)."""
     if proposal.candidates and all(c.origin == "user" for c in proposal.candidates):
         return False
-    autonomy = state.config.autonomy
+    autonomy = state.config.approval.autonomy
     if autonomy == "review_all":
         return True
     return autonomy == "review_repairs" and proposal.kind == "repair"
@@ -158,7 +158,7 @@ def finish(state: HealState, ctx: Context) -> HealState:
         # a critic's rejection counts through the tests it added (run like any other);
         # an opinion without one is advice and never changes the status
         ev = state.evidence
-        agreed = ev.majority and ev.agreed if ev else state.config.agreement <= 1
+        agreed = ev.majority and ev.agreed if ev else state.config.selection.agreement <= 1
         status = "verified" if agreed else "unverified"
     else:
         status = "exhausted"

@@ -36,7 +36,7 @@ async def recall(state: HealState, ctx: Context) -> HealState:
     prompts) and at most one verified solution of a very similar spec (a ``memory``
     candidate in the first round, run and ranked like any other)."""
     memory = ctx.memory_store
-    if not state.config.memory or memory is None:
+    if not state.config.storage.memory or memory is None:
         return record(ctx, state, NODE, detail="memory off")
     try:
         remembered = memory.recall(state)
@@ -54,7 +54,7 @@ def remember(state: HealState, ctx: Context) -> HealState:
     """Write down what the finished run teaches (its lessons; its solution when verified;
     which remembered lessons led to a worse result)."""
     memory = ctx.memory_store
-    if not state.config.memory or memory is None:
+    if not state.config.storage.memory or memory is None:
         return state
     try:
         learning = memory.learn(state)

@@ -35,10 +35,10 @@ from selfheal.state import Decision, HealState
 def over_budget(s: HealState) -> str:
     """Why ``s`` may not run another node (its token or time budget is spent), or ""."""
     cfg = s.config
-    if cfg.token_budget is not None and s.usage.total_tokens >= cfg.token_budget:
-        return f"token budget spent ({s.usage.total_tokens} >= {cfg.token_budget})"
-    if cfg.time_budget is not None and s.elapsed >= cfg.time_budget:
-        return f"time budget spent ({s.elapsed:.1f}s >= {cfg.time_budget:.1f}s)"
+    if cfg.budgets.token_budget is not None and s.usage.total_tokens >= cfg.budgets.token_budget:
+        return f"token budget spent ({s.usage.total_tokens} >= {cfg.budgets.token_budget})"
+    if cfg.budgets.time_budget is not None and s.elapsed >= cfg.budgets.time_budget:
+        return f"time budget spent ({s.elapsed:.1f}s >= {cfg.budgets.time_budget:.1f}s)"
     return ""
 
 
@@ -81,7 +81,7 @@ class Run:
         """Reopen a run from its log (a path, a run id or an id prefix), at its last checkpoint."""
         path = find_run(run, runs_dir)
         state = read_states(path)[-1]
-        if provider is None and state.config.model is None and not state.config.models:
+        if provider is None and state.config.calls.model is None and not state.config.calls.models:
             raise ConfigError(
                 f"Run {state.run_id} used a provider object, which is not saved in the log. "
                 "Pass it again: Run.load(path, provider=...)."
@@ -139,7 +139,7 @@ class Run:
         event(ctx, s, name, "start")
         before = s.usage
         t0 = time.perf_counter()
-        budget = s.config.time_budget
+        budget = s.config.budgets.time_budget
         timer = asyncio.timeout(None if budget is None or name == "finish" else budget - s.elapsed)
         try:
             async with timer:
@@ -221,7 +221,7 @@ class Run:
     async def _ask(self, approver: Approver | None) -> Decision | None:
         pending = self._state.pending
         if approver is None or pending is None:
-            policy = self._state.config.on_headless
+            policy = self._state.config.approval.on_headless
             if policy == "error":
                 return None
             return Decision(kind=policy, reason=f"on_headless={policy}")

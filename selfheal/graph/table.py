@@ -34,13 +34,17 @@ Route = Callable[[HealState], NodeName]
 
 
 def can_repair(s: HealState) -> bool:
-    return s.config.repair and s.iteration < s.config.max_iterations
+    return s.config.repairs.repair and s.iteration < s.config.repairs.max_iterations
 
 
 def _when_passing(s: HealState) -> NodeName:
     rejections = sum(1 for r in s.reviews if r.verdict == "reject")
     reviewed_now = any(r.iteration == s.iteration and r.verdict == "accept" for r in s.reviews)
-    if s.config.critic and not reviewed_now and rejections < s.config.critic_rounds:
+    if (
+        s.config.selection.critic
+        and not reviewed_now
+        and rejections < s.config.selection.critic_rounds
+    ):
         return "critic"
     return "finish"
 
@@ -52,10 +56,10 @@ def after_generate(s: HealState) -> NodeName:
 def after_gate(s: HealState) -> NodeName:
     if s.status == "awaiting_approval":
         return "gate"  # the runner stops here until a decision is applied
-    if not s.config.run_tests:
+    if not s.config.tests.run_tests:
         return "finish"
     first = s.iteration == 1 and not any(t.origin == "adversarial" for t in s.tests)
-    if first and s.config.adversarial_tests and s.config.max_adversarial_tests > 0:
+    if first and s.config.tests.adversarial_tests and s.config.tests.max_adversarial_tests > 0:
         return "adversarial"
     return "execute"
 
@@ -88,7 +92,7 @@ def after_select(s: HealState) -> NodeName:
         if _can_top_up(s):
             return "generate"  # fresh samples before repairs: cheaper and more diverse
         return "diagnose" if can_repair(s) else "finish"
-    if s.config.top_up == "to_agree" and _can_top_up(s) and not _settled_early(s):
+    if s.config.generation.top_up == "to_agree" and _can_top_up(s) and not _settled_early(s):
         return "generate"
     if not ev.trusted_total and all(c.origin == "user" for c in s.candidates):
         return "generate"  # your code passes nothing that could show it right: ask the model
@@ -103,7 +107,7 @@ def after_diagnose(s: HealState) -> NodeName:
         return "select"
     if not can_repair(s):
         return "finish"
-    return "lessons" if s.config.lessons else "repair"
+    return "lessons" if s.config.repairs.lessons else "repair"
 
 
 def after_critic(s: HealState) -> NodeName:
@@ -125,7 +129,7 @@ def after_decision(s: HealState) -> NodeName:
     rejected = bool(s.decisions) and s.decisions[-1].kind == "reject"
     if s.pending is None and s.status == "running" and rejected:
         rejects = sum(1 for d in s.decisions if d.kind == "reject")
-        if rejects >= s.config.max_iterations:
+        if rejects >= s.config.repairs.max_iterations:
             return "finish"
         return "repair" if s.attempts else "generate"
     return after_gate(s)

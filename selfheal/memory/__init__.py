@@ -57,5 +57,5 @@ def default_path(config: HealConfig | None = None) -> Path:
 
 
 def open_memory(config: HealConfig) -> Memory | None:
-    """The memory a run with ``config`` uses, or None when ``config.memory`` is off."""
-    return Memory(memory_path_for(config)) if config.memory else None
+    """The memory a run with ``config`` uses, or None when ``config.storage.memory`` is off."""
+    return Memory(memory_path_for(config)) if config.storage.memory else None

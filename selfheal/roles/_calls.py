@@ -131,13 +131,13 @@ def _call(
     call of the role carries: who asks, the config's temperature, at most ``max_tokens``
     (never more than the config's), and where streamed tokens go."""
     p: Provider = log.ctx.provider(role)
-    if state.config.transcripts:
+    if state.config.calls.transcripts:
         p = _Transcribing(p, log.sent)
     options: dict[str, Any] = {
         "role": role,
         "node": log.node,
-        "max_tokens": min(state.config.max_tokens, max_tokens),
-        "temperature": state.config.temperature,
+        "max_tokens": min(state.config.calls.max_tokens, max_tokens),
+        "temperature": state.config.calls.temperature,
     }
     if log.ctx.on_token is not None:
         sink = log.ctx.on_token
@@ -155,7 +155,7 @@ def _llm_events(
     log: CallLog, state: HealState, role: RoleName, label: str, completions: Sequence[Completion]
 ) -> None:
     """One ``llm`` event per completion (with its transcript when kept), and its usage."""
-    keep = state.config.transcripts
+    keep = state.config.calls.transcripts
     for i, c in enumerate(completions):
         log.completions.append((role, c))
         log.emit(
@@ -235,7 +235,7 @@ async def ask_for_code(
         entry_point=entry_point,
         prefill=prefill,
         seed=seed,
-        retry_temperature=state.config.sample_temperature,
+        retry_temperature=state.config.generation.sample_temperature,
         **options,
     )
     _record(log, state, role, prompt, reply.completions, reply.degraded)

@@ -24,7 +24,7 @@ async def adversarial(state: HealState, ctx: Context) -> HealState:
         variables={
             "code": current.code,
             "existing": sources(state.tests),
-            "max_tests": cfg.max_adversarial_tests,
+            "max_tests": cfg.tests.max_adversarial_tests,
         },
     )
     _, found = parse_test_block(code, state.spec.entry_point)
@@ -34,7 +34,7 @@ async def adversarial(state: HealState, ctx: Context) -> HealState:
         origin="adversarial",
         prefix="adv",
         trusted=False,
-        limit=cfg.max_adversarial_tests,
+        limit=cfg.tests.max_adversarial_tests,
     )
     log.info(state, f"{len(new)} adversarial test(s) (untrusted)")
     return log.apply(state, tests=state.tests + new)

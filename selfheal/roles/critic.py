@@ -70,7 +70,7 @@ async def critic(state: HealState, ctx: Context) -> HealState:
             variables={
                 "code": current.code,
                 "tests": sources(state.active_tests),
-                "max_tests": cfg.max_critic_tests,
+                "max_tests": cfg.selection.max_critic_tests,
             },
         )
     except MalformedReply as exc:
@@ -88,7 +88,12 @@ async def critic(state: HealState, ctx: Context) -> HealState:
             found.extend(parse_test_block(src, state.spec.entry_point)[1])
     new = (
         add_tests(
-            state, found, origin="critic", prefix="cr", trusted=False, limit=cfg.max_critic_tests
+            state,
+            found,
+            origin="critic",
+            prefix="cr",
+            trusted=False,
+            limit=cfg.selection.max_critic_tests,
         )
         if verdict == "reject"
         else ()

@@ -95,7 +95,11 @@ async def adjudicate(
         call, expected_src = eq
         checked += 1
         snippet: SnippetResult = await acall(
-            ctx.executor, "run_snippet", call, setup=current.code, timeout=state.config.test_timeout
+            ctx.executor,
+            "run_snippet",
+            call,
+            setup=current.code,
+            timeout=state.config.limits.test_timeout,
         )
         ok_actual, actual = (
             _literal(snippet.value or "") if snippet.outcome == "passed" else (False, None)
@@ -110,7 +114,7 @@ async def adjudicate(
                     "equal within 1e-9, so the exact comparison is the test's mistake"
                 )
             continue
-        if call not in state.oracle and len(state.oracle) < state.config.oracle_calls:
+        if call not in state.oracle and len(state.oracle) < state.config.selection.oracle_calls:
             answers = await oracle.ask(state, log, [call])
             state = state.model_copy(update={"oracle": {**state.oracle, **answers}})
             asked.update(answers)
@@ -218,7 +222,7 @@ async def diagnose(state: HealState, ctx: Context) -> HealState:
             )
             if all_active_pass(state, rep):
                 return log.apply(state)
-    if not state.config.diagnosis:
+    if not state.config.repairs.diagnosis:
         log.info(
             state,
             "no diagnosis asked (diagnosis=False): the repair round patches from the failing tests",

@@ -165,19 +165,19 @@ async def generate(state: HealState, ctx: Context) -> HealState:
     # the model's own answers count; a remembered solution is one more
     asked = sum(c.origin in ("greedy", "sample") for c in first_round)
     if not first_round and state.pending is None:
-        want = min(cfg.first_sample, candidates_of(cfg))
+        want = min(cfg.generation.first_sample, candidates_of(cfg))
         requests = first_answers(state, base)[:want]
     else:
         want = candidates_of(cfg) - asked
         requests = []
     requests += samples_in_turn(state, base, asked + len(requests), max(0, want - len(requests)))
-    wanted = cfg.spec_blind_tests
+    wanted = cfg.tests.spec_blind_tests
     if wanted == "auto":
         wanted = not any(t.trusted for t in state.tests) or len(state.probes) < 4
     inputs = wants_inputs(state)
     write_tests = (
         wanted
-        and cfg.max_spec_tests > 0
+        and cfg.tests.max_spec_tests > 0
         and not any(t.origin == "spec_blind" for t in state.tests)
         and not any(p.origin == "model_input" for p in state.probes)
         and not first_round
@@ -283,9 +283,9 @@ async def repair(state: HealState, ctx: Context) -> HealState:
     leaders = _failing_leaders(state, 2)
     base = base_variables(state)
     requests: list[Request] = []
-    patching = confident or candidates_of(cfg) == 1 or not cfg.diagnosis
+    patching = confident or candidates_of(cfg) == 1 or not cfg.repairs.diagnosis
     if patching:
-        for i, c in enumerate(leaders[: 1 if cfg.repair_width < 3 else 2]):
+        for i, c in enumerate(leaders[: 1 if cfg.repairs.repair_width < 3 else 2]):
             d = diagnosis if c.id == current.candidate else None
             requests.append(
                 Request(
@@ -297,16 +297,18 @@ async def repair(state: HealState, ctx: Context) -> HealState:
                         "failures": _failures_of(state, c),
                         "diagnosis": (f"{d.root_cause} Fix: {d.repair_strategy}" if d else ""),
                     },
-                    cfg.temperature if i == 0 else cfg.sample_temperature,
+                    cfg.calls.temperature if i == 0 else cfg.generation.sample_temperature,
                     parent=c.id,
                 )
             )
     else:
         log.info(state, "low-confidence diagnosis: fresh samples from the spec instead of a patch")
     fresh_variables = {**base, "failures": _failures_of(state, leaders[0]) if leaders else []}
-    origin: CandidateOrigin = "rewrite" if confident or not cfg.diagnosis else "regenerate"
-    rewrite = Request(origin, "generator", fresh_variables, max(cfg.sample_temperature, 0.2))
-    requests += [rewrite] * (cfg.repair_width - len(requests))
+    origin: CandidateOrigin = "rewrite" if confident or not cfg.repairs.diagnosis else "regenerate"
+    rewrite = Request(
+        origin, "generator", fresh_variables, max(cfg.generation.sample_temperature, 0.2)
+    )
+    requests += [rewrite] * (cfg.repairs.repair_width - len(requests))
     round_no = state.iteration + 1
     fresh = await _ask_round(state, ctx, log, requests, round=round_no)
     seen = {normalized(c.code) for c in state.candidates}
@@ -321,7 +323,9 @@ async def repair(state: HealState, ctx: Context) -> HealState:
     repeats = len(fresh) - len(kept)
     if repeats:
         # a repeated version brings nothing: replace it by a fresh sample, hotter
-        hot = Request("regenerate", "generator", fresh_variables, max(1.0, cfg.sample_temperature))
+        hot = Request(
+            "regenerate", "generator", fresh_variables, max(1.0, cfg.generation.sample_temperature)
+        )
         state_for_ids = state.model_copy(update={"candidates": state.candidates + tuple(kept)})
         again = await _ask_round(state_for_ids, ctx, log, [hot] * repeats, round=round_no)
         kept += [c for c in again if unseen(c)]

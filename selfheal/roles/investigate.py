@@ -121,7 +121,7 @@ class _Native:
 
     def __init__(self, state: HealState, ctx: Context, log: CallLog) -> None:
         self.state, self.ctx, self.log = state, ctx, log
-        self.variables = _variables(state, True, [], state.config.debugger_steps)
+        self.variables = _variables(state, True, [], state.config.repairs.debugger_steps)
         self.history: list[Message] = []  # the calls so far and their results
         self.call = ToolCall(name="")  # the call being answered
 
@@ -181,10 +181,10 @@ async def investigate(state: HealState, ctx: Context, log: CallLog) -> tuple[Pro
     Returns them as probes, oldest first; the diagnosis goes ahead with what was found."""
     current = state.current
     assert current is not None and current.report is not None
-    budget = state.config.debugger_steps
+    budget = state.config.repairs.debugger_steps
     if budget <= 0 or not current.report.load.ok:
         return ()
-    native_ok = state.config.debugger_tool_calls == "native"
+    native_ok = state.config.repairs.debugger_tool_calls == "native"
     native = (
         _Native(state, ctx, log) if native_ok and supports_tools(ctx.provider("debugger")) else None
     )

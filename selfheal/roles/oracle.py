@@ -73,7 +73,7 @@ def open_questions(state: HealState) -> list[str]:
     """What to ask the oracle, within the run's ``oracle_calls`` budget: a critic's
     counterexample on which the passing candidates differ, then the inputs where the two leading
     clusters, tied in standing, disagree; never the same call twice."""
-    budget = state.config.oracle_calls - len(state.oracle)
+    budget = state.config.selection.oracle_calls - len(state.oracle)
     if budget <= 0:
         return []
     sel = select(state)

@@ -38,16 +38,18 @@ def seed_for(state: HealState, where: str) -> int | None:
     """The sampling seed of one request: derived from ``HealConfig.seed`` and the request's
     place in the run (node, round, position, temperature), so a run repeated with the same seed
     asks the same questions with the same seeds; None (a random seed) without one."""
-    if state.config.seed is None:
+    if state.config.generation.seed is None:
         return None
-    return (state.config.seed * 1_000_003 + zlib.crc32(where.encode())) % 2**31
+    return (state.config.generation.seed * 1_000_003 + zlib.crc32(where.encode())) % 2**31
 
 
 def shown_lessons(state: HealState) -> list[str]:
     """The lessons the prompts show: the rolling ones when the lessons role is on, and always
     those a human gave a fork (``Run.fork(lessons=...)``), which would otherwise be dropped."""
     given = state.parent is not None and "lessons" in state.parent.changes
-    return [lesson.text for lesson in state.lessons] if state.config.lessons or given else []
+    return (
+        [lesson.text for lesson in state.lessons] if state.config.repairs.lessons or given else []
+    )
 
 
 def base_variables(state: HealState) -> dict[str, Any]:
@@ -75,15 +77,15 @@ def _in_form(state: HealState, base: dict[str, Any], form: Form, req: Request) -
 def first_answers(state: HealState, base: dict[str, Any]) -> list[Request]:
     """The greedy answer in each form of ``HealConfig.first_answer``, the lead first (``both``:
     completing the header, then instructed)."""
-    greedy = Request("greedy", "generator", base, state.config.temperature)
-    return [_in_form(state, base, f, greedy) for f in FORMS[state.config.first_answer]]
+    greedy = Request("greedy", "generator", base, state.config.calls.temperature)
+    return [_in_form(state, base, f, greedy) for f in FORMS[state.config.generation.first_answer]]
 
 
 def samples_in_turn(state: HealState, base: dict[str, Any], asked: int, n: int) -> list[Request]:
     """``n`` sampled answers of the first round after ``asked`` model answers, taking turns
     across the forms of ``HealConfig.first_answer``."""
-    forms = FORMS[state.config.first_answer]
-    sample = Request("sample", "generator", base, state.config.sample_temperature)
+    forms = FORMS[state.config.generation.first_answer]
+    sample = Request("sample", "generator", base, state.config.generation.sample_temperature)
     return [_in_form(state, base, forms[(asked + i) % len(forms)], sample) for i in range(n)]
 
 
@@ -93,7 +95,7 @@ def first_round_batches(state: HealState) -> tuple[int, ...]:
     greedy answers one by one), smallest first; e.g. ``(1, 3)`` for 8 candidates in both
     forms. A backend warms these up before the run needs them (docs/gpu.md)."""
     base = base_variables(state)
-    want = min(state.config.first_sample, candidates_of(state.config))
+    want = min(state.config.generation.first_sample, candidates_of(state.config))
     requests = first_answers(state, base)[:want]
     requests += samples_in_turn(state, base, len(requests), max(0, want - len(requests)))
     together = Counter((r.prompt, r.prefill, r.temperature) for r in requests)

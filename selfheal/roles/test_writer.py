@@ -19,7 +19,7 @@ NODE = "plan_tests"
 def with_examples(state: HealState, log: CallLog) -> HealState:
     """Add the spec's examples (once its entry point is known) as trusted tests."""
     spec = state.spec
-    if not (state.config.example_tests and spec.entry_point):
+    if not (state.config.tests.example_tests and spec.entry_point):
         return state
     examples = [(example_assert(ex), "example written in the spec") for ex in spec.examples]
     new = add_tests(state, examples, origin="example", prefix="ex", trusted=True, limit=50)
@@ -33,13 +33,15 @@ def with_probes(state: HealState, log: CallLog) -> HealState:
     """Add the probe inputs the spec and the tests give (mutations of the examples, the calls
     inside model-written tests, signature values), up to ``max_probes``."""
     cfg = state.config
-    if not (cfg.probes and cfg.run_tests and state.spec.entry_point):
+    if not (cfg.tests.probes and cfg.tests.run_tests and state.spec.entry_point):
         return state
-    pairs = planned_probes(state.spec, state.tests, cfg.max_probes)
+    pairs = planned_probes(state.spec, state.tests, cfg.tests.max_probes)
     # the calls inside model-written tests come on top of the mechanical ones (the tests
     # themselves are capped by their own limits)
     extra = sum(1 for _, origin in pairs if origin == "model_test")
-    probes = merge_probes(state.probes, pairs, limit=cfg.max_probes + extra, round=state.iteration)
+    probes = merge_probes(
+        state.probes, pairs, limit=cfg.tests.max_probes + extra, round=state.iteration
+    )
     added = len(probes) - len(state.probes)
     if added:
         log.info(state, f"{added} probe input(s) (compared across candidates)")
@@ -85,7 +87,7 @@ async def _ask_spec_blind(state: HealState, log: CallLog, *, inputs_only: bool) 
         log,
         role="test_writer",
         prompt="test_writer",
-        variables={"max_tests": state.config.max_spec_tests, "inputs_only": inputs_only},
+        variables={"max_tests": state.config.tests.max_spec_tests, "inputs_only": inputs_only},
         max_tokens=200 if inputs_only else 400,  # calls alone are short
     )
 
@@ -101,7 +103,12 @@ async def spec_blind_tests(state: HealState, log: CallLog) -> tuple[TestCase, ..
         name = re.match(r"def\s+(\w+)", signature or "")
         found = parse_test_block(code, name.group(1))[1] if name else []
     new = add_tests(
-        state, found, origin="spec_blind", prefix="sb", trusted=False, limit=cfg.max_spec_tests
+        state,
+        found,
+        origin="spec_blind",
+        prefix="sb",
+        trusted=False,
+        limit=cfg.tests.max_spec_tests,
     )
     log.info(state, f"{len(new)} spec-blind test(s) (untrusted)")
     return new
@@ -110,7 +117,7 @@ async def spec_blind_tests(state: HealState, log: CallLog) -> tuple[TestCase, ..
 def wants_inputs(state: HealState) -> bool:
     """The test writer proposes inputs, not tests (``spec_blind_form="inputs"``, and the
     function has a name to call)."""
-    return state.config.spec_blind_form == "inputs" and bool(state.spec.entry_point)
+    return state.config.tests.spec_blind_form == "inputs" and bool(state.spec.entry_point)
 
 
 async def spec_blind_inputs(state: HealState, log: CallLog) -> list[str]:
@@ -119,7 +126,7 @@ async def spec_blind_inputs(state: HealState, log: CallLog) -> list[str]:
     a probe input: candidates are compared on it, nothing is expected of it."""
     code = await _ask_spec_blind(state, log, inputs_only=True)
     found = calls_in_test(code, state.spec.entry_point)
-    calls = list(dict.fromkeys(found))[: state.config.max_spec_tests]
+    calls = list(dict.fromkeys(found))[: state.config.tests.max_spec_tests]
     log.info(state, f"{len(calls)} spec-blind input(s) (probes)")
     return calls
 

@@ -337,6 +337,6 @@ def summary_line(state: HealState, *, live: bool = False) -> str:
     else:
         where = state.status
     return (
-        f"{name}: {where} · iteration {state.iteration}/{state.config.max_iterations} · "
+        f"{name}: {where} · iteration {state.iteration}/{state.config.repairs.max_iterations} · "
         f"{state.usage.calls} model call(s) · {state.usage.total_tokens} tokens"
     )

@@ -22,6 +22,7 @@ import tomllib
 
 import scripts as s
 from selfheal import heal
+from selfheal.config import FIELD_GROUP, GROUPS
 from selfheal.graph import table
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider
@@ -173,6 +174,52 @@ def test_long_modules_are_explained() -> None:
 def test_at_most_three_long_modules() -> None:
     long = _long_modules()
     assert len(long) <= MAX_LONG_MODULES, sorted(long)
+
+
+def _is_config(node: ast.expr) -> bool:
+    """A config by its spelling: ``config``, ``cfg``, ``x.config``, ``x._config``,
+    ``HealConfig(...)`` (the names the package gives a ``HealConfig``)."""
+    if isinstance(node, ast.Call):
+        return _is_config(node.func) or (
+            isinstance(node.func, ast.Name) and node.func.id == "HealConfig"
+        )
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
+    return name in ("config", "_config", "cfg")
+
+
+def _flat_config_reads(folder: Path) -> list[str]:
+    """Reads of a setting by its flat name on a config: ``config.candidates``,
+    ``getattr(cfg, name)`` (unless ``name`` is a group), and writes of one through
+    ``config.model_copy(update={"candidates": ...})``."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr in FIELD_GROUP:
+                bad = _is_config(node.value)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                args = node.args
+                bad = node.func.id == "getattr" and len(args) >= 2 and _is_config(args[0])
+                bad = bad and not (isinstance(args[1], ast.Constant) and args[1].value in GROUPS)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                update = [k.value for k in node.keywords if k.arg == "update"]
+                keys = update[0].keys if update and isinstance(update[0], ast.Dict) else []
+                flat = [k for k in keys if isinstance(k, ast.Constant) and k.value in FIELD_GROUP]
+                bad = node.func.attr == "model_copy" and _is_config(node.func.value) and bool(flat)
+            else:
+                continue
+            if bad:
+                found.append(
+                    f"{path.relative_to(folder.parent)}:{node.lineno}: {ast.unparse(node)}"
+                )
+    return found
+
+
+def test_settings_are_read_by_their_group() -> None:
+    """Inside selfheal/ a setting is read through its group (``config.generation.candidates``,
+    typed, so mypy checks the read), never by its flat name, which ``HealConfig`` keeps for its
+    callers' keywords and old code alone (docs/configuration.md)."""
+    found = _flat_config_reads(ROOT / "selfheal")
+    assert not found, f"{len(found)} flat config reads: {found}"
 
 
 def test_the_pipeline_has_one_concurrency_model() -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import lzma
 from pathlib import Path
@@ -31,17 +32,47 @@ def test_the_flat_forms_and_the_grouped_form_are_one_config() -> None:
     assert HealConfig(candidates=4, test_timeout=3) == grouped
     assert HealConfig(generation=Generation(candidates=4), test_timeout=3.0) == grouped
     assert HealConfig().model_copy(update={"candidates": 4, "test_timeout": 3.0}) == grouped
-    assert grouped.candidates == grouped.generation.candidates == 4
-    assert grouped.test_timeout == grouped.limits.test_timeout == 3.0
+    assert grouped.generation.candidates == 4 and grouped.limits.test_timeout == 3.0
     # flat names on top of a group given whole
     mixed = HealConfig(generation={"candidates": 4, "seed": 1}, seed=2)
-    assert (mixed.candidates, mixed.seed) == (4, 2)
+    assert (mixed.generation.candidates, mixed.generation.seed) == (4, 2)
     dumped = grouped.model_dump(mode="json")
     assert set(dumped) == set(GROUPS) and dumped["generation"]["candidates"] == 4
     assert HealConfig.model_validate(dumped) == grouped
     assert HealConfig.single_shot().flat()["repair"] is False
     with pytest.raises(ValueError, match="frozen"):
         grouped.candidates = 5
+
+
+def test_the_old_flat_read_still_works_and_says_where_the_setting_is() -> None:
+    config = HealConfig(candidates=4, test_timeout=3)
+    with pytest.warns(DeprecationWarning, match=r"read config\.generation\.candidates"):
+        assert config.candidates == 4
+    with pytest.warns(DeprecationWarning, match=r"read config\.limits\.test_timeout"):
+        assert config.test_timeout == 3.0
+    with pytest.raises(AttributeError):
+        config.candidate  # noqa: B018 (not a setting)
+
+
+def test_changed_rewrites_settings_by_flat_name_checked_and_keeping_what_was_set() -> None:
+    """``changed`` is how the package rewrites a config: flat names or groups, validated like
+    ``HealConfig(...)``; a group it does not touch is the same object, and a group it touches
+    keeps which of its fields were set (``first_sample`` given or not decides the first
+    round's size on a batch-free backend)."""
+    config = HealConfig(first_sample=3, memory=False)
+    moved = config.changed(candidates=6, model="mock")
+    assert (moved.generation.candidates, moved.generation.first_sample) == (6, 3)
+    assert moved.calls.model == "mock" and moved.storage is config.storage
+    assert moved.generation.model_fields_set == {"candidates", "first_sample"}
+    assert config.changed(seed=1).generation.model_fields_set == {"first_sample", "seed"}
+    assert HealConfig().changed(calls={"temperature": 0.5}).calls.temperature == 0.5
+    with pytest.raises(ConfigError, match=r"generation\.candidates=99: must be at most 16"):
+        config.changed(candidates=99)
+    with pytest.raises(ConfigError, match="not an option"):
+        config.changed(candidate=4)
+    # a group given whole and a flat name on top: only what was given counts as set
+    given = HealConfig(generation=Generation(candidates=8), seed=1)
+    assert given.generation.model_fields_set == {"candidates", "seed"}
 
 
 def test_a_bad_grouped_value_names_the_setting_and_its_group() -> None:
@@ -142,3 +173,17 @@ def test_a_setting_word_is_parsed_against_the_field() -> None:
         setting("candidate=4")
     with pytest.raises(ConfigError, match=r"invalid int value: 'many' \(it needs a number or auto"):
         build_parser().parse_args(["heal", "SPEC", "--candidates", "many"])
+
+
+def test_the_docs_table_of_the_settings_is_derived_from_the_groups() -> None:
+    """docs/usage.md's table of groups and settings is what ``scripts/settings_table.py``
+    writes from the groups: a new setting, or one moved, shows there without a hand edit."""
+    spec = importlib.util.spec_from_file_location(
+        "settings_table", REPO / "scripts/settings_table.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.stale() == [], "run: python scripts/settings_table.py --write"
+    for name in FIELD_GROUP:
+        assert f"`{name}`" in script.table()

@@ -140,7 +140,7 @@ async def run_tool(
     run (an unknown tool, a missing argument, an unknown id) gets an observation that says
     so and what to call instead."""
     started = time.perf_counter()
-    limit = limit or observation_limit(tool, state.config.debugger_steps)
+    limit = limit or observation_limit(tool, state.config.repairs.debugger_steps)
     text, runs = await _dispatch(tool, {k: str(v) for k, v in args.items()}, state, ctx, limit)
     return Observation(cut(text, limit), time.perf_counter() - started, runs)
 

@@ -44,7 +44,7 @@ async def snippet(state: HealState, ctx: Context, code: str) -> SnippetResult:
         "run_snippet",
         code[:MAX_SNIPPET],
         setup=current(state)[1],
-        timeout=state.config.test_timeout,
+        timeout=state.config.limits.test_timeout,
         limits=limits_for(state),
     )
     return result

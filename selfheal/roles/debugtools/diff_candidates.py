@@ -71,7 +71,7 @@ async def diff_candidates(
         reports = await arun_many(
             ctx.executor,
             [(a.code, probes), (b.code, probes)],
-            timeout=state.config.test_timeout,
+            timeout=state.config.limits.test_timeout,
             limits=limits_for(state),
         )
         runs = 2

@@ -49,7 +49,7 @@ async def trace_failure(ref: str, state: HealState, ctx: Context, limit: int) ->
         "run_trace",
         code,
         test,
-        timeout=state.config.test_timeout,
+        timeout=state.config.limits.test_timeout,
         limits=limits_for(state),
     )
     head = f"trace of {test.id}: `{cut(' '.join(shown.split()), 160)}`\n"
