@@ -14,6 +14,7 @@ from dataclasses import KW_ONLY, dataclass, field
 
 from selfheal._parse import parse_or_none
 from selfheal.approval import Approver
+from selfheal.asking import Asker
 from selfheal.config import HealConfig
 from selfheal.context import EventSink, TokenSink
 from selfheal.errors import ConfigError
@@ -70,6 +71,9 @@ class HealRequest:
     candidates (nothing is expected of them; ``%selfheal`` gives the call that raised)."""
     approver: Approver | None = None
     """Answers proposals when ``config.autonomy`` asks for review."""
+    asker: Asker | None = None
+    """Answers questions when the evidence runs out (``selfheal.asking``; at most
+    ``config.ask_limit``, never under ``autonomy="full_auto"``); None never asks."""
     executor: Executor | None = None
     """The sandbox candidates run in (default: the shared kernel pool)."""
     on_event: EventSink | None = None
@@ -133,6 +137,7 @@ class HealRequest:
             tests=marked(user_tests),
             probes=probes,
             given_code=self.code,
+            can_ask=self.asker is not None,
         )
 
 

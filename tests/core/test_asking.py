@@ -1,0 +1,181 @@
+"""Asking you when the evidence runs out (docs/loop.md, "Asking you"): a question when the
+candidates that pass every trusted test disagree, or when every candidate fails the model's
+test and nothing is trusted; the answer is a trusted test the run goes on with. Scripted mock
+model, real kernel pool."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+import scripts as s
+from selfheal import Approve, HealConfig, NoneOfThese, Pick, Skip, heal
+from selfheal.asking import ask_on_terminal
+from selfheal.kernel_sandbox import KernelPool
+from selfheal.llm.mock import MockProvider
+from selfheal.result import HealResult
+from selfheal.state import Answer, Choice, HealState, Question, Spec
+
+
+def good_clamp(x: float, lo: float, hi: float) -> float:
+    return max(lo, min(x, hi))
+
+
+class Recorder:
+    """An asker that answers with ``answer(question)`` and keeps every question."""
+
+    def __init__(self, answer: Callable[[Question], Answer]) -> None:
+        self.answer = answer
+        self.questions: list[Question] = []
+
+    def __call__(self, question: Question, state: HealState) -> Answer:
+        self.questions.append(question)
+        return self.answer(question)
+
+
+def right_value(question: Question) -> str:
+    """What the right clamp returns for the asked input (evaluated here, on the test's side)."""
+    args = eval(question.call, {"clamp": lambda *a: a})  # the call's arguments
+    return repr(good_clamp(*args))
+
+
+def right_choice(question: Question) -> Answer:
+    """The offered output the right clamp gives, else "none of these" with its value."""
+    want = right_value(question)
+    match = [c.output for c in question.choices if c.output == want]
+    return Pick(match[0]) if match else NoneOfThese(want)
+
+
+def run(script: dict[str, list[str]], pool: KernelPool, asker: object, **cfg: object) -> HealResult:
+    base: dict[str, object] = {
+        "candidates": 2,
+        "memory": False,
+        "oracle_calls": 0,
+        "autonomy": "review_repairs",
+        "on_headless": "approve",
+        **s.INSTRUCTED,
+    }
+    config = HealConfig(**{**base, **cfg})  # type: ignore[arg-type]
+    mock = MockProvider(script)  # type: ignore[arg-type]
+    return heal(
+        s.SPEC,
+        provider=mock,
+        config=config,
+        executor=pool,
+        asker=asker,  # type: ignore[arg-type]
+        approver=lambda _proposal, _state: Approve(),
+    )
+
+
+DISAGREE = {"generator": [s.BUGGY, s.GOOD], "test_writer": [s.NO_TESTS]}
+"""Two candidates that both pass the example clamp(5, 0, 3) -> 3 and differ below ``lo``."""
+
+
+def test_disagreeing_candidates_ask_once_and_the_answer_chooses(pool: KernelPool) -> None:
+    asker = Recorder(right_choice)
+    result = run(DISAGREE, pool, asker)
+    assert len(asker.questions) == 1
+    q = asker.questions[0]
+    assert q.kind == "disagree" and q.function == "clamp"
+    assert sorted(c.count for c in q.choices) == [1, 1]
+    (asked,) = result.state.questions
+    test = result.state.test(asked.test_id or "")
+    assert test is not None and test.trusted and test.origin == "user"
+    assert test.id == "ua1" and q.call in test.source
+    assert "your answer" in result.evidence.summary
+    assert "max(lo" in (result.code or "")
+    assert result.function(-5, 0, 3) == 0
+    assert "ask" in [e.node for e in result.timeline if e.kind == "end"]
+
+
+def test_none_of_these_makes_a_test_both_fail_and_a_repair_follows(pool: KernelPool) -> None:
+    # both candidates pass the example and are wrong below lo, each its own way: the user types
+    # the right value, both fail it, and the repair round brings the right code
+    below = s.block("def clamp(x, lo, hi):\n    return hi if x > hi else x - 1 if x < lo else x")
+    script = {
+        "generator": [s.BUGGY, below, s.GOOD],
+        "test_writer": [s.NO_TESTS],
+        "debugger": [s.DIAG_CODE],
+    }
+    asker = Recorder(lambda q: NoneOfThese(right_value(q)))
+    result = run(script, pool, asker, repair_width=1, max_iterations=2)
+    assert len(asker.questions) == 1
+    (asked,) = result.state.questions
+    assert asked.answer.kind == "typed" and asked.test_id == "ua1"
+    first = [c for c in result.candidates if c.round == 1]
+    assert all(
+        {r.test_id: r.outcome for r in c.report.results}["ua1"] == "failed"  # type: ignore[union-attr]
+        for c in first
+    )
+    assert "repair" in [e.node for e in result.timeline if e.kind == "end"]
+    assert result.function(-5, 0, 3) == 0
+
+
+def test_full_auto_and_no_asker_never_ask(pool: KernelPool) -> None:
+    asker = Recorder(right_choice)
+    result = run(DISAGREE, pool, asker, autonomy="full_auto")
+    assert asker.questions == [] and result.state.questions == ()
+    result = run(DISAGREE, pool, None)
+    assert result.state.questions == ()
+    assert "ask" not in [e.node for e in result.timeline]
+
+
+def test_ask_limit_is_respected(pool: KernelPool) -> None:
+    # skipping leaves the disagreement open: the run asks about the next input, up to the limit
+    asker = Recorder(lambda q: Skip())
+    result = run(DISAGREE, pool, asker, ask_limit=2)
+    assert len(asker.questions) == 2
+    assert len({q.call for q in asker.questions}) == 2
+    assert [a.answer.kind for a in result.state.questions] == ["skip", "skip"]
+    asker = Recorder(right_choice)
+    result = run(DISAGREE, pool, asker, ask_limit=0)
+    assert asker.questions == []
+
+
+def test_a_dispute_with_the_model_test_and_no_trusted_test_asks(pool: KernelPool) -> None:
+    # no example: the model's test says clamp(7, 0, 3) == 7, both candidates return 3
+    spec = "Write a function clamp(x, lo, hi) that returns x limited to the range [lo, hi]."
+    asker = Recorder(right_choice)
+    config = HealConfig(
+        candidates=2,
+        memory=False,
+        oracle_calls=0,
+        autonomy="review_repairs",
+        spec_blind_tests=True,
+        **s.INSTRUCTED,  # type: ignore[arg-type]
+    )
+    mock = MockProvider({"generator": [s.GOOD, s.GOOD], "test_writer": [s.WRONG_TEST]})  # type: ignore[arg-type]
+    result = heal(spec, provider=mock, config=config, executor=pool, asker=asker)
+    q = next(q for q in asker.questions if q.kind == "dispute")
+    assert q.call == "clamp(7, 0, 3)"
+    by_source = {c.source: c.output for c in q.choices}
+    assert by_source == {"candidates": "3", "model_test": "7"}
+    test = result.state.test("ua1")
+    assert test is not None and test.trusted
+    assert result.status == "verified"  # it rests on your answer, and the two agree
+
+
+def test_the_terminal_asker_reads_a_number_a_value_or_a_skip() -> None:
+    q = Question(
+        kind="disagree",
+        function="clamp",
+        call="clamp(-1, 0, 3)",
+        choices=(
+            Choice(output="-1", count=1, candidates=("c1",)),
+            Choice(output="raise ValueError", count=1, candidates=("c2",)),
+        ),
+    )
+
+    def answers(*lines: str) -> Callable[[], str]:
+        it = iter(lines)
+        return lambda: next(it, "")
+
+    state = HealState(spec=Spec(text="x"))
+    out = io.StringIO()
+    assert ask_on_terminal(q, state, read=answers("2\n"), out=out) == Pick("raise ValueError")
+    assert "raises ValueError" in out.getvalue()
+    got = ask_on_terminal(q, state, read=answers("9\n", "3\n", "clamp(0)\n", "0\n"), out=out)
+    assert got == NoneOfThese("0")
+    assert "not an answer" in out.getvalue() and "candidate would define" in out.getvalue()
+    assert ask_on_terminal(q, state, read=answers("s\n"), out=out) == Skip()
+    assert ask_on_terminal(q, state, read=answers(), out=out) == Skip()
