@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from selfheal.approval import Approve, Edit, Reject
+from selfheal.asking import ask_on_terminal
 from selfheal.cli.session import EXIT_AWAITING, EXIT_NOT_VERIFIED, EXIT_VERIFIED, session_of
 from selfheal.config import HealConfig
 from selfheal.config.options import FLAGS, config_values
@@ -270,6 +271,8 @@ def cmd_heal(args: argparse.Namespace) -> int:
         code=code,
         tests=[*(args.test or ()), *(Path(f) for f in args.tests or ())],
         approver=terminal_approver if sys.stdin.isatty() else None,
+        # questions when the evidence runs out: on a terminal, and never under full_auto
+        asker=ask_on_terminal if sys.stdin.isatty() else None,
         on_event=(progress := Progress(sys.stderr, quiet=args.quiet)),
         on_token=progress.on_token,
     )
