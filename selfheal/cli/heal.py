@@ -90,7 +90,7 @@ def terminal_approver(proposal: Proposal, state: HealState) -> Decision:
             return Edit(_edit(proposal.code))
 
 
-def _ask(question: Question, state: HealState, progress: Progress) -> Answer:
+def ask_here(question: Question, state: HealState, progress: Progress) -> Answer:
     """``ask_on_terminal`` with the live progress line held while it waits."""
     with progress.line.paused():
         return ask_on_terminal(question, state)
@@ -279,7 +279,7 @@ def cmd_heal(args: argparse.Namespace) -> int:
         tests=[*(args.test or ()), *(Path(f) for f in args.tests or ())],
         approver=terminal_approver if sys.stdin.isatty() else None,
         # questions when the evidence runs out: on a terminal, and never under full_auto
-        asker=(lambda q, s: _ask(q, s, progress)) if sys.stdin.isatty() else None,
+        asker=(lambda q, s: ask_here(q, s, progress)) if sys.stdin.isatty() else None,
         on_event=progress,
         on_token=progress.on_token,
     )
