@@ -173,6 +173,37 @@ def _tolerance(expected: str) -> float | None:
     return None
 
 
+def _close_items(call: str, expected: str) -> str | None:
+    """For a list, tuple or dict of numbers with a float among them (an output shown to 9
+    significant digits), the test that compares it item by item, floats with a tolerance;
+    None for any other value."""
+    try:
+        value = literal(expected)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    pairs = (
+        list(value.items())
+        if type(value) is dict
+        else list(enumerate(value))
+        if type(value) in (list, tuple)
+        else []
+    )
+    if not pairs or not all(type(x) in (int, float) for _, x in pairs):
+        return None
+    if not any(type(x) is float and math.isfinite(x) for _, x in pairs):
+        return None
+    lines = [*import_lines(call, extra=["import math"]), f"_value = {call}"]
+    lines.append(f"assert len(_value) == {len(pairs)}")
+    for key, x in pairs:
+        if type(x) is float and math.isfinite(x):
+            lines.append(
+                f"assert math.isclose(_value[{key!r}], {x!r}, rel_tol=1e-8, abs_tol=1e-12)"
+            )
+        else:
+            lines.append(f"assert _value[{key!r}] == {x!r}")
+    return "\n".join(lines)
+
+
 def answer_test(
     state: HealState, question: Question, answer: Answer
 ) -> tuple[TestCase | None, str]:
@@ -192,7 +223,8 @@ def answer_test(
         if problem is not None:
             return None, f"{value[:80]!r} {problem}"
         tol = _tolerance(value)
-        code = example_assert(Example(call=question.call, expected=value, abs_tol=tol))
+        close = _close_items(question.call, value) if answer.kind == "output" else None
+        code = close or example_assert(Example(call=question.call, expected=value, abs_tol=tol))
     n = sum(1 for t in state.tests if t.id.startswith(PREFIX)) + 1
     test = TestCase(
         id=f"{PREFIX}{n}",

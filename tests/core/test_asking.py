@@ -179,3 +179,39 @@ def test_the_terminal_asker_reads_a_number_a_value_or_a_skip() -> None:
     assert "not an answer" in out.getvalue() and "candidate would define" in out.getvalue()
     assert ask_on_terminal(q, state, read=answers("s\n"), out=out) == Skip()
     assert ask_on_terminal(q, state, read=answers(), out=out) == Skip()
+
+
+def test_a_picked_output_is_a_test_the_candidate_that_gave_it_passes(pool: KernelPool) -> None:
+    # outputs are shown as canonical text (floats to 9 digits, arrays as lists, a Decimal as
+    # its number): the test each makes must still pass on the value that gave it
+    from selfheal.kernel_sandbox.types import AssertTest
+    from selfheal.questions import answer_test
+
+    code = (
+        "import numpy as np\nfrom decimal import Decimal\n"
+        "def f(k):\n"
+        "    if k == 0: return 0.1 + 0.2\n"
+        "    if k == 1: return [0.1 + 0.2, 1.0]\n"
+        "    if k == 2: return np.array([1, 2])\n"
+        "    if k == 3: return Decimal('1.10')\n"
+        "    if k == 4: raise ValueError('no')\n"
+        "    return {'a': (1, 'x')}\n"
+    )
+    outputs = ["0.3", "[0.3, 1]", "[1, 2]", "1.1", "raise ValueError", "{'a': (1, 'x')}"]
+    state = HealState(spec=Spec(text="f", entry_point="f"))
+    tests = []
+    for k, out in enumerate(outputs):
+        q = Question(kind="disagree", function="f", call=f"f({k})", choices=(Choice(output=out),))
+        test, note = answer_test(state, q, Pick(out))
+        assert test is not None, note
+        tests.append(AssertTest(id=f"k{k}", code=test.source))
+    report = pool.run(code, tests, timeout=30)
+    assert {r.test_id: r.outcome for r in report.results} == {f"k{k}": "passed" for k in range(6)}
+    # a wrong value fails them
+    wrong = pool.run("def f(k):\n    return 7\n", tests, timeout=30)
+    assert all(r.outcome in ("failed", "error") for r in wrong.results)
+    # an output that is no expression (a DataFrame's text) cannot be a test: it says why
+    table = "   a\n0  1"
+    q = Question(kind="disagree", function="f", call="f(9)", choices=(Choice(output=table),))
+    test, note = answer_test(state, q, Pick(table))
+    assert test is None and "not a Python expression" in note
