@@ -59,13 +59,19 @@ def _grouped(candidates: Sequence[Candidate], probe_id: str) -> list[Choice]:
     return [Choice(output=o, count=len(ids), candidates=tuple(ids)) for o, ids in groups]
 
 
+def _writable(output: str, function: str) -> bool:
+    """Whether an output can be a test when picked (a value built without the candidate, or an
+    exception; a DataFrame's text cannot: its value must be typed)."""
+    return output.startswith("raise ") or expected_problem(output, [function]) is None
+
+
 def _disagreement(state: HealState, asked: set[str]) -> Question | None:
     """The probe input on which the candidates passing every trusted test split most evenly."""
     sel = select(state)
     if len(sel.passing) < 2 or not state.spec.entry_point:
         return None
     probes = {p.id: p for p in state.probes}
-    best: tuple[tuple[int, int], Question] | None = None
+    best: tuple[tuple[bool, int, int], Question] | None = None
     for order, pid in enumerate(sel.valid_probes):
         probe = probes.get(pid)
         if probe is None or _key(probe.call) in asked:
@@ -73,7 +79,10 @@ def _disagreement(state: HealState, asked: set[str]) -> Question | None:
         choices = _grouped(sel.passing, pid)
         if len(choices) < 2:
             continue
-        score = (max(c.count for c in choices), order)  # the largest group smallest, then earliest
+        # outputs that can be written as a test first, then the largest group smallest, then
+        # the earliest input
+        writable = any(_writable(c.output, state.spec.entry_point) for c in choices)
+        score = (not writable, max(c.count for c in choices), order)
         if best is None or score < best[0]:
             q = Question(
                 kind="disagree",

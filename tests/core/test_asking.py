@@ -12,9 +12,10 @@ import scripts as s
 from selfheal import Approve, HealConfig, NoneOfThese, Pick, Skip, heal
 from selfheal.asking import ask_on_terminal
 from selfheal.kernel_sandbox import KernelPool
+from selfheal.kernel_sandbox.types import ExecutionReport, LoadResult, TestResult
 from selfheal.llm.mock import MockProvider
 from selfheal.result import HealResult
-from selfheal.state import Answer, Choice, HealState, Question, Spec
+from selfheal.state import Answer, Candidate, Choice, HealState, ProbeInput, Question, Spec
 
 
 def good_clamp(x: float, lo: float, hi: float) -> float:
@@ -215,3 +216,35 @@ def test_a_picked_output_is_a_test_the_candidate_that_gave_it_passes(pool: Kerne
     q = Question(kind="disagree", function="f", call="f(9)", choices=(Choice(output=table),))
     test, note = answer_test(state, q, Pick(table))
     assert test is None and "not a Python expression" in note
+
+
+def _candidate(cid: str, outputs: dict[str, str]) -> Candidate:
+    results = tuple(TestResult(test_id=p, outcome="passed", value=v) for p, v in outputs.items())
+    report = ExecutionReport(load=LoadResult(ok=True), results=results)
+    return Candidate(
+        id=cid, code=f"def f(x):\n    return {cid!r}\n", origin="sample", round=1,
+        report=report, behaviour=outputs,
+    )  # fmt: skip
+
+
+def test_the_question_is_the_input_that_splits_most_evenly_and_can_be_a_test() -> None:
+    from selfheal.questions import open_question
+
+    probes = tuple(ProbeInput(id=f"p{i}", call=f"f({i})", origin="mutation") for i in (1, 2, 3))
+    table = "   a\n0  1"  # a DataFrame's text: no expression, so no test if picked
+    candidates = (
+        _candidate("c1", {"p1": "1", "p2": "1", "p3": table}),
+        _candidate("c2", {"p1": "1", "p2": "2", "p3": "x"}),
+        _candidate("c3", {"p1": "2", "p2": "3", "p3": "y"}),
+    )
+    state = HealState(spec=Spec(text="f", entry_point="f"), probes=probes, candidates=candidates)
+    q = open_question(state)
+    assert q is not None and q.call == "f(2)"  # 1/1/1 beats p1's 2/1
+    assert [c.output for c in q.choices] == ["1", "2", "3"]
+    # with p2 asked, p3 splits more evenly than p1 (1/1/1 against 2/1), but none of its
+    # outputs can be a test (a table's text, bare names): p1 is asked
+    from selfheal.state import Asked
+
+    asked = Asked(question=q, answer=Skip())
+    q2 = open_question(state.model_copy(update={"questions": (asked,)}))
+    assert q2 is not None and q2.call == "f(1)"
