@@ -14,6 +14,7 @@ from collections.abc import Callable
 from evaluation.scoring import DEFAULT_LIMITS, build_candidate
 from evaluation.task import Task
 from selfheal.asking import NoneOfThese, Pick, Skip, typed_problem
+from selfheal.expected import import_lines
 from selfheal.kernel_sandbox.types import Executor, Limits, ProbeCall
 from selfheal.state import Answer, HealState, Question
 
@@ -26,7 +27,10 @@ def reference_output(task: Task, call: str, executor: Executor, limits: Limits) 
     the reference does not load."""
     if not task.canonical_solution:
         return None
-    code = build_candidate(task, task.canonical_solution)
+    # the names the call's values use (``date(2024, 3, 1)``) first, as an example's test has
+    # them; the reference's own imports come after and win
+    imports = import_lines(call)
+    code = "\n".join([*imports, build_candidate(task, task.canonical_solution)])
     report = executor.run(
         code, [ProbeCall(id="asked", expr=call)], timeout=limits.test_timeout, limits=limits
     )

@@ -114,3 +114,15 @@ def test_ask_labels_and_the_flag() -> None:
     assert config_for("heal").autonomy == "full_auto"
     with pytest.raises(SuiteError, match="1 to 20"):
         with_asked(("heal",), "0")
+
+
+def test_the_reference_runs_with_the_names_the_asked_call_uses(pool: KernelPool) -> None:
+    # the call's values need `date`, which the reference itself never imports
+    days = TASK.model_copy(
+        update={
+            "entry_point": "days",
+            "canonical_solution": "def days(a, b):\n    return (b - a).days\n",
+        }
+    )
+    call = "days(date(2024, 3, 1), date(2024, 3, 5))"
+    assert reference_output(days, call, pool, SimulatedUser(days, lambda: pool).limits) == "4"
