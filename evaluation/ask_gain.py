@@ -79,6 +79,12 @@ def ask_gain(records: Sequence[TaskRecord], mode: str) -> AskGain | None:
     )
 
 
+def _tasks(ids: tuple[str, ...]) -> str:
+    """``2 (a, b)``; ``0``."""
+    shown = ", ".join(ids[:4]) + (", ..." if len(ids) > 4 else "")
+    return f"{len(ids)} ({shown})" if ids else "0"
+
+
 def ask_table(gains: Sequence[AskGain]) -> list[str]:
     """The report's markdown table of ``gains``."""
     if not gains:
@@ -95,7 +101,7 @@ def ask_table(gains: Sequence[AskGain]) -> list[str]:
         per = f"{g.per_question:+.2f}" if g.per_question is not None else "n/a (none asked)"
         lines.append(
             f"| `{g.mode}` | `{g.base}` | {g.tasks} | {g.base_passed} | {g.passed} | "
-            f"{len(g.gained)} {', '.join(g.gained[:4])} | {len(g.lost)} {', '.join(g.lost[:4])} | "
+            f"{_tasks(g.gained)} | {_tasks(g.lost)} | "
             f"{g.asked} | {g.answered} | {g.tasks_asked} | {per} | "
             f"{g.base_verified} / {g.verified} |"
         )
