@@ -36,7 +36,9 @@ async def ask(state: HealState, ctx: Context) -> HealState:
         why = "nothing to ask" if question is None else "no one to ask (no asker)"
         can = state.can_ask and ctx.asker is not None
         return record(ctx, state, NODE, detail=why, update={"can_ask": can})
-    state = record(ctx, state, NODE, "decision", _asked_text(question.call, len(question.choices)))
+    # what is asked is news (its row shows it while the answer is awaited); the answer is
+    # your decision
+    state = record(ctx, state, NODE, "info", _asked_text(question.call, len(question.choices)))
     reply = ctx.asker(question, state)
     answer = await reply if inspect.isawaitable(reply) else reply
     test, note = answer_test(state, question, answer)

@@ -16,6 +16,7 @@ from selfheal.kernel_sandbox.types import ExecutionReport, LoadResult, TestResul
 from selfheal.llm.mock import MockProvider
 from selfheal.result import HealResult
 from selfheal.state import Answer, Candidate, Choice, HealState, ProbeInput, Question, Spec
+from selfheal.widgets.viewmodel import timeline_rows
 
 
 def good_clamp(x: float, lo: float, hi: float) -> float:
@@ -87,6 +88,9 @@ def test_disagreeing_candidates_ask_once_and_the_answer_chooses(pool: KernelPool
     assert "max(lo" in (result.code or "")
     assert result.function(-5, 0, 3) == 0
     assert "ask" in [e.node for e in result.timeline if e.kind == "end"]
+    # one timeline row: the question and the answer (not a row of their own, as an approval)
+    rows = [r.node for r in timeline_rows(result.state)]
+    assert rows.count("ask") == 1 and "approval" not in rows
 
 
 def test_none_of_these_makes_a_test_both_fail_and_a_repair_follows(pool: KernelPool) -> None:
