@@ -45,7 +45,7 @@ def test_no_node_mutates_its_input(pool: KernelPool, monkeypatch: pytest.MonkeyP
     tied = Run.start(HealRequest(s.SPEC, provider=tie, config=config, executor=pool)).run()
     assert tied.status == "unverified" and tied.function(-5, 0, 3) == 0
     # the same tie with someone to ask: the ask node runs
-    ask_config = config.model_copy(update={"autonomy": "review_repairs"})
+    ask_config = HealConfig(candidates=2, lessons=False, memory=False, autonomy="review_repairs")
     asked = Run.start(
         HealRequest(
             s.SPEC,

@@ -110,8 +110,8 @@ def test_ask_labels_and_the_flag() -> None:
     )  # fmt: skip
     assert with_asked(("heal",), "") == ("heal",)
     assert asks_of("heal+ask2") == 2 and split_mode("heal+ask2") == ("heal", 1)
-    assert config_for("heal+ask2").autonomy == "review_repairs"
-    assert config_for("heal").autonomy == "full_auto"
+    assert config_for("heal+ask2").approval.autonomy == "review_repairs"
+    assert config_for("heal").approval.autonomy == "full_auto"
     with pytest.raises(SuiteError, match="1 to 20"):
         with_asked(("heal",), "0")
 
