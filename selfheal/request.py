@@ -71,15 +71,15 @@ class HealRequest:
     candidates (nothing is expected of them; ``%selfheal`` gives the call that raised)."""
     approver: Approver | None = None
     """Answers proposals when ``config.autonomy`` asks for review."""
-    asker: Asker | None = None
-    """Answers questions when the evidence runs out (``selfheal.asking``; at most
-    ``config.ask_limit``, never under ``autonomy="full_auto"``); None never asks."""
     executor: Executor | None = None
     """The sandbox candidates run in (default: the shared kernel pool)."""
     on_event: EventSink | None = None
     """Receives every timeline event as it happens."""
     on_token: TokenSink | None = None
     """Receives ``(role, text)`` while a model streams."""
+    asker: Asker | None = None
+    """Answers questions when the evidence runs out (``selfheal.asking``; at most
+    ``config.approval.ask_limit``, never under ``autonomy="full_auto"``); None never asks."""
 
     def __post_init__(self) -> None:
         config = self.config if self.config is not None else HealConfig()
