@@ -115,8 +115,9 @@ def _expected_in(test: TestCase, call: str) -> str | None:
 
 
 def _dispute(state: HealState, asked: set[str]) -> Question | None:
-    """With no trusted test, the first model-written test every candidate that loads fails,
-    asked about its input: the model's expected value against the candidates' outputs."""
+    """With no trusted test, a model-written test every candidate that loads fails, asked about
+    its input: the model's expected value against the candidates' outputs (of several such
+    inputs, the one whose outputs split the candidates most evenly, then the earliest)."""
     entry = state.spec.entry_point
     if not entry or any(t.trusted for t in state.tests):
         return None
@@ -124,11 +125,10 @@ def _dispute(state: HealState, asked: set[str]) -> Question | None:
     if not loaded:
         return None
     probes = {_key(p.call): p for p in state.probes}
+    best: tuple[tuple[bool, int], Question] | None = None
     for t in state.tests:
-        if t.trusted:
-            continue
-        outcomes = [{r.test_id: r.outcome for r in c.report.results}.get(t.id) for c in loaded]  # type: ignore[union-attr]
-        if not all(o is not None and o != "passed" for o in outcomes):
+        outcomes = [_outcome(c, t.id) for c in loaded]
+        if t.trusted or not all(o is not None and o != "passed" for o in outcomes):
             continue
         for call in calls_in_test(t.source, entry):
             if _key(call) in asked:
@@ -140,7 +140,9 @@ def _dispute(state: HealState, asked: set[str]) -> Question | None:
                 choices.append(Choice(output=expected, source="model_test"))
             if not choices:
                 continue
-            return Question(
+            writable = any(_writable(c.output, entry) for c in choices)
+            score = (not writable, max(c.count for c in choices))  # ties: the earliest
+            q = Question(
                 kind="dispute",
                 function=entry,
                 call=call,
@@ -148,7 +150,14 @@ def _dispute(state: HealState, asked: set[str]) -> Question | None:
                 probe_id=probe.id if probe is not None else None,
                 test_id=t.id,
             )
-    return None
+            if best is None or score < best[0]:
+                best = (score, q)
+    return best[1] if best else None
+
+
+def _outcome(c: Candidate, test_id: str) -> str | None:
+    results = c.report.results if c.report is not None else ()
+    return next((r.outcome for r in results if r.test_id == test_id), None)
 
 
 def open_question(state: HealState) -> Question | None:

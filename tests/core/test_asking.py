@@ -15,7 +15,16 @@ from selfheal.kernel_sandbox import KernelPool
 from selfheal.kernel_sandbox.types import ExecutionReport, LoadResult, TestResult
 from selfheal.llm.mock import MockProvider
 from selfheal.result import HealResult
-from selfheal.state import Answer, Candidate, Choice, HealState, ProbeInput, Question, Spec
+from selfheal.state import (
+    Answer,
+    Candidate,
+    Choice,
+    HealState,
+    ProbeInput,
+    Question,
+    Spec,
+    TestCase,
+)
 from selfheal.widgets.viewmodel import timeline_rows
 
 
@@ -252,3 +261,34 @@ def test_the_question_is_the_input_that_splits_most_evenly_and_can_be_a_test() -
     asked = Asked(question=q, answer=Skip())
     q2 = open_question(state.model_copy(update={"questions": (asked,)}))
     assert q2 is not None and q2.call == "f(1)"
+
+
+def test_a_dispute_asks_the_failing_model_test_input_that_splits_most_evenly() -> None:
+    from selfheal.questions import open_question
+
+    probes = tuple(ProbeInput(id=f"p{i}", call=f"f({i})", origin="model_test") for i in (1, 2))
+    tests = tuple(
+        TestCase(id=f"sb{i}", origin="spec_blind", code=f"assert f({i}) == 9") for i in (1, 2)
+    )
+
+    def member(cid: str, outputs: dict[str, str]) -> Candidate:
+        c = _candidate(cid, outputs)
+        failed = tuple(TestResult(test_id=t.id, outcome="failed") for t in tests)
+        report = c.report.model_copy(update={"results": c.report.results + failed})  # type: ignore[union-attr]
+        return c.model_copy(update={"report": report})
+
+    # (most candidates raise on f(2): no disagreement question there, as it is out of the
+    # domain by their vote; the dispute with the model's test still asks it)
+    candidates = (
+        member("c1", {"p1": "1", "p2": "raise ValueError"}),
+        member("c2", {"p1": "1", "p2": "3"}),
+        member("c3", {"p1": "1", "p2": "raise ValueError"}),
+    )
+    state = HealState(
+        spec=Spec(text="f", entry_point="f"), probes=probes, tests=tests, candidates=candidates
+    )
+    q = open_question(state)
+    assert q is not None and (q.kind, q.call, q.test_id) == ("dispute", "f(2)", "sb2")
+    assert [(c.output, c.count, c.source) for c in q.choices] == [
+        ("raise ValueError", 2, "candidates"), ("3", 1, "candidates"), ("9", 0, "model_test"),
+    ]  # fmt: skip
