@@ -87,6 +87,11 @@ class HealRequest:
             config = HealConfig.model_validate(dict(config))
         if not isinstance(config, HealConfig):
             raise ConfigError(f"config must be a HealConfig, not {type(config).__name__}.")
+        if self.asker is not None and not callable(self.asker):
+            raise ConfigError(
+                f"asker must be a function of (question, state) returning an answer "
+                f"(selfheal.Pick, NoneOfThese or Skip), not {type(self.asker).__name__}."
+            )
         if isinstance(self.provider, str):
             parse_model_string(self.provider)  # an unknown model string fails here, not mid-run
             if config.model is None:

@@ -8,8 +8,10 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 
+import pytest
+
 import scripts as s
-from selfheal import Approve, HealConfig, NoneOfThese, Pick, Skip, heal
+from selfheal import Approve, ConfigError, HealConfig, HealRequest, NoneOfThese, Pick, Skip, heal
 from selfheal.asking import ask_on_terminal
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.kernel_sandbox.types import ExecutionReport, LoadResult, TestResult
@@ -292,3 +294,8 @@ def test_a_dispute_asks_the_failing_model_test_input_that_splits_most_evenly() -
     assert [(c.output, c.count, c.source) for c in q.choices] == [
         ("raise ValueError", 2, "candidates"), ("3", 1, "candidates"), ("9", 0, "model_test"),
     ]  # fmt: skip
+
+
+def test_an_asker_that_is_not_a_function_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="asker must be a function of"):
+        HealRequest(s.SPEC, provider="mock", asker="yes")  # type: ignore[arg-type]
