@@ -41,6 +41,9 @@ class AskGain(Record):
     """Tasks verified with the simulated user."""
     base_verified: int = 0
     """Tasks verified without it."""
+    leaked: int = 0
+    """Runs with the simulated user that the leak check flagged (not credited): an answer that
+    equals a secret hidden assertion counts as one (docs/evaluation.md)."""
 
     @property
     def per_question(self) -> float | None:
@@ -76,6 +79,7 @@ def ask_gain(records: Sequence[TaskRecord], mode: str) -> AskGain | None:
         tasks_asked=sum(1 for r in with_q if r.asked),
         verified=sum(r.verified for r in with_q),
         base_verified=sum(r.verified for r in without),
+        leaked=sum(r.leaked for r in with_q),
     )
 
 
@@ -94,8 +98,8 @@ def ask_table(gains: Sequence[AskGain]) -> list[str]:
         "",
         "| mode | vs | tasks | passed without | passed with | gained | lost | questions "
         "asked | answered | tasks asked | right answers gained per question | verified "
-        "without / with |",
-        "|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|",
+        "without / with | leaks |",
+        "|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for g in gains:
         per = f"{g.per_question:+.2f}" if g.per_question is not None else "n/a (none asked)"
@@ -103,7 +107,7 @@ def ask_table(gains: Sequence[AskGain]) -> list[str]:
             f"| `{g.mode}` | `{g.base}` | {g.tasks} | {g.base_passed} | {g.passed} | "
             f"{_tasks(g.gained)} | {_tasks(g.lost)} | "
             f"{g.asked} | {g.answered} | {g.tasks_asked} | {per} | "
-            f"{g.base_verified} / {g.verified} |"
+            f"{g.base_verified} / {g.verified} | {g.leaked} |"
         )
     lines.append("")
     return lines

@@ -94,7 +94,7 @@ def test_an_ask_mode_records_its_questions_and_the_gain_per_question(
     gain = ask_gain(records, "heal+ask1")
     assert gain is not None
     assert (gain.tasks, gain.base_passed, gain.passed, gain.gained) == (1, 0, 1, ("tiny/clamp",))
-    assert gain.per_question == 1.0
+    assert gain.per_question == 1.0 and gain.leaked == 0
     assert "| `heal+ask1` | `heal` | 1 | 0 | 1 |" in "\n".join(ask_table([gain]))
     settings = Settings(
         suite="tiny", model="mock", modes=("heal", "heal+ask1"), max_iterations=2, temperature=0
