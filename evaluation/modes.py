@@ -17,7 +17,9 @@ __all__ = [
     "MODES",
     "PAIRED",
     "PASSES",
+    "asks_of",
     "config_for",
+    "with_asks",
     "parse_modes",
     "split_mode",
 ]
@@ -148,6 +150,7 @@ def config_for(
     the memory across runs is off unless the mode turns it on. ``mode`` may name a pass of a
     mode in ``PASSES`` (``heal-memory:2``)."""
     switches = MODES[split_mode(mode)[0]]
+    asks = asks_of(mode)
     fields: dict[str, object] = {
         "temperature": temperature,
         "max_iterations": max_iterations or HealConfig().repairs.max_iterations,
@@ -157,12 +160,42 @@ def config_for(
     }
     fields.update(extra or {})
     fields.update(switches)
+    if asks:
+        # a simulated user answers (evaluation.simulated_user); questions are never asked
+        # under full_auto, so the gate's approvals are asked too, and approved (on_headless)
+        fields.update({"autonomy": "review_repairs", "ask_limit": asks})
     return HealConfig.model_validate(fields)
+
+
+ASK = "+ask"
+"""The suffix of a mode run with a simulated user: ``heal+ask2`` is ``heal`` whose questions
+(at most 2) the task's reference answers (``--ask 2``)."""
+
+
+def with_asks(mode: str, n: int) -> str:
+    """``("heal", 2)`` -> ``"heal+ask2"``; ``n == 0`` leaves the mode as it is."""
+    return f"{mode}{ASK}{n}" if n > 0 else mode
+
+
+def asks_of(label: str) -> int:
+    """The questions a mode's simulated user may answer (``heal+ask2`` -> 2; 0 without)."""
+    _, sep, n = label.partition(ASK)
+    return int(n) if sep and n.isdigit() else 0
+
+
+def without_asks(label: str) -> str:
+    """``"heal+ask2"`` -> ``"heal"``: the mode it is compared with."""
+    return label.partition(ASK)[0]
 
 
 def split_mode(label: str) -> tuple[str, int]:
     """``"heal-memory:2"`` -> ``("heal-memory", 2)``; ``"heal"`` -> ``("heal", 1)``. Raises
     ``SuiteError`` for an unknown mode or pass."""
+    asked, has_ask, n = label.partition(ASK)
+    if has_ask:
+        if not n.isdigit() or not 1 <= int(n) <= 20:
+            raise SuiteError(f"Unknown mode {label!r}: {ASK}N takes N from 1 to 20.")
+        label = asked
     mode, sep, number = label.partition(":")
     if mode not in MODES:
         raise SuiteError(f"Unknown mode {mode!r}. Choose from: {', '.join(MODES)}.")

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from evaluation.honesty import check_calls
+from evaluation.modes import asks_of
 from evaluation.recording import RecordedCall, RecordingProvider
 from evaluation.records import AttemptRecord, TaskRecord, TestRecord
 from evaluation.scoring import DEFAULT_LIMITS, ReferenceVerdict, score
+from evaluation.simulated_user import SimulatedUser
 from evaluation.suites import Task
 from selfheal.config import HealConfig
 from selfheal.kernel_sandbox.types import Executor, Limits
@@ -57,6 +59,7 @@ def heal_quietly(
     entry_point: str | None,
     code: str | None = None,
     executor: Executor | None = None,
+    asker: Any = None,
 ) -> Any:
     """``selfheal.heal`` without a frontend: run inside a notebook, a benchmark shows no view
     per task (the records hold everything a view would show). ``code``: the user's code to
@@ -71,6 +74,7 @@ def heal_quietly(
         entry_point=entry_point,
         code=code,
         executor=executor,
+        asker=asker,
     )
     return Run.start(request).run()
 
@@ -130,7 +134,9 @@ def run_pair(
             result = continue_quietly(start, provider=recorder)
         else:
             # starting code goes only where a task has it (a heal function may not take it)
-            given = {"code": task.code} if task.code is not None else {}
+            given: dict[str, Any] = {"code": task.code} if task.code is not None else {}
+            if asks_of(mode):  # the task's reference answers heal's questions
+                given["asker"] = SimulatedUser(task, executor, limits=score_limits)
             result = heal(
                 task.prompt,
                 provider=recorder,
@@ -224,7 +230,12 @@ def _scored(
     score_time = clock() - score_started
     outcomes: dict[str, Any] = dict(result.test_outcomes())
     chosen = next((a.candidate for a in reversed(attempts) if a.code == final_code), None)
+    state = getattr(result, "state", None)
+    questions = tuple(getattr(state, "questions", ()) or ())
     return {
+        "asked": len(questions),
+        "answered": sum(1 for q in questions if q.test_id is not None),
+        "questions": tuple(_dump(q) for q in questions),
         "passed": verdict.passed,
         "first_attempt_passed": bool(first_verdict and first_verdict.passed),
         "verified": bool(result.verified),

@@ -144,6 +144,12 @@ class TaskRecord(Record):
     benchmark's own process."""
     paired: PairInfo | None = None
     """With ``--paired``: the base run this record continued (None: a run of its own)."""
+    asked: int = 0
+    """Questions the agent asked (a ``+askN`` mode's simulated user answers them)."""
+    answered: int = 0
+    """Questions whose answer became a trusted test (not skipped)."""
+    questions: tuple[dict[str, Any], ...] = ()
+    """Each question: the input, the competing outputs, the answer and the test it made."""
 
     @model_validator(mode="before")
     @classmethod

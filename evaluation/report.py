@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evaluation.ask_gain import AskGain, ask_gain, ask_table
 from evaluation.environment import RunInfo
 from evaluation.errors import ResultsFileError
 from evaluation.metrics import (
@@ -61,6 +62,9 @@ class Summary(Record):
     """For each pass of a memory mode: what its runs recalled and what that did."""
     paired: tuple[PairedUse, ...] = ()
     """For each paired mode (``--paired``): where it parted from its base and what that did."""
+    asking: tuple[AskGain, ...] = ()
+    """For each ``+askN`` mode (``--ask N``) beside its mode without questions: right answers
+    gained per question asked (``evaluation.ask_gain``)."""
     complete: bool
     """True when every selected (task, mode) has a record."""
     tasks: tuple[dict[str, Any], ...]
@@ -125,6 +129,7 @@ def build_summary(
         comparisons=tuple(comparisons),
         memory=tuple(memory_use(chosen, m) for m in memory_modes),
         paired=tuple(p for m in settings.modes if (p := paired_use(chosen, m)) is not None),
+        asking=tuple(g for m in settings.modes if (g := ask_gain(chosen, m)) is not None),
         complete=len(latest) == len(task_ids) * len(settings.modes),
         tasks=tuple(_compact(r) for r in chosen),
     )
@@ -212,6 +217,8 @@ def render_markdown(summary: Summary) -> str:
                 + f"; on those it passes {p.passed} and `{p.base}` {p.base_passed}, "
                 f"{p.extra_seconds:+.1f} s a task{own}."
             )
+    if summary.asking:
+        lines += ["", *ask_table(summary.asking)]
     categories = sorted({c for m in summary.metrics.values() for c in m.by_category})
     if len(categories) > 1:
         lines += ["", "Pass@1 by category:", ""]

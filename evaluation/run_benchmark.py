@@ -19,8 +19,8 @@ from pathlib import Path
 
 from evaluation.benchmark import BenchmarkRunner
 from evaluation.environment import RunInfo, collect_run_info
-from evaluation.errors import ResultsFileError
-from evaluation.modes import DEFAULT_MODES, MODES, parse_modes
+from evaluation.errors import ResultsFileError, SuiteError
+from evaluation.modes import DEFAULT_MODES, MODES, asks_of, parse_modes, with_asks
 from evaluation.report import Settings, build_summary, load_summary, render_markdown, write_reports
 from evaluation.results_file import ResultsFile
 from evaluation.suites import SUITES, get_suite, select_tasks
@@ -56,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--modes",
         default=",".join(DEFAULT_MODES),
         help=f"comma-separated modes (default {','.join(DEFAULT_MODES)}); known: {', '.join(MODES)}",
+    )
+    parser.add_argument(
+        "--ask",
+        default="",
+        metavar="N[,N...]",
+        help="also run each heal mode with a simulated user that answers up to N of its "
+        "questions from the task's reference solution (mode heal+askN; e.g. --ask 1,2,3); "
+        "the report compares each with the mode without questions (docs/evaluation.md)",
     )
     parser.add_argument("--limit", type=int, default=None, help="only the first N tasks")
     parser.add_argument(
@@ -123,6 +131,26 @@ def build_parser() -> argparse.ArgumentParser:
         "anything (safe while a run is still writing to OUT)",
     )
     return parser
+
+
+def with_asked(modes: tuple[str, ...], ask: str) -> tuple[str, ...]:
+    """``modes`` with, after each heal mode, its ``+askN`` variant for each N in ``ask``
+    (``"1,2,3"``); a ``SuiteError`` for an N that is not a number from 1 to 20."""
+    counts: list[int] = []
+    for word in (w.strip() for w in ask.split(",")):
+        if not word:
+            continue
+        if not word.isdigit() or not 1 <= int(word) <= 20:
+            raise SuiteError(
+                f"--ask takes numbers of answers from 1 to 20, e.g. --ask 1,2,3; got {word!r}."
+            )
+        counts.append(int(word))
+    out: list[str] = []
+    for m in modes:
+        out.append(m)
+        if m.startswith("heal") and not asks_of(m):
+            out += [with_asks(m, n) for n in dict.fromkeys(counts)]
+    return tuple(dict.fromkeys(out))
 
 
 def _default_out(suite: str, model: str) -> Path:
@@ -195,7 +223,7 @@ def _main(args: argparse.Namespace, args_list: list[str], provider: Provider | N
         for t in tasks:
             print(f"{t.id}\t{t.category}\t{t.entry_point}")
         return 0
-    modes = parse_modes(args.modes)
+    modes = with_asked(parse_modes(args.modes), args.ask)
     out: Path = args.out or _default_out(args.suite, args.model)
     settings = Settings(
         suite=args.suite,

@@ -13,6 +13,7 @@ from typing import Any
 from selfheal import local as _local  # noqa: F401  (registers the local backend with the router)
 from selfheal.api import aheal, heal, resume
 from selfheal.approval import Approve, Approver, Edit, Reject
+from selfheal.asking import Asker, NoneOfThese, Pick, Skip
 from selfheal.config import HealConfig
 from selfheal.errors import (
     ApprovalRequired,
@@ -40,6 +41,7 @@ __all__ = [
     "ApprovalRequired",
     "Approve",
     "Approver",
+    "Asker",
     "CandidateTimeout",
     "ConfigError",
     "Edit",
@@ -49,11 +51,14 @@ __all__ = [
     "HealRequest",
     "HealResult",
     "HealState",
+    "NoneOfThese",
+    "Pick",
     "ProviderError",
     "Reject",
     "Run",
     "SandboxError",
     "SelfHealError",
+    "Skip",
     "__version__",
     "aheal",
     "aheal_many",

@@ -270,6 +270,9 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
     )
     agreed = chosen_size + remembered >= need
     head = f"{t_pass}/{len(trusted)} trusted tests pass" if trusted else no_trusted_test(state.spec)
+    answers = sum(1 for t in trusted if t.origin == "user" and t.id.startswith("ua"))
+    if answers:
+        head += f" ({answers} of them your answer(s) to a question)"
     smoke = tuple(t.id for t in trusted if t.smoke)
     if smoke and len(smoke) == len(trusted):
         head += (

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from selfheal.approval import Approver
+from selfheal.asking import Asker
 from selfheal.graph.runner import Run
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.request import HealRequest, ProviderArg
@@ -128,11 +129,13 @@ def resume(
     provider: ProviderArg = None,
     approver: Approver | None = None,
     executor: Executor | None = None,
+    asker: Asker | None = None,
 ) -> HealResult:
     """Continue a run from its log: answer its pending proposal with ``decision`` (if any)
-    and run it to the end. ``run`` is a result, a run id or a log path."""
+    and run it to the end. ``run`` is a result, a run id or a log path; ``asker`` answers its
+    questions from now on (none: it asks none)."""
     ref = (run.path or run.run_id) if isinstance(run, HealResult) else run
-    r = Run.load(ref, provider=provider, executor=executor)
+    r = Run.load(ref, provider=provider, executor=executor, asker=asker)
     if decision is not None:
         return r.resume(decision, approver)
     return r.run(approver)

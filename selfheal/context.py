@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from selfheal.asking import Asker
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.llm.base import Provider
 from selfheal.state import Event, HealState, Remembered
@@ -73,6 +74,8 @@ class Context:
     """Live token receiver."""
     memory_store: MemoryStore | None = None
     """The memory across runs (None: off)."""
+    asker: Asker | None = None
+    """Answers questions when the evidence runs out (None: nothing is asked; docs/loop.md)."""
 
     def provider(self, role: str) -> Provider:
         """The provider for ``role`` (the role itself travels with each call, as

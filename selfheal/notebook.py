@@ -17,8 +17,9 @@ from selfheal.errors import ApprovalRequired, ConfigError
 from selfheal.graph.runner import Run
 from selfheal.request import HealRequest
 from selfheal.result import HealResult
-from selfheal.state import HealState
+from selfheal.state import Answer, HealState
 from selfheal.widgets.approver import FutureApprover
+from selfheal.widgets.asker import FutureAsker
 from selfheal.widgets.text import render_markdown, render_text
 
 if TYPE_CHECKING:
@@ -122,9 +123,13 @@ class LiveHeal:
         task: asyncio.Task[HealResult],
         approver: FutureApprover,
         view: HealView | None = None,
+        *,
+        asker: FutureAsker | None = None,
     ) -> None:
         self.run = run
         self.approver = approver
+        self.asker = asker
+        """Answers the run's questions (the view's question panel), when it asks here."""
         self.view = view
         self._task = task
         self._callbacks: list[Callable[[HealResult], None]] = []
@@ -164,12 +169,13 @@ class LiveHeal:
         # An awaiting cell holds the kernel: a click cannot arrive while it waits. So waiting
         # on a run that needs a decision would hang forever; say so instead.
         while not self._task.done():
-            if self.approver.waiting:
+            if self.approver.waiting or (self.asker is not None and self.asker.waiting):
                 raise ApprovalRequired(
                     f"Run {self.run.state.run_id} waits for your decision, and a cell that "
                     "awaits it holds the kernel, so the view's buttons cannot answer. Decide "
                     "first (the buttons, or handle.approve() / handle.edit(code) / "
-                    "handle.reject(reason)), then `await handle` in a later cell.",
+                    "handle.reject(reason); a question: its buttons, or handle.answer("
+                    "selfheal.Pick(...))), then `await handle` in a later cell.",
                     state=self.run.state,
                 )
             await asyncio.wait({self._task}, timeout=0.1)
@@ -205,9 +211,18 @@ class LiveHeal:
         """Refuse the proposal; ``reason`` goes to the next generation."""
         self.approver.decide(Reject(reason))
 
+    def answer(self, answer: Answer) -> None:
+        """Answer the waiting question (``selfheal.Pick(output)``, ``NoneOfThese(value)``,
+        ``Skip()``), as the question panel's buttons do."""
+        if self.asker is None:
+            raise ConfigError("This run asks no questions here (an asker= answers them).")
+        self.asker.answer(answer)
+
     def cancel(self) -> None:
         """Stop the run (its log keeps every state; ``selfheal.resume`` continues it)."""
         self.approver.cancel()
+        if self.asker is not None:
+            self.asker.cancel()
         self._task.cancel()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
@@ -284,14 +299,20 @@ def start(spec: str, **keywords: Any) -> LiveHeal:
             "an approver=, call selfheal.heal(...)."
         )
     relay, tokens = _Relay(request.on_event), _Relay(request.on_token)
+    # its questions are asked in the view (an asker= given answers them instead)
+    asker = FutureAsker() if request.asker is None else None
+    if asker is not None:
+        request = dataclasses.replace(request, asker=asker)
     run = _start(request, relay, tokens)
     view = _make_view(run, relay, tokens, show=True)
     loop = asyncio.get_event_loop()
     future_approver = FutureApprover()
     view.attach_loop(loop)
     view.bind(future_approver)
+    if asker is not None:
+        view.bind_asker(asker)
     task = loop.create_task(run.arun(future_approver))
-    return LiveHeal(run, task, future_approver, view)
+    return LiveHeal(run, task, future_approver, view, asker=asker)
 
 
 async def aheal_in_notebook(

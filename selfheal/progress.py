@@ -6,12 +6,13 @@ header (``InFlight.text``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -166,6 +167,13 @@ class TerminalLine:
     def clear(self) -> None:
         with self._lock:
             self._clear()
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Nothing is drawn meanwhile (a question on the terminal waits for its answer)."""
+        with self._lock:
+            self._clear()
+            yield
 
     def _clear(self) -> None:
         if self._shown:

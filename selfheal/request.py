@@ -14,6 +14,7 @@ from dataclasses import KW_ONLY, dataclass, field
 
 from selfheal._parse import parse_or_none
 from selfheal.approval import Approver
+from selfheal.asking import Asker
 from selfheal.config import HealConfig
 from selfheal.context import EventSink, TokenSink
 from selfheal.errors import ConfigError
@@ -76,6 +77,9 @@ class HealRequest:
     """Receives every timeline event as it happens."""
     on_token: TokenSink | None = None
     """Receives ``(role, text)`` while a model streams."""
+    asker: Asker | None = None
+    """Answers questions when the evidence runs out (``selfheal.asking``; at most
+    ``config.approval.ask_limit``, never under ``autonomy="full_auto"``); None never asks."""
 
     def __post_init__(self) -> None:
         config = self.config if self.config is not None else HealConfig()
@@ -83,6 +87,11 @@ class HealRequest:
             config = HealConfig.model_validate(dict(config))
         if not isinstance(config, HealConfig):
             raise ConfigError(f"config must be a HealConfig, not {type(config).__name__}.")
+        if self.asker is not None and not callable(self.asker):
+            raise ConfigError(
+                f"asker must be a function of (question, state) returning an answer "
+                f"(selfheal.Pick, NoneOfThese or Skip), not {type(self.asker).__name__}."
+            )
         if isinstance(self.provider, str):
             parse_model_string(self.provider)  # an unknown model string fails here, not mid-run
             if config.calls.model is None:
@@ -135,6 +144,7 @@ class HealRequest:
             tests=marked(user_tests),
             probes=probes,
             given_code=self.code,
+            can_ask=self.asker is not None,
         )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from selfheal.approval import Approve, Edit, Reject
+from selfheal.asking import ask_on_terminal
 from selfheal.cli.session import EXIT_AWAITING, EXIT_NOT_VERIFIED, EXIT_VERIFIED, session_of
 from selfheal.config import HealConfig
 from selfheal.config.options import FLAGS, config_values
@@ -21,7 +22,7 @@ from selfheal.inputs import check_output_path, check_python, read_text_file, rea
 from selfheal.progress import TerminalLine, TokenMeter, progress_only
 from selfheal.request import HealRequest
 from selfheal.result import HealResult, proposal_text
-from selfheal.state import Decision, Event, HealState, Proposal
+from selfheal.state import Answer, Decision, Event, HealState, Proposal, Question
 from selfheal.texts import cut
 from selfheal.usertests import code_spec
 
@@ -87,6 +88,12 @@ def terminal_approver(proposal: Proposal, state: HealState) -> Decision:
             return Reject(sys.stdin.readline().strip())
         if answer in ("e", "edit"):
             return Edit(_edit(proposal.code))
+
+
+def ask_here(question: Question, state: HealState, progress: Progress) -> Answer:
+    """``ask_on_terminal`` with the live progress line held while it waits."""
+    with progress.line.paused():
+        return ask_on_terminal(question, state)
 
 
 def _edit(code: str) -> str:
@@ -262,6 +269,7 @@ def cmd_heal(args: argparse.Namespace) -> int:
     for path in (args.out, args.write_tests):
         if path:
             check_output_path(path, "--out" if path == args.out else "--write-tests")
+    progress = Progress(sys.stderr, quiet=args.quiet)
     request = HealRequest(
         spec,  # type: ignore[arg-type]  # bytes are checked as UTF-8 by the request
         provider=model,
@@ -270,7 +278,9 @@ def cmd_heal(args: argparse.Namespace) -> int:
         code=code,
         tests=[*(args.test or ()), *(Path(f) for f in args.tests or ())],
         approver=terminal_approver if sys.stdin.isatty() else None,
-        on_event=(progress := Progress(sys.stderr, quiet=args.quiet)),
+        # questions when the evidence runs out: on a terminal, and never under full_auto
+        asker=(lambda q, s: ask_here(q, s, progress)) if sys.stdin.isatty() else None,
+        on_event=progress,
         on_token=progress.on_token,
     )
     session = session_of(args)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from selfheal.approval import Approve, Edit, Reject
-from selfheal.cli.heal import Progress, evidence_line, finish, terminal_approver
+from selfheal.cli.heal import Progress, ask_here, evidence_line, finish, terminal_approver
 from selfheal.cli.session import session_of
 from selfheal.errors import ConfigError, SelfHealError
 from selfheal.graph.checkpoint import find_run, list_runs, read_states
@@ -43,7 +43,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
         elif args.edit:
             decision = Edit(check_python(read_text_file(args.edit, "--edit"), "--edit"))
     session = session_of(args)
-    run = Run.load(path, provider=args.provider, sink=Progress(sys.stderr))
+    progress = Progress(sys.stderr)
+    # on a terminal, the run's questions are asked here too (never under full_auto)
+    asker = (lambda q, s: ask_here(q, s, progress)) if sys.stdin.isatty() else None
+    run = Run.load(path, provider=args.provider, sink=progress, asker=asker)
     session.run = run
     approver = terminal_approver if sys.stdin.isatty() else None
     if args.runs_cmd == "fork":

@@ -253,7 +253,7 @@ class Storage(Group):
 
 
 class Approval(Group):
-    """Whether a human approves code before it runs."""
+    """Whether a human approves code before it runs, and answers questions."""
 
     reads = (EVERY,)
 
@@ -264,6 +264,12 @@ class Approval(Group):
     on_headless: HeadlessPolicy = "error"
     """What an approval does when nothing can answer it (nbclient, papermill, CI):
     ``error`` raises ``ApprovalRequired``; ``approve``/``reject`` decide automatically."""
+    ask_limit: Annotated[int, Reads()] = Field(default=3, ge=0, le=20)
+    """Most questions a run may ask you when the evidence runs out (candidates that pass every
+    trusted test disagree on an input, or every candidate fails the model's tests and there is
+    no trusted test; docs/loop.md, "Asking you"); 0 never asks. Asked only where someone can
+    answer (an ``asker``: the notebook's live view, the CLI on a terminal) and never under
+    ``autonomy="full_auto"``."""
 
 
 _CANDIDATES: TypeAdapter[int] = TypeAdapter(Annotated[int, Field(ge=1, le=16)])

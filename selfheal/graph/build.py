@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+from selfheal.asking import Asker
 from selfheal.config import ROLES, HealConfig, candidates_of, population_size
 from selfheal.context import Context, EventSink, FixedRouter, ModelRouter, TokenSink
 from selfheal.kernel_sandbox.types import Executor
@@ -56,6 +57,7 @@ def make_context(
     executor: Executor | None = None,
     sink: EventSink | None = None,
     on_token: TokenSink | None = None,
+    asker: Asker | None = None,
 ) -> Context:
     """The services of a run: the router for ``provider``/``config`` (checked against
     ``spec`` when given, before anything starts), ``executor`` (default: the shared kernel
@@ -73,7 +75,14 @@ def make_context(
             if config.limits.sandbox is None
             else get_default_pool(config.limits.sandbox)
         )
-    return Context(llm=llm, executor=executor, sink=sink, on_token=on_token, memory_store=memory)
+    return Context(
+        llm=llm,
+        executor=executor,
+        sink=sink,
+        on_token=on_token,
+        memory_store=memory,
+        asker=asker,
+    )
 
 
 def context_for(request: HealRequest) -> Context:
@@ -85,6 +94,7 @@ def context_for(request: HealRequest) -> Context:
         executor=request.executor,
         sink=request.on_event,
         on_token=request.on_token,
+        asker=request.asker,
     )
 
 

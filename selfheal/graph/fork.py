@@ -92,6 +92,8 @@ def fork(
         )
     else:
         ctx = make_context(cfg, provider, spec=forked.spec.text, executor=executor, sink=sink)
+    # a fork has no one to ask (its context has no asker)
+    forked = forked.model_copy(update={"can_ask": False})
     return type(run).new(forked, ctx, persist=run.log is not None)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from selfheal._sync import sync_twin
 from selfheal.approval import Approver
+from selfheal.asking import Asker
 from selfheal.context import Context, EventSink, TokenSink
 from selfheal.errors import ApprovalRequired, ConfigError, SelfHealError
 from selfheal.graph.build import context_for, make_context, with_population, with_resolved_models
@@ -77,8 +78,10 @@ class Run:
         sink: EventSink | None = None,
         on_token: TokenSink | None = None,
         runs_dir: str | None = None,
+        asker: Asker | None = None,
     ) -> Run:
-        """Reopen a run from its log (a path, a run id or an id prefix), at its last checkpoint."""
+        """Reopen a run from its log (a path, a run id or an id prefix), at its last checkpoint
+        (``asker``: who answers its questions from now on; none asks none)."""
         path = find_run(run, runs_dir)
         state = read_states(path)[-1]
         if provider is None and state.config.calls.model is None and not state.config.calls.models:
@@ -93,7 +96,9 @@ class Run:
             executor=executor,
             sink=sink,
             on_token=on_token,
+            asker=asker,
         )
+        state = state.model_copy(update={"can_ask": asker is not None})
         return cls(state, ctx, log=RunLog(path))
 
     @property

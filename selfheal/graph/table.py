@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 from selfheal.config import candidates_of
 from selfheal.context import Context
+from selfheal.graph.ask import ask
 from selfheal.graph.execute import execute
 from selfheal.graph.gate import finish, gate
 from selfheal.graph.recall import recall, remember
 from selfheal.graph.select import select
+from selfheal.questions import ask_due
 from selfheal.roles.adversary import adversarial
 from selfheal.roles.critic import critic
 from selfheal.roles.debugger import diagnose
@@ -23,7 +25,7 @@ from selfheal.roles.generator import generate, repair
 from selfheal.roles.lessons import summarize
 from selfheal.roles.oracle import consult, open_questions
 from selfheal.roles.test_writer import plan_tests
-from selfheal.state import HealState, NodeName
+from selfheal.state import Candidate, HealState, NodeName
 from selfheal.testsuite import all_active_pass
 
 Node = Callable[[HealState, Context], Awaitable[HealState]]
@@ -91,14 +93,37 @@ def after_select(s: HealState) -> NodeName:
     if ev.failing:  # no candidate passes every trusted test, or the winner fails a credible test
         if _can_top_up(s):
             return "generate"  # fresh samples before repairs: cheaper and more diverse
+        if ask_due(
+            s
+        ):  # every candidate fails the model's test, and nothing trusted says who is right
+            return "ask"
         return "diagnose" if can_repair(s) else "finish"
     if s.config.generation.top_up == "to_agree" and _can_top_up(s) and not _settled_early(s):
         return "generate"
     if not ev.trusted_total and all(c.origin == "user" for c in s.candidates):
         return "generate"  # your code passes nothing that could show it right: ask the model
+    if ask_due(s):  # the candidates disagree and nothing trusted separates them: ask you
+        return "ask"
     if open_questions(s):  # a tie, or a critic's counterexample that separates the candidates
         return "consult"
     return _when_passing(s)
+
+
+def after_ask(s: HealState) -> NodeName:
+    """Your answer made a trusted test: run it on every candidate; otherwise on as if the run
+    had not asked."""
+    last = s.questions[-1] if s.questions else None
+    made = last.test_id if last is not None else None
+    unrun = made is not None and any(
+        c.report is not None and made not in _ran(c) for c in s.candidates
+    )
+    if made is not None and s.test(made) is not None and unrun:
+        return "execute"
+    return after_select(s)
+
+
+def _ran(c: Candidate) -> set[str]:
+    return {r.test_id for r in c.report.results} if c.report is not None else set()
 
 
 def after_diagnose(s: HealState) -> NodeName:
@@ -186,7 +211,16 @@ GRAPH: dict[str, Step] = {
         Step("adversarial", adversarial, ("execute",), calls=("adversary",)),
         Step("execute", execute, ("select",)),
         Step(
-            "select", select, ("generate", "diagnose", "consult", "critic", "finish"), after_select
+            "select",
+            select,
+            ("generate", "diagnose", "ask", "consult", "critic", "finish"),
+            after_select,
+        ),
+        Step(
+            "ask",
+            ask,
+            ("execute", "generate", "diagnose", "ask", "consult", "critic", "finish"),
+            after_ask,
         ),
         Step("consult", consult, ("select",), calls=("oracle",)),
         Step("critic", critic, ("execute", "finish"), after_critic, calls=("critic",)),

@@ -20,6 +20,10 @@ from selfheal.config import HealConfig
 from selfheal.kernel_sandbox.types import Outcome
 from selfheal.state.candidates import Attempt, Candidate, Evidence
 from selfheal.state.cases import ProbeInput, Spec, TestCase
+from selfheal.state.questions import Answer as Answer
+from selfheal.state.questions import Asked
+from selfheal.state.questions import Choice as Choice
+from selfheal.state.questions import Question as Question
 from selfheal.state.repair import CriticReview, Decision, Diagnosis, Lesson, Proposal, Remembered
 from selfheal.state.timeline import Event, Usage
 
@@ -37,6 +41,7 @@ NodeName = Literal[
     "execute",
     "select",
     "consult",
+    "ask",
     "critic",
     "diagnose",
     "lessons",
@@ -105,6 +110,12 @@ class HealState(Record):
     """Every critic review."""
     decisions: tuple[Decision, ...] = ()
     """Every human decision."""
+    questions: tuple[Asked, ...] = ()
+    """Every question asked of you (docs/loop.md, "Asking you"), with its answer."""
+    can_ask: bool = False
+    """Someone can answer questions in this run (an ``asker`` was given: ``heal(asker=...)``,
+    the notebook's live view, the CLI on a terminal); set each time the run starts or is
+    reopened, from the asker it is given then."""
     pending: Proposal | None = None
     """Code waiting to be accepted (by the gate or a human)."""
     feedback: str = ""

@@ -20,6 +20,7 @@ from selfheal.approval import Approve, Edit, Reject
 from selfheal.progress import TokenMeter, progress_only
 from selfheal.state import Decision, Event, HealState
 from selfheal.widgets.approver import FutureApprover
+from selfheal.widgets.asker import FutureAsker, QuestionPanel
 from selfheal.widgets.candidates import candidates_view, evidence_summary
 from selfheal.widgets.detail import row_detail
 from selfheal.widgets.fragments import (
@@ -63,6 +64,8 @@ class HealView(w.VBox):  # type: ignore[misc]
         self._live_events: list[Event] = []
         self.live = live
         self._approver: FutureApprover | None = None
+        self.question_panel: QuestionPanel | None = None
+        """The panel of the run's questions (``bind_asker``)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._rows: list[TimelineRow] = []
@@ -184,6 +187,15 @@ class HealView(w.VBox):  # type: ignore[misc]
         self._approver = approver
         approver.on_proposal(lambda _proposal, state: self.refresh(state))
 
+    def bind_asker(self, asker: FutureAsker) -> QuestionPanel:
+        """Show ``asker``'s questions in a panel under the header; one click answers."""
+        self.question_panel = QuestionPanel(asker)
+        asker.on_question(lambda _question, state: self.refresh(state))
+        kids: list[Any] = list(self.children)  # type: ignore[has-type]
+        kids.insert(kids.index(self.approval_panel) + 1, self.question_panel.box)
+        self.children = tuple(kids)
+        return self.question_panel
+
     def _decide(self, decision: Decision) -> None:
         if self._approver is None or not self._approver.waiting:
             return
@@ -258,6 +270,8 @@ class HealView(w.VBox):  # type: ignore[misc]
         flight = self.meter.now() if live else None
         if flight is not None:
             header += f' · <span class="selfheal-flight">{html.escape(flight.text())}</span>'
+        if self.question_panel is not None and self.question_panel.asker.waiting:
+            header += ' · <span class="selfheal-asking">waiting for your answer</span>'
         evidence = evidence_summary(state)
         if state.finished and evidence:
             header += (

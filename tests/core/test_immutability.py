@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 import scripts as s
-from selfheal import HealConfig, HealRequest, Run
+from selfheal import HealConfig, HealRequest, Pick, Run
 from selfheal.graph import table
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider
@@ -44,6 +44,18 @@ def test_no_node_mutates_its_input(pool: KernelPool, monkeypatch: pytest.MonkeyP
     config = HealConfig(candidates=2, lessons=False, memory=False)
     tied = Run.start(HealRequest(s.SPEC, provider=tie, config=config, executor=pool)).run()
     assert tied.status == "unverified" and tied.function(-5, 0, 3) == 0
+    # the same tie with someone to ask: the ask node runs
+    ask_config = HealConfig(candidates=2, lessons=False, memory=False, autonomy="review_repairs")
+    asked = Run.start(
+        HealRequest(
+            s.SPEC,
+            provider=MockProvider({"generator": [s.BUGGY, s.GOOD], "test_writer": [s.NO_TESTS]}),
+            config=ask_config,
+            executor=pool,
+            asker=lambda question, _state: Pick(question.choices[-1].output),
+        )
+    ).run()
+    assert asked.state.questions
     assert set(checked) == set(table.GRAPH), (
         f"not every node ran: {set(table.GRAPH) - set(checked)}"
     )

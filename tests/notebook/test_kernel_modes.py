@@ -162,6 +162,34 @@ def test_live_start_returns_a_handle_and_approval_resumes(kernel: Kernel) -> Non
     ]
 
 
+def test_live_start_asks_its_question_in_the_view_and_the_answer_resumes(kernel: Kernel) -> None:
+    # two candidates that pass the example and differ below lo: the run asks which is right
+    assert kernel.text(PRELUDE).strip() == "MODE live"
+    kernel.execute(
+        "from selfheal.llm.mock import MockProvider\n"
+        "good = '```python\\ndef clamp(x, lo, hi):\\n    return max(lo, min(x, hi))\\n```'\n"
+        "bad = '```python\\ndef clamp(x, lo, hi):\\n    return min(x, hi)\\n```'\n"
+        "mock = MockProvider({'generator': [bad, good], 'test_writer': ['```python\\n```']})\n"
+        "cfg = HealConfig(autonomy='review_repairs', candidates=2, oracle_calls=0, memory=False,\n"
+        "                 first_answer='instruct')\n"
+        "h = selfheal.notebook.start('Write a function clamp(x, lo, hi) that returns x limited '\n"
+        "    'to the range [lo, hi]. Example: clamp(5, 0, 3) -> 3', provider=mock, config=cfg)"
+    )
+    deadline = time.monotonic() + 180
+    while kernel.text("print(h.asker.waiting)").strip() != "True":
+        assert time.monotonic() < deadline, "the live run never asked its question"
+        time.sleep(0.5)
+    assert kernel.text("print(h.asker.question.call)").strip() == "clamp(-5, 0, 3)"
+    shown = kernel.text("print(h.view.question_panel.box.layout.display, h.view.header.value)")
+    assert shown.startswith("flex") and "waiting for your answer" in shown
+    assert "Decide first" in kernel.text(
+        "try:\n    await h\nexcept selfheal.ApprovalRequired as e:\n    print(e)", timeout=30
+    )
+    kernel.execute("h.answer(selfheal.Pick('0'))")
+    out = kernel.text("r = await h\nprint(r.state.questions[0].test_id, r.function(-5, 0, 3))")
+    assert out.split() == ["ua1", "0"]
+
+
 def test_live_full_auto_blocks_and_streams_widget_updates(kernel: Kernel) -> None:
     kernel.execute(PRELUDE)
     msgs = kernel.execute("r = selfheal.heal(DEMO_SPEC)\nprint(type(r).__name__, r.status)")
