@@ -1,0 +1,184 @@
+"""The test process's main program (see ``_testproc.py``): set itself up, say ``ready``,
+take one module and the ids of its items to run, run them with pytest, and report each
+item's outcome as pytest decided it. Executed by the host's bootstrap as ``__main__`` with
+``argv = [dir, read fd, write fd, memory MiB]``; plain Python.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import resource
+import sys
+import time
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+_CLONE_NEWNET = 0x40000000
+_CAP = 16000
+
+
+def _load(name: str, path: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _harden(memory_mb: int) -> str:
+    """Die with the host, bound the memory, leave the network: what the process runs
+    under, in words."""
+    said = ["own folder"]
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)
+        if libc.unshare(_CLONE_NEWNET) == 0:
+            said.append("own network namespace")
+    except (OSError, AttributeError):
+        pass
+    if memory_mb > 0:
+        try:
+            limit = memory_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            said.append(f"{memory_mb} MiB")
+        except (ValueError, OSError):
+            pass
+    return ", ".join(said)
+
+
+class Reporter:
+    """A pytest plugin: runs only the items asked for, and sends each one's outcome."""
+
+    def __init__(self, ch: Any, ids: list[str], names: dict[str, Any]) -> None:
+        self.ch = ch
+        self.ids = set(ids)
+        self.names = names
+        self.cur: dict[str, Any] = {}
+
+    def pytest_collection_modifyitems(self, session: Any, config: Any, items: list[Any]) -> None:
+        keep = [i for i in items if i.nodeid.split("::", 1)[-1] in self.ids]
+        drop = [i for i in items if i.nodeid.split("::", 1)[-1] not in self.ids]
+        items[:] = keep
+        for item in keep:  # the candidate's names, where the module defines none itself
+            module = getattr(item, "module", None)
+            if module is not None:
+                for k, v in self.names.items():
+                    vars(module).setdefault(k, v)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+
+    def pytest_assertrepr_compare(self, config: Any, op: str, left: Any, right: Any) -> Any:
+        """Both sides of a comparison of two scalars, as the in-process runner shows them
+        (``left:``, ``right:``); containers keep pytest's own diff."""
+        scalars = (int, float, complex, bool, str, bytes, type(None))
+        if type(left) in scalars and type(right) in scalars:
+            return [f"{left!r} {op} {right!r}", f"left:  {left!r}", f"right: {right!r}"]
+        return None
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        self.cur = {"outcome": "passed", "exc": None, "msg": "", "tb": "", "out": "", "err": ""}
+        self.cur["t0"] = time.perf_counter()
+        self.ch.send(("start", nodeid.split("::", 1)[-1]))
+
+    def pytest_runtest_makereport(self, item: Any, call: Any) -> None:
+        """The first exception of the item (setup, call or teardown): its type and words."""
+        e = call.excinfo
+        if e is None or self.cur.get("exc"):
+            return
+        self.cur["exc"] = "AssertionError" if e.typename == "Failed" else e.typename
+        self.cur["msg"] = str(e.value)[:_CAP]
+        self.cur["assertion"] = e.errisinstance(AssertionError) or e.typename == "Failed"
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        """The item's outcome: its first phase that did not pass decides."""
+        self.cur["out"], self.cur["err"] = report.capstdout, report.capstderr
+        if self.cur["outcome"] != "passed" or report.passed:
+            return
+        exc = self.cur.get("exc") or ""
+        if report.skipped:  # skipped while it ran (``pytest.skip()``): it checked nothing
+            outcome = "error"
+            self.cur["exc"] = exc or "Skipped"
+        elif exc == "CandidateTimeout":
+            outcome = "timeout"
+        elif exc == "CandidateCrashed":
+            outcome = "crashed"
+        elif report.when == "call" and self.cur.get("assertion"):
+            outcome = "failed"
+        else:
+            outcome = "error"
+        self.cur["outcome"] = outcome
+        self.cur["tb"] = report.longreprtext[-_CAP:]
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        c = self.cur
+        dur = time.perf_counter() - c["t0"]
+        self.ch.send(
+            (
+                "item",
+                nodeid.split("::", 1)[-1],
+                c["outcome"],
+                c["exc"],
+                str(c["msg"])[:_CAP],
+                str(c["tb"])[:_CAP],
+                str(c["out"]),
+                str(c["err"]),
+                dur,
+            )
+        )
+
+
+def main(argv: list[str]) -> None:
+    here, rfd, wfd, memory_mb = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
+    sys.dont_write_bytecode = True
+    under = _harden(memory_mb)
+    _load("selfheal.kernel_sandbox._wire", os.path.join(here, "_wire.py"))
+    values = _load("selfheal.kernel_sandbox.values", os.path.join(here, "values.py"))
+    tp = _load("selfheal.kernel_sandbox._testproc", os.path.join(here, "_testproc.py"))
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    import pytest
+
+    ch = tp.Channel(rfd, wfd)
+    tp.CHANNEL, tp.VALUES = ch, values
+    ch.send(("ready", under))
+    m = ch.recv()
+    if type(m) is not tuple or len(m) != 4 or m[0] != "run":
+        return
+    _, text, ids, names = m
+    found = tp.candidate_names(names)
+    folder = os.getcwd()
+    path = os.path.join(folder, tp._FILE)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    ini = os.path.join(folder, "pytest.ini")
+    with open(ini, "w", encoding="utf-8") as fh:
+        fh.write("[pytest]\n")
+    sys.modules["candidate"] = tp.CandidateModule("candidate")
+    code = pytest.main(
+        [
+            "-qq",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:stepwise",
+            "-c",
+            ini,
+            "--rootdir",
+            folder,
+            "--confcutdir",
+            folder,
+            "-W",
+            "ignore",
+            "--color=no",
+            "--tb=short",
+            path,
+        ],
+        plugins=[Reporter(ch, list(ids), found)],
+    )
+    ch.send(("finished", int(code)))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
