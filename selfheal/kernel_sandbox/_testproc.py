@@ -206,7 +206,18 @@ def candidate_names(names: Any) -> dict[str, Any]:
     for name, v in out.items():
         if not hasattr(builtins, name):
             setattr(builtins, name, v)
+        if not hasattr(CandidateModule, name):  # a data descriptor: monkeypatch reads it
+            setattr(CandidateModule, name, _attribute(name))
     return out
+
+
+def _attribute(name: str) -> property:
+    """The candidate's top-level ``name`` as a property of the proxy module."""
+    return property(
+        lambda self: call("getattr", Remote(0, "module"), name),
+        lambda self, v: call("setattr", Remote(0, "module"), name, v),
+        lambda self: call("delattr", Remote(0, "module"), name),
+    )
 
 
 def _op(name: str) -> Any:

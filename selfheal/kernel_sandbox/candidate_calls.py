@@ -42,6 +42,7 @@ class CandidateCalls:
         self.restarts = 0
         self.boundary = ""
         self.fd = -1  # the kernel's calls FIFO, open for writing while the kernel is held
+        self.named = False  # the candidate's names were asked for: ask again after a reload
 
     async def start(self, deadline: float) -> LoadResult:
         """Load the candidate (again, after a crash or a timeout): the first load's result,
@@ -110,6 +111,9 @@ class CandidateCalls:
             load = await self.start(deadline)
             if not load.ok:
                 return (("crashed", f"the candidate did not load again: {load.message}"), "", "")
+            if self.named:  # the same handles for its names as in the first process
+                await self.call("namespace", [], {}, timeout, deadline)
+        self.named = self.named or op == "namespace"
         kernel = self.kernel
         assert kernel is not None
         self.n += 1
@@ -128,9 +132,13 @@ class CandidateCalls:
                 m = ev.data
                 if m[0] == "reply" and m[1] == n and len(m) == 5:
                     return (m[2], m[3], m[4])
-                if m[0] in ("exit", "done", "internal"):
+                if m[0] == "exit":
                     self.seq = 0
                     return (("crashed", "the candidate's process died during the call"), "", "")
+                if m[0] in ("done", "internal", "load", "result"):  # not a call's answer
+                    await self._stop()  # (a candidate writing its own lines): killed
+                    why = f"the candidate's process sent {m[0]!r} during a call and was stopped"
+                    return (("crashed", why), "", "")
             elif ev.kind in ("dead", "replied"):
                 self.seq = 0
                 return (("crashed", "the kernel died during the call"), "", "")
