@@ -76,7 +76,22 @@ class Reporter:
         scalars = (int, float, complex, bool, str, bytes, type(None))
         if type(left) in scalars and type(right) in scalars:
             return [f"{left!r} {op} {right!r}", f"left:  {left!r}", f"right: {right!r}"]
+        remote = sys.modules["selfheal.kernel_sandbox._testproc"].Remote
+        if type(left) is remote or type(right) is remote:
+            return [f"{self._side(left)} {op} {self._side(right)}"] + [
+                f"{side}: {self._side(v)}, in the candidate's process: not plain data, "
+                "equal to no plain value of the test"
+                for side, v in (("left", left), ("right", right))
+                if type(v) is remote
+            ]
         return None
+
+    @staticmethod
+    def _side(v: Any) -> str:
+        t = type(v)
+        if t.__name__ == "Remote" and t.__module__ == "selfheal.kernel_sandbox._testproc":
+            return f"<a {object.__getattribute__(v, '_sh_type')}>"
+        return repr(v)
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         self.cur = {"outcome": "passed", "exc": None, "msg": "", "tb": "", "out": "", "err": ""}

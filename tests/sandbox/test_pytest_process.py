@@ -256,3 +256,37 @@ def test_items_run_beside_other_tests_in_their_order(pool: KernelPool) -> None:
     report = pool.run(good, ["assert f(0) == 1", items[0], "assert f(2) == 4", items[1]])
     assert [r.test_id for r in report.results] == ["t0", items[0].id, "t2", items[1].id]
     assert [r.outcome for r in report.results] == ["passed", "passed", "failed", "passed"]
+
+
+def _attacks() -> dict[str, tuple[str, str]]:
+    """The attacks on the in-process verdict (``inproc_forms.py``'s modules), each with a
+    pytest-form test it would have to pass."""
+    from . import test_check_then_use, test_profilers, test_reachable_harness, test_type_lies
+
+    double = "def test_double():\n    assert f(2) == 4\n"
+    return {
+        "type_lies": (test_type_lies.LIAR, double),
+        "check_then_use": (test_check_then_use.SWAPPER, test_check_then_use.PYTEST_TEXT),
+        "alarm_handler": (test_reachable_harness.THROUGH_THE_ALARM, double),
+        "stdout_class": (test_reachable_harness.THROUGH_STDOUT, double),
+        "profiler": (test_profilers.SPY.replace("{installer}", "setprofile"), double),
+    }
+
+
+@pytest.mark.parametrize("attack", sorted(_attacks()))
+def test_the_in_process_attacks_do_not_pass_in_a_separate_process(
+    pool: KernelPool, attack: str
+) -> None:
+    code, text = _attacks()[attack]
+    report = pool.run(code, _items(pool, text), limits=FAST)
+    assert not report.passed
+    assert [r.outcome for r in report.results] != ["passed"], report.results
+
+
+def test_a_failed_comparison_with_a_handle_says_what_it_is(pool: KernelPool) -> None:
+    from . import test_type_lies
+
+    items = _items(pool, "def test_double():\n    assert f(2) == 4\n")
+    r = pool.run(test_type_lies.LIAR, items, limits=FAST).results[0]
+    assert r.outcome == "failed"
+    assert "<a Lying> == 4" in r.message and "not plain data" in r.message, r.message
