@@ -145,7 +145,23 @@ class Reporter:
         )
 
 
+_PLUGINS_OFF: tuple[str, ...] = (
+    "cacheprovider",
+    "stepwise",
+    "junitxml",
+    "doctest",
+    "pastebin",
+    "setuponly",
+)
+_PLUGINS_OFF += ("setupplan", "faulthandler", "nose", "legacypath")
+_PLUGINS_OFF += ("unraisableexception", "threadexception")
+"""pytest's plugins a run does without: the last two collect garbage after every test
+(about 5 ms an item here); none of them decides an outcome."""
+
+
 def main(argv: list[str]) -> None:
+    """Start pytest at once (its configuration is most of its cost), and wait in its
+    ``pytest_sessionstart`` for the module to run: a warm spare has done the rest."""
     here, rfd, wfd, memory_mb = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
     sys.dont_write_bytecode = True
     under = _harden(memory_mb)
@@ -157,27 +173,29 @@ def main(argv: list[str]) -> None:
 
     ch = tp.Channel(rfd, wfd)
     tp.CHANNEL, tp.VALUES = ch, values
-    ch.send(("ready", under))
-    m = ch.recv()
-    if type(m) is not tuple or len(m) != 4 or m[0] != "run":
-        return
-    _, text, ids, names = m
-    found = tp.candidate_names(names)
     folder = os.getcwd()
-    path = os.path.join(folder, tp._FILE)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
     ini = os.path.join(folder, "pytest.ini")
     with open(ini, "w", encoding="utf-8") as fh:
         fh.write("[pytest]\n")
     sys.modules["candidate"] = tp.CandidateModule("candidate")
+    reporter = Reporter(ch, [], {})
+
+    def take(session: Any) -> None:
+        ch.send(("ready", under))
+        m = ch.recv()
+        if type(m) is not tuple or len(m) != 4 or m[0] != "run":
+            raise SystemExit(0)
+        _, text, ids, names = m
+        reporter.ids, reporter.names = set(ids), tp.candidate_names(names)
+        with open(os.path.join(folder, tp._FILE), "w", encoding="utf-8") as fh:
+            fh.write(text)
+
+    reporter.pytest_sessionstart = take  # type: ignore[attr-defined]
+    off = [a for name in _PLUGINS_OFF for a in ("-p", f"no:{name}")]
     code = pytest.main(
         [
             "-qq",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:stepwise",
+            *off,
             "-c",
             ini,
             "--rootdir",
@@ -188,9 +206,10 @@ def main(argv: list[str]) -> None:
             "ignore",
             "--color=no",
             "--tb=short",
-            path,
+            "--capture=sys",  # (the candidate's output is written here by ``call``)
+            os.path.join(folder, tp._FILE),
         ],
-        plugins=[Reporter(ch, list(ids), found)],
+        plugins=[reporter],
     )
     ch.send(("finished", int(code)))
 

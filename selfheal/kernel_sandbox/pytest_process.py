@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -131,24 +132,28 @@ class TestProcess:
 
 
 _spares: dict[int, TestProcess] = {}
+_spares_lock = threading.Lock()
 
 
 def take(memory_mb: int) -> TestProcess:
     """A started test process (the warm spare when there is one), and a new spare."""
-    proc = _spares.pop(memory_mb, None)
+    with _spares_lock:
+        proc = _spares.pop(memory_mb, None)
+        _spares[memory_mb] = TestProcess(memory_mb)
     if proc is None or proc.proc.poll() is not None:
         if proc is not None:
             proc.kill()
         proc = TestProcess(memory_mb)
-    _spares[memory_mb] = TestProcess(memory_mb)
     return proc
 
 
 @atexit.register
 def _kill_spares() -> None:
-    for proc in list(_spares.values()):
+    with _spares_lock:
+        procs = list(_spares.values())
+        _spares.clear()
+    for proc in procs:
         proc.kill()
-    _spares.clear()
 
 
 def _result(item: PytestItem, m: tuple[Any, ...], output_limit: int) -> TestResult:
@@ -262,8 +267,10 @@ class PytestRun:
         except EOFError as e:
             if current is not None:
                 self._set(current, "error", "SandboxError", f"the test process failed: {e}")
-        finally:
-            proc.kill()
+        finally:  # killed now, reaped and its folder removed off the run's critical path
+            if proc.proc.poll() is None:
+                proc.proc.kill()
+            threading.Thread(target=proc.kill, daemon=True).start()
 
 
 def not_loaded(items: Sequence[PytestItem], load: LoadResult) -> list[TestResult]:

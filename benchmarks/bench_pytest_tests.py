@@ -1,0 +1,88 @@
+"""The ``--pytest`` case of ``bench_sandbox.py``: the cost per candidate of your pytest-form
+tests run by pytest in a separate process (``Limits.pytest_tests="separate_process"``, the
+default) against run in the candidate's process (``"in_process"``), with the same checks as
+10 assert lines as the baseline; one pool of one kernel, the three interleaved run by run.
+Also the start of a test process (Python and pytest, to ``ready``), which the warm spare
+keeps off a run's critical path.
+
+    PYTHONPATH=. python benchmarks/bench_sandbox.py --pytest [--runs 30]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from selfheal.kernel_sandbox import KernelPool, Limits
+from selfheal.kernel_sandbox.pytest_process import START_TIMEOUT, TestProcess
+from selfheal.usertests import read_user_tests, user_test_cases
+
+
+def _module(tests: list[str]) -> str:
+    return "".join(f"def test_{i}():\n    {t}\n" for i, t in enumerate(tests))
+
+
+def _start_ms(n: int) -> list[float]:
+    """Milliseconds from starting a test process to its ``ready``."""
+
+    async def once() -> float:
+        t = time.perf_counter()
+        proc = TestProcess(2048)
+        try:
+            assert await proc.recv(START_TIMEOUT) is not None
+            return (time.perf_counter() - t) * 1000
+        finally:
+            proc.kill()
+
+    return [asyncio.run(once()) for _ in range(n)]
+
+
+def pytest_cost(
+    runs: int,
+    candidate: str,
+    tests: list[str],
+    entry: str,
+    pct: Callable[[list[float], float], float],
+    machine: Callable[[], str],
+) -> None:
+    """Print the tables (see the module docstring)."""
+    with KernelPool(size=1) as pool:
+        assert pool.wait_ready(120)
+        items = [
+            c.to_sandbox() for c in user_test_cases(read_user_tests([_module(tests)], entry), pool)
+        ]
+        forms: dict[str, tuple[list[Any], Limits]] = {
+            "10 assert lines (baseline)": (list(tests), Limits()),
+            "10 pytest functions, separate process (default)": (items, Limits()),
+            "10 pytest functions, in the candidate's process": (
+                items,
+                Limits(pytest_tests="in_process"),
+            ),
+        }
+        for ts, lim in forms.values():
+            assert pool.run(candidate, ts, limits=lim).passed
+        times: dict[str, list[float]] = {f: [] for f in forms}
+        for _ in range(runs):
+            for name, (ts, lim) in forms.items():
+                time.sleep(0.05)  # the next standby (and the spare test process) is ready
+                t = time.perf_counter()
+                pool.run(candidate, ts, limits=lim)
+                times[name].append(time.perf_counter() - t)
+    starts = _start_ms(max(3, runs // 5))
+    base = pct(times["10 assert lines (baseline)"], 0.5)
+    print(f"bench_sandbox --pytest: {runs} warm runs each, interleaved; {machine()}")
+    print("Workload: one candidate function plus 10 tests.\n")
+    print("| tests of one candidate | p50 ms per run | p95 ms | p50 ratio |")
+    print("|---|---:|---:|---:|")
+    for name in forms:
+        p50 = pct(times[name], 0.5)
+        print(
+            f"| {name} | {p50 * 1000:.1f} | {pct(times[name], 0.95) * 1000:.1f} | {p50 / base:.2f} |"
+        )
+    starts.sort()
+    print(
+        f"\nA test process's start to ready (off the critical path: a warm spare): "
+        f"p50 {starts[len(starts) // 2]:.0f} ms over {len(starts)} starts"
+    )
