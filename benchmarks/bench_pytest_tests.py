@@ -39,6 +39,27 @@ def _start_ms(n: int) -> list[float]:
     return [asyncio.run(once()) for _ in range(n)]
 
 
+def _rounds(n: int, candidate: str, tests: list[str], entry: str) -> dict[str, list[float]]:
+    """Seconds per round of 4 candidates at once, per form, interleaved."""
+    out: dict[str, list[float]] = {}
+    with KernelPool(size=2) as pool:
+        assert pool.wait_ready(120)
+        text = _module(tests)
+        items = [c.to_sandbox() for c in user_test_cases(read_user_tests([text], entry), pool)]
+        forms = {
+            "10 pytest functions, separate process": Limits(),
+            "10 pytest functions, in the candidate's process": Limits(pytest_tests="in_process"),
+        }
+        for _ in range(n + 1):
+            for name, lim in forms.items():
+                time.sleep(0.2)
+                t = time.perf_counter()
+                reports = pool.run_many([(candidate, items)] * 4, limits=lim)
+                assert all(r.passed for r in reports)
+                out.setdefault(name, []).append(time.perf_counter() - t)
+    return {k: v[1:] for k, v in out.items()}  # the first round starts the spares
+
+
 def pytest_cost(
     runs: int,
     candidate: str,
@@ -70,6 +91,7 @@ def pytest_cost(
                 t = time.perf_counter()
                 pool.run(candidate, ts, limits=lim)
                 times[name].append(time.perf_counter() - t)
+    rounds = _rounds(max(3, runs // 3), candidate, tests, entry)
     starts = _start_ms(max(3, runs // 5))
     base = pct(times["10 assert lines (baseline)"], 0.5)
     print(f"bench_sandbox --pytest: {runs} warm runs each, interleaved; {machine()}")
@@ -81,6 +103,11 @@ def pytest_cost(
         print(
             f"| {name} | {p50 * 1000:.1f} | {pct(times[name], 0.95) * 1000:.1f} | {p50 / base:.2f} |"
         )
+    print("\nA population's round: K=4 candidates at once (`run_many`), pool size 2:\n")
+    print("| tests of each candidate | p50 ms per round | candidates/s |")
+    print("|---|---:|---:|")
+    for name, xs in rounds.items():
+        print(f"| {name} | {pct(xs, 0.5) * 1000:.0f} | {4 / pct(xs, 0.5):.1f} |")
     starts.sort()
     print(
         f"\nA test process's start to ready (off the critical path: a warm spare): "

@@ -131,15 +131,19 @@ class TestProcess:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-_spares: dict[int, TestProcess] = {}
+SPARES = 2
+"""Test processes kept started ahead (the default pool runs two candidates at once)."""
+_spares: dict[int, list[TestProcess]] = {}
 _spares_lock = threading.Lock()
 
 
 def take(memory_mb: int) -> TestProcess:
-    """A started test process (the warm spare when there is one), and a new spare."""
+    """A started test process (a warm spare when there is one); the spares made up."""
     with _spares_lock:
-        proc = _spares.pop(memory_mb, None)
-        _spares[memory_mb] = TestProcess(memory_mb)
+        ready = _spares.setdefault(memory_mb, [])
+        proc = ready.pop(0) if ready else None
+        while len(ready) < SPARES:
+            ready.append(TestProcess(memory_mb))
     if proc is None or proc.proc.poll() is not None:
         if proc is not None:
             proc.kill()
@@ -150,7 +154,7 @@ def take(memory_mb: int) -> TestProcess:
 @atexit.register
 def _kill_spares() -> None:
     with _spares_lock:
-        procs = list(_spares.values())
+        procs = [p for ready in _spares.values() for p in ready]
         _spares.clear()
     for proc in procs:
         proc.kill()
