@@ -10,6 +10,7 @@ import ctypes
 import importlib.util
 import os
 import resource
+import signal
 import sys
 import time
 from typing import Any
@@ -29,12 +30,11 @@ def _load(name: str, path: str) -> Any:
 
 
 def _harden(memory_mb: int) -> str:
-    """Die with the host, bound the memory, leave the network: what the process runs
+    """Die with the parent, bound the memory, leave the network: what the process runs
     under, in words."""
     said = ["own folder"]
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)
+        libc = _die_with_parent()
         if libc.unshare(_CLONE_NEWNET) == 0:
             said.append("own network namespace")
     except (OSError, AttributeError):
@@ -47,6 +47,12 @@ def _harden(memory_mb: int) -> str:
         except (ValueError, OSError):
             pass
     return ", ".join(said)
+
+
+def _die_with_parent() -> Any:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)
+    return libc
 
 
 class Reporter:
@@ -160,8 +166,11 @@ _PLUGINS_OFF += ("unraisableexception", "threadexception")
 
 
 def main(argv: list[str]) -> None:
-    """Start pytest at once (its configuration is most of its cost), and wait in its
-    ``pytest_sessionstart`` for the module to run: a warm spare has done the rest."""
+    """The test server: start pytest at once (its configuration is most of its cost) and,
+    in its ``pytest_sessionstart``, fork one child per run the host asks for; the child
+    opens the run's two FIFOs, takes the module and goes on with the session (collection,
+    the items), the server waits for the next run. Children are reaped by the kernel
+    (``SIGCHLD`` ignored here)."""
     here, rfd, wfd, memory_mb = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
     sys.dont_write_bytecode = True
     under = _harden(memory_mb)
@@ -171,26 +180,52 @@ def main(argv: list[str]) -> None:
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     import pytest
 
-    ch = tp.Channel(rfd, wfd)
-    tp.CHANNEL, tp.VALUES = ch, values
+    ctl = tp.Channel(rfd, wfd)
+    tp.VALUES = values
     folder = os.getcwd()
     ini = os.path.join(folder, "pytest.ini")
     with open(ini, "w", encoding="utf-8") as fh:
         fh.write("[pytest]\n")
+    placeholder = os.path.join(folder, tp._FILE)
+    with open(placeholder, "w", encoding="utf-8") as fh:
+        fh.write("")
     sys.modules["candidate"] = tp.CandidateModule("candidate")
-    reporter = Reporter(ch, [], {})
+    reporter = Reporter(None, [], {})
 
-    def take(session: Any) -> None:
-        ch.send(("ready", under))
+    def serve(session: Any) -> None:
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+        ctl.send(("ready", under))
+        while True:
+            m = ctl.recv()
+            if type(m) is not tuple or len(m) != 2 or m[0] != "fork" or type(m[1]) is not str:
+                raise SystemExit(0)
+            if os.fork() == 0:
+                _child(session, m[1])
+                return  # the child goes on with the session: collection, the items
+
+    def _child(session: Any, run: str) -> None:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.close(rfd)
+        os.close(wfd)
+        _die_with_parent()  # the server, which dies with the host
+        os.chdir(run)
+        out = os.open(os.path.join(run, "out"), os.O_WRONLY)
+        ch = tp.Channel(os.open(os.path.join(run, "in"), os.O_RDONLY), out)
+        tp.CHANNEL = reporter.ch = ch
+        ch.send(("ready", under, os.getpid()))
         m = ch.recv()
         if type(m) is not tuple or len(m) != 4 or m[0] != "run":
             raise SystemExit(0)
         _, text, ids, names = m
         reporter.ids, reporter.names = set(ids), tp.candidate_names(names)
-        with open(os.path.join(folder, tp._FILE), "w", encoding="utf-8") as fh:
+        path = os.path.join(run, tp._FILE)
+        with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
+        session.config.args = [path]
 
-    reporter.pytest_sessionstart = take  # type: ignore[attr-defined]
+    # last: pytest's own session start (its fixture manager: most of a session's start) is
+    # done once, in the server, before any fork
+    reporter.pytest_sessionstart = pytest.hookimpl(trylast=True)(serve)  # type: ignore[attr-defined]
     off = [a for name in _PLUGINS_OFF for a in ("-p", f"no:{name}")]
     code = pytest.main(
         [
@@ -207,11 +242,12 @@ def main(argv: list[str]) -> None:
             "--color=no",
             "--tb=short",
             "--capture=sys",  # (the candidate's output is written here by ``call``)
-            os.path.join(folder, tp._FILE),
+            placeholder,
         ],
         plugins=[reporter],
     )
-    ch.send(("finished", int(code)))
+    if tp.CHANNEL is not None:
+        tp.CHANNEL.send(("finished", int(code)))
 
 
 if __name__ == "__main__":

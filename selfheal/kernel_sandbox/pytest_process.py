@@ -13,10 +13,14 @@ the run's critical path.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
+import contextlib
 import marshal
 import os
+import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,40 +49,12 @@ _MAX_FRAME = 64 << 20
 _OUTCOMES = ("passed", "failed", "error", "timeout", "crashed")
 
 
-class TestProcess:
-    """One test process and its two pipes (see ``_testproc.Channel``)."""
+class Pipes:
+    """Framed ``marshal`` messages over two non-blocking descriptors (``_testproc.Channel``
+    is the other end)."""
 
-    __test__ = False
-
-    def __init__(self, memory_mb: int) -> None:
-        self.folder = tempfile.mkdtemp(prefix="selfheal-t-")
-        os.makedirs(os.path.join(self.folder, "tmp"))
-        to_child_r, self.wfd = os.pipe()
-        self.rfd, from_child_w = os.pipe()
-        env = kernel_env(Path(self.folder), Path(self.folder) / "tmp")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-I",
-                "-c",
-                _BOOT,
-                str(_HERE),
-                str(to_child_r),
-                str(from_child_w),
-                str(memory_mb),
-            ],
-            cwd=self.folder,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(to_child_r, from_child_w),
-            start_new_session=True,
-        )
-        os.close(to_child_r)
-        os.close(from_child_w)
-        os.set_blocking(self.rfd, False)
-        os.set_blocking(self.wfd, False)
+    def __init__(self, rfd: int, wfd: int) -> None:
+        self.rfd, self.wfd = rfd, wfd
         self.buf = bytearray()
 
     async def recv(self, timeout: float) -> tuple[Any, ...] | None:
@@ -115,49 +91,134 @@ class TestProcess:
         data = marshal.dumps(obj)
         await write_all(self.wfd, len(data).to_bytes(8, "big") + data)
 
+    def close(self) -> None:
+        for fd in (self.rfd, self.wfd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.rfd = self.wfd = -1
+
+
+class TestServer:
+    """The test server (``_testrun.main``): pytest imported and configured once; it forks a
+    test process for each run."""
+
+    __test__ = False
+
+    def __init__(self, memory_mb: int) -> None:
+        self.folder = tempfile.mkdtemp(prefix="selfheal-t-")
+        os.makedirs(os.path.join(self.folder, "tmp"))
+        to_child_r, wfd = os.pipe()
+        rfd, from_child_w = os.pipe()
+        env = kernel_env(Path(self.folder), Path(self.folder) / "tmp")
+        argv = [str(_HERE), str(to_child_r), str(from_child_w), str(memory_mb)]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", _BOOT, *argv],
+            cwd=self.folder,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(to_child_r, from_child_w),
+            start_new_session=True,
+        )
+        os.close(to_child_r)
+        os.close(from_child_w)
+        os.set_blocking(rfd, False)
+        os.set_blocking(wfd, False)
+        self.ctl = Pipes(rfd, wfd)
+        self.ready = False
+        self.runs = 0
+        self.lock = threading.Lock()
+
+    def _wait_ready(self) -> None:
+        """Block until the server says ``ready`` (``EOFError`` if it does not)."""
+        with self.lock:
+            end = time.monotonic() + START_TIMEOUT
+            while not self.ready:
+                left = end - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None:
+                    raise EOFError("the test server did not start")
+                select.select([self.ctl.rfd], [], [], min(left, 0.5))
+                with contextlib.suppress(BlockingIOError):
+                    chunk = os.read(self.ctl.rfd, 1 << 16)
+                    if not chunk:
+                        raise EOFError("the test server ended")
+                    self.ctl.buf += chunk
+                if len(self.ctl.buf) >= 8 + int.from_bytes(self.ctl.buf[:8], "big"):
+                    self.ready = True  # (its one message: "ready")
+
+    async def fork(self) -> TestRun:
+        """A fresh test process for one run, forked by the server, on two FIFOs of its own."""
+        if not self.ready:  # (callers on several threads and loops: one waits, in a thread)
+            await asyncio.to_thread(self._wait_ready)
+        with self.lock:
+            self.runs += 1
+            run = os.path.join(self.folder, f"run-{self.runs}")
+        os.mkdir(run)
+        os.mkfifo(os.path.join(run, "in"), 0o600)
+        os.mkfifo(os.path.join(run, "out"), 0o600)
+        rfd = os.open(os.path.join(run, "out"), os.O_RDONLY | os.O_NONBLOCK)
+        wfd = os.open(os.path.join(run, "in"), os.O_RDWR | os.O_NONBLOCK)
+        await self.ctl.send(("fork", run))
+        return TestRun(rfd, wfd, run)
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        for fd in (self.rfd, self.wfd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.rfd = self.wfd = -1
+        self.ctl.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-SPARES = 2
-"""Test processes kept started ahead (the default pool runs two candidates at once)."""
-_spares: dict[int, list[TestProcess]] = {}
-_spares_lock = threading.Lock()
+class TestRun(Pipes):
+    """One run's test process (forked by the server; not the host's child)."""
+
+    __test__ = False
+
+    def __init__(self, rfd: int, wfd: int, folder: str) -> None:
+        super().__init__(rfd, wfd)
+        self.folder = folder
+        self.pidfd = -1
+
+    def adopt(self, pid: Any) -> None:
+        if type(pid) is int and pid > 0:
+            with contextlib.suppress(OSError):
+                self.pidfd = os.pidfd_open(pid)
+
+    def kill(self) -> None:
+        """Kill it (the server reaps it), close the pipes, remove its folder."""
+        if self.pidfd >= 0:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            os.close(self.pidfd)
+            self.pidfd = -1
+        self.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def take(memory_mb: int) -> TestProcess:
-    """A started test process (a warm spare when there is one); the spares made up."""
-    with _spares_lock:
-        ready = _spares.setdefault(memory_mb, [])
-        proc = ready.pop(0) if ready else None
-        while len(ready) < SPARES:
-            ready.append(TestProcess(memory_mb))
-    if proc is None or proc.proc.poll() is not None:
-        if proc is not None:
-            proc.kill()
-        proc = TestProcess(memory_mb)
-    return proc
+_servers: dict[int, TestServer] = {}
+_servers_lock = threading.Lock()
+
+
+def server(memory_mb: int) -> TestServer:
+    """The test server for runs with ``memory_mb`` (started on first use, again if it died)."""
+    with _servers_lock:
+        s = _servers.get(memory_mb)
+        if s is None or s.proc.poll() is not None:
+            if s is not None:
+                s.kill()
+            s = _servers[memory_mb] = TestServer(memory_mb)
+        return s
 
 
 @atexit.register
-def _kill_spares() -> None:
-    with _spares_lock:
-        procs = [p for ready in _spares.values() for p in ready]
-        _spares.clear()
-    for proc in procs:
-        proc.kill()
+def _kill_servers() -> None:
+    with _servers_lock:
+        servers = list(_servers.values())
+        _servers.clear()
+    for s in servers:
+        s.kill()
 
 
 def _result(item: PytestItem, m: tuple[Any, ...], output_limit: int) -> TestResult:
@@ -225,13 +286,19 @@ class PytestRun:
         one of its items runs over its time (the process is then killed)."""
         lim = self.limits
         by_node = {t.nodeid: t for t in pending}
-        proc = take(lim.memory_mb)
         current: PytestItem | None = None
         started = time.monotonic()
         try:
+            proc = await server(lim.memory_mb).fork()
+        except (EOFError, OSError) as e:
+            for t in pending:
+                self._set(t, "error", "SandboxError", f"the test process did not start: {e}")
+            return
+        try:
             ready = await proc.recv(START_TIMEOUT)
-            if ready is None or ready[0] != "ready":
+            if ready is None or ready[0] != "ready" or len(ready) != 3:
                 raise EOFError("the test process did not start")
+            proc.adopt(ready[2])
             left = max(0.01, self.deadline - time.monotonic())
             names = await self.calls.call("namespace", [], {}, min(left, lim.test_timeout), left)
             await proc.send(("run", module, [t.nodeid for t in pending], names))
@@ -271,10 +338,8 @@ class PytestRun:
         except EOFError as e:
             if current is not None:
                 self._set(current, "error", "SandboxError", f"the test process failed: {e}")
-        finally:  # killed now, reaped and its folder removed off the run's critical path
-            if proc.proc.poll() is None:
-                proc.proc.kill()
-            threading.Thread(target=proc.kill, daemon=True).start()
+        finally:
+            proc.kill()
 
 
 def not_loaded(items: Sequence[PytestItem], load: LoadResult) -> list[TestResult]:
