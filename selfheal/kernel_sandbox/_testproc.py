@@ -11,8 +11,9 @@ raised here as the same builtin type (a type of the candidate's own: a ``Candida
 subclass of that name, and of its nearest builtin base). pytest decides each item's outcome;
 the host reads it from this process's pipe.
 
-Started by the host (``pytest_process.py``) as ``python -I -c <bootstrap>``; plain Python
-(only pytest and two selfheal modules loaded by path: importing ``selfheal`` costs a second).
+Forked for each run by the test server the host starts (``pytest_process.py``) as
+``python -I -c <bootstrap>``; plain Python (only pytest and two selfheal modules loaded by
+path: importing ``selfheal`` costs a second).
 """
 
 from __future__ import annotations

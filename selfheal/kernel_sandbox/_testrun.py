@@ -55,6 +55,19 @@ def _die_with_parent() -> Any:
     return libc
 
 
+def _assert_source(e: Any, msg: str) -> str:
+    """A failed ``assert``'s message as the other runners word it: the statement as written
+    (``assert f(3) == 7``), then pytest's explanation (``left: 6`` ...)."""
+    lines = msg.splitlines()
+    if not e.errisinstance(AssertionError) or not lines or not lines[0].startswith("assert "):
+        return msg
+    try:
+        stmt = str(e.traceback[-1].statement).strip()
+    except Exception:
+        return msg
+    return "\n".join([stmt, *lines[1:]]) if stmt.startswith("assert") else msg
+
+
 class Reporter:
     """A pytest plugin: runs only the items asked for, and sends each one's outcome."""
 
@@ -85,10 +98,13 @@ class Reporter:
         remote = sys.modules["selfheal.kernel_sandbox._testproc"].Remote
         if type(left) is remote or type(right) is remote:
             return [f"{self._side(left)} {op} {self._side(right)}"] + [
-                f"{side}: {self._side(v)}, in the candidate's process: not plain data, "
-                "equal to no plain value of the test"
-                for side, v in (("left", left), ("right", right))
-                if type(v) is remote
+                f"{side} {self._side(v)}"
+                + (
+                    ", in the candidate's process: not plain data, equal to no plain value"
+                    if type(v) is remote
+                    else ""
+                )
+                for side, v in (("left: ", left), ("right:", right))
             ]
         return None
 
@@ -110,7 +126,7 @@ class Reporter:
         if e is None or self.cur.get("exc"):
             return
         self.cur["exc"] = "AssertionError" if e.typename == "Failed" else e.typename
-        self.cur["msg"] = str(e.value)[:_CAP]
+        self.cur["msg"] = _assert_source(e, str(e.value))[:_CAP]
         self.cur["assertion"] = e.errisinstance(AssertionError) or e.typename == "Failed"
 
     def pytest_runtest_logreport(self, report: Any) -> None:

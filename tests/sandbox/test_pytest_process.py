@@ -289,4 +289,6 @@ def test_a_failed_comparison_with_a_handle_says_what_it_is(pool: KernelPool) -> 
     items = _items(pool, "def test_double():\n    assert f(2) == 4\n")
     r = pool.run(test_type_lies.LIAR, items, limits=FAST).results[0]
     assert r.outcome == "failed"
-    assert "<a Lying> == 4" in r.message and "not plain data" in r.message, r.message
+    assert r.message.startswith("assert f(2) == 4\n"), r.message
+    assert "left:  <a Lying>, in the candidate's process: not plain data" in r.message
+    assert "right: 4" in r.message
