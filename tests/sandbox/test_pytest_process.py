@@ -292,3 +292,12 @@ def test_a_failed_comparison_with_a_handle_says_what_it_is(pool: KernelPool) -> 
     assert r.message.startswith("assert f(2) == 4\n"), r.message
     assert "left:  <a Lying>, in the candidate's process: not plain data" in r.message
     assert "right: 4" in r.message
+
+
+def test_a_test_that_hangs_in_the_test_process_times_out_and_the_rest_run(
+    pool: KernelPool,
+) -> None:
+    text = "def test_spin():\n    while True:\n        pass\n" + PYTEST_TESTS[0]
+    report = pool.run("def f(x):\n    return x + 1\n", _items(pool, text), limits=FAST)
+    assert [r.outcome for r in report.results] == ["timeout", "passed"], report.results
+    assert "took over 1.0s" in report.results[0].message
