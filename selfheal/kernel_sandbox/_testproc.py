@@ -139,13 +139,31 @@ def encode(v: Any, depth: int = 0) -> Any:
         return (tag, [encode(x, depth + 1) for x in v])
     if t is dict:
         return ("d", [(encode(k, depth + 1), encode(x, depth + 1)) for k, x in v.items()])
+    enc = sys.modules["selfheal.kernel_sandbox._wire"].encode_result(v)
+    if not _opaque(enc):  # dates, Decimal, NumPy, pandas: as the candidate's values come back
+        return enc
     raise TypeError(
         f"a {t.__qualname__} cannot be sent to the candidate's code: your test runs in a "
         "process of its own and the candidate's code in another, so what the test passes to "
-        "it must be plain data (numbers, strings, bytes, lists, tuples, dicts, sets, None) or "
-        "a value the candidate returned. Pass plain data, or run the tests in the candidate's "
-        "process: Limits(pytest_tests='in_process')"
+        "it must be data (numbers, strings, bytes, lists, tuples, dicts, sets, None, dates, "
+        "Decimal, NumPy arrays, pandas Series and DataFrames) or a value the candidate "
+        "returned. Pass data, or run the tests in the candidate's process: "
+        "Limits(pytest_tests='in_process')"
     )
+
+
+def _opaque(e: Any) -> bool:
+    """The encoding holds a part that is not data (``("o", ...)``, ``("cut",)``)."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if type(x) is tuple:
+            if x and (x[0] == "o" or x[0] == "cut"):
+                return True
+            stack.extend(x)
+        elif type(x) is list:
+            stack.extend(x)
+    return False
 
 
 def call(op: str, *args: Any, **kwargs: Any) -> Any:

@@ -21,8 +21,11 @@ PYTEST_TESTS = (
 )
 
 
-def _items(pool: KernelPool, text: str, entry: str = "f") -> list[Any]:
-    return [c.to_sandbox() for c in user_test_cases(read_user_tests([text], entry), pool)]
+def _items(
+    pool: KernelPool, text: str, entry: str = "f", limits: Limits | None = None
+) -> list[Any]:
+    cases = user_test_cases(read_user_tests([text], entry), pool, limits)
+    return [c.to_sandbox() for c in cases]
 
 
 def _mode(mode: str, **more: Any) -> Limits:
@@ -301,3 +304,46 @@ def test_a_test_that_hangs_in_the_test_process_times_out_and_the_rest_run(
     report = pool.run("def f(x):\n    return x + 1\n", _items(pool, text), limits=FAST)
     assert [r.outcome for r in report.results] == ["timeout", "passed"], report.results
     assert "took over 1.0s" in report.results[0].message
+
+
+DATA_CODE = """
+import datetime
+import numpy as np
+
+def column_total(df):
+    return float(df["x"].sum())
+
+def doubled(a):
+    return a * 2
+
+def next_day(d):
+    return d + datetime.timedelta(days=1)
+
+def label(s):
+    return s.name
+"""
+DATA_TESTS = """
+import datetime
+import numpy as np
+import pandas as pd
+
+def test_a_frame():
+    assert column_total(pd.DataFrame({"x": [1.5, 2.5], "y": ["a", "b"]})) == 4.0
+
+def test_an_array():
+    np.testing.assert_array_equal(doubled(np.arange(3)), np.array([0, 2, 4]))
+
+def test_a_date():
+    assert next_day(datetime.date(2024, 2, 28)) == datetime.date(2024, 2, 29)
+
+def test_a_series():
+    assert label(pd.Series([1, 2], name="n")) == "n"
+"""
+
+
+def test_numpy_pandas_and_dates_are_sent_as_data(pool: KernelPool) -> None:
+    pytest.importorskip("pandas")
+    slow = _mode("separate_process", test_timeout=30.0, load_timeout=30.0, run_timeout=120.0)
+    items = _items(pool, DATA_TESTS, "column_total", slow)  # (pandas imports in collection)
+    report = pool.run(DATA_CODE, items, limits=slow)
+    assert [r.outcome for r in report.results] == ["passed"] * 4, report.results

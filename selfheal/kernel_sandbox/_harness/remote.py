@@ -11,6 +11,7 @@ Shipped to the kernel as source (see ``_harness/__init__.py``).
 from __future__ import annotations
 
 import builtins as _rm_builtins
+import datetime as _dt
 import marshal as _rm_marshal
 import operator as _rm_operator
 import os as _rm_os
@@ -20,7 +21,19 @@ from typing import Any
 if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
     from selfheal.kernel_sandbox._harness.capture import NAME_CAP, Cap, clip, describe
     from selfheal.kernel_sandbox._harness.guard import Guard, Timeout, guarded
-    from selfheal.kernel_sandbox._wire import encode_result, encode_value
+    from selfheal.kernel_sandbox._wire import (
+        _Counter,
+        _date,
+        _datetime,
+        _Decimal,
+        _deque,
+        _Fraction,
+        _OrderedDict,
+        _time,
+        _timedelta,
+        encode_result,
+        encode_value,
+    )
 
 _rm_loads = _rm_marshal.loads
 _rm_read = _rm_os.read
@@ -91,11 +104,17 @@ class RmTable:
         return h
 
     def decode(self, e: Any) -> Any:
-        """An argument from the host: plain data (``_wire.encode_value``'s tags) or a handle
-        (``("H", id)``), in lists, tuples, sets and dicts."""
+        """An argument from the host: data (``_wire.encode_result``'s tags: builtins, dates,
+        ``Decimal``, NumPy, pandas) or a handle (``("H", id)``), in lists, tuples, sets and
+        dicts. The test process encoded it: trusted, so read without the host's checks."""
         tag = e[0]
         if tag == "H":
             return self.objs[e[1]]
+        if tag in ("L", "T", "S", "Z"):  # exact ints, strings, bools, None, untagged
+            kind: Any = {"L": list, "T": tuple, "S": set, "Z": frozenset}[tag]
+            return kind(e[1])
+        if tag in _RM_RICH:
+            return rm_rich(self, e)
         if tag == "l":
             return [self.decode(x) for x in e[1]]
         if tag == "t":
@@ -117,6 +136,83 @@ class RmTable:
         if tag == "r":
             return range(e[1], e[2], e[3])
         raise ValueError(f"unknown argument tag {tag!r}")
+
+
+_RM_RICH: tuple[str, ...] = (
+    "dt",
+    "d8",
+    "tm",
+    "td",
+    "dec",
+    "fr",
+    "cnt",
+    "od",
+    "dd",
+    "dq",
+    "nd",
+    "ns",
+    "pds",
+)
+_RM_RICH += ("pdf", "pix")
+
+
+def _rm_tz(micro: Any) -> Any:
+    return None if micro is None else _dt.timezone(_timedelta(microseconds=micro))
+
+
+def rm_rich(table: RmTable, e: Any) -> Any:
+    """A date, ``Decimal``, ``Fraction``, collection, NumPy or pandas value of the test (see
+    ``RmTable.decode``)."""
+    tag, dec = e[0], table.decode
+    if tag == "dt":
+        y, mo, d, h, mi, s, us, tz, fold = e[1:]
+        return _datetime(y, mo, d, h, mi, s, us, tzinfo=_rm_tz(tz), fold=fold)
+    if tag == "d8":
+        return _date(*e[1:4])
+    if tag == "tm":
+        h, mi, s, us, tz, fold = e[1:]
+        return _time(h, mi, s, us, tzinfo=_rm_tz(tz), fold=fold)
+    if tag == "td":
+        return _timedelta(days=e[1], seconds=e[2], microseconds=e[3])
+    if tag == "dec":
+        return _Decimal(e[1])
+    if tag == "fr":
+        return _Fraction(e[1], e[2])
+    if tag == "dq":
+        return _deque(dec(x) for x in e[1])
+    if tag in ("cnt", "od", "dd"):
+        pairs = [(dec(k), dec(v)) for k, v in e[1]]
+        if tag == "cnt":
+            return _Counter(dict(pairs))
+        return _OrderedDict(pairs) if tag == "od" else dict(pairs)
+    import numpy as np
+
+    if tag == "nd":
+        _, dtype, shape, flat = e
+        vals = [dec(x) for x in flat]
+        kind = np.dtype(dtype)
+        if kind.kind in "Mm":
+            return np.array(vals, dtype="i8").view(kind).reshape(shape)
+        if kind.kind == "O":
+            out = np.empty(len(vals), dtype=object)
+            out[:] = vals
+            return out.reshape(shape)
+        return np.array(vals, dtype=kind).reshape(shape)
+    if tag == "ns":
+        return np.array([dec(e[2])], dtype=np.dtype(e[1]))[0]
+    import pandas as pd
+
+    if tag == "pix":
+        return pd.Index(dec(e[2]), name=dec(e[1]))
+    if tag == "pds":
+        _, name, index, dtype, values = e
+        return pd.Series(dec(values), index=dec(index), name=dec(name), dtype=dtype)
+    _, cols, index, dtypes, data = e
+    ix = dec(index)
+    series = [pd.Series(dec(a), index=ix, dtype=k) for a, k in zip(data, dtypes, strict=True)]
+    frame = pd.concat(series, axis=1) if series else pd.DataFrame(index=ix)
+    frame.columns = pd.Index([dec(c) for c in cols], tupleize_cols=False)
+    return frame
 
 
 def rm_opaque(e: Any) -> bool:
