@@ -343,6 +343,12 @@ class Remote:
     def __hash__(self) -> int:
         return hash(object.__getattribute__(self, "_sh_id"))
 
+    def __instancecheck__(self, obj: Any) -> bool:  # ``isinstance(x, Stack)``, ``Stack`` a handle
+        return call("isinstance", obj, self) is True
+
+    def __subclasscheck__(self, cls: Any) -> bool:
+        return call("issubclass", cls, self) is True
+
     __lt__, __le__, __gt__, __ge__ = _order("lt"), _order("le"), _order("gt"), _order("ge")
     __contains__ = _op("contains")
     __getitem__, __setitem__, __delitem__ = _op("getitem"), _op("setitem"), _op("delitem")

@@ -148,6 +148,7 @@ def test_methods_and_attributes():
     assert s.pop() == 2 and len(s) == 1
     s.pushes = 10
     assert s.pushes == 10
+    assert isinstance(s, Stack) and not isinstance(3, Stack)
 
 def test_two_handles_compare_in_the_candidate():
     assert make(1, 2) == make(1, 2)

@@ -79,6 +79,8 @@ _RM_OPS: dict[str, Any] = {
     "str": str,
     "bool": bool,
     "hash": hash,
+    "isinstance": isinstance,
+    "issubclass": issubclass,
     "contains": _rm_operator.contains,
     "getitem": _rm_operator.getitem,
     "setitem": _rm_operator.setitem,
