@@ -288,17 +288,12 @@ class PytestRun:
         by_node = {t.nodeid: t for t in pending}
         current: PytestItem | None = None
         started = time.monotonic()
-        try:
-            proc = await server(lim.memory_mb).fork()
-        except (EOFError, OSError) as e:
+        proc = await _started(lim.memory_mb)
+        if isinstance(proc, str):
             for t in pending:
-                self._set(t, "error", "SandboxError", f"the test process did not start: {e}")
+                self._set(t, "error", "SandboxError", f"the test process did not start: {proc}")
             return
         try:
-            ready = await proc.recv(START_TIMEOUT)
-            if ready is None or ready[0] != "ready" or len(ready) != 3:
-                raise EOFError("the test process did not start")
-            proc.adopt(ready[2])
             left = max(0.01, self.deadline - time.monotonic())
             names = await self.calls.call("namespace", [], {}, min(left, lim.test_timeout), left)
             await proc.send(("run", module, [t.nodeid for t in pending], names))
@@ -340,6 +335,37 @@ class PytestRun:
                 self._set(current, "error", "SandboxError", f"the test process failed: {e}")
         finally:
             proc.kill()
+
+
+async def _started(memory_mb: int) -> TestRun | str:
+    """A test process that said ``ready``, or why there is none; a server that died (it dies
+    with the thread that started it) is replaced once."""
+    why = ""
+    for _ in range(2):
+        srv = server(memory_mb)
+        proc: TestRun | None = None
+        try:
+            proc = await srv.fork()
+            end = time.monotonic() + START_TIMEOUT
+            while time.monotonic() < end:
+                m = await proc.recv(0.5)
+                if m is not None:
+                    if m[0] != "ready" or len(m) != 3:
+                        raise EOFError("the test process did not start")
+                    proc.adopt(m[2])
+                    return proc
+                if srv.proc.poll() is not None:
+                    raise EOFError("the test server died")
+            raise EOFError(f"the test process did not start within {START_TIMEOUT}s")
+        except (EOFError, OSError) as e:
+            why = str(e)
+            if proc is not None:
+                proc.kill()
+            with _servers_lock:
+                if _servers.get(memory_mb) is srv:
+                    del _servers[memory_mb]
+            srv.kill()
+    return why
 
 
 def not_loaded(items: Sequence[PytestItem], load: LoadResult) -> list[TestResult]:

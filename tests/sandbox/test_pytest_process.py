@@ -348,3 +348,16 @@ def test_numpy_pandas_and_dates_are_sent_as_data(pool: KernelPool) -> None:
     items = _items(pool, DATA_TESTS, "column_total", slow)  # (pandas imports in collection)
     report = pool.run(DATA_CODE, items, limits=slow)
     assert [r.outcome for r in report.results] == ["passed"] * 4, report.results
+
+
+def test_a_test_server_that_died_is_replaced(pool: KernelPool) -> None:
+    from selfheal.kernel_sandbox import pytest_process
+
+    items = _items(pool, "".join(PYTEST_TESTS))
+    good = "def f(x):\n    return x + 1\n"
+    assert pool.run(good, items, limits=FAST).passed
+    srv = pytest_process.server(FAST.memory_mb)
+    srv.proc.kill()  # (as when the thread that started it ends: it dies with that thread)
+    report = pool.run(good, items, limits=FAST)
+    assert [r.outcome for r in report.results] == ["passed", "passed"], report.results
+    assert pytest_process.server(FAST.memory_mb) is not srv
