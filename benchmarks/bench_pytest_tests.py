@@ -30,11 +30,11 @@ def _start_ms(n: int) -> tuple[list[float], list[float]]:
 
     async def once() -> tuple[float, float]:
         t = time.perf_counter()
-        srv = TestServer(2048)
+        srv = TestServer()
         try:
-            run = await srv.fork()  # (waits for the server's ready first)
+            run = await srv.fork(2048)  # (waits for the server's ready first)
             t1 = time.perf_counter()
-            m = await srv.fork()
+            m = await srv.fork(2048)
             assert await m.recv(START_TIMEOUT) is not None
             t2 = time.perf_counter()
             run.kill()

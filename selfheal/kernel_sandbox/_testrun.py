@@ -1,11 +1,12 @@
 """The test process's main program (see ``_testproc.py``): set itself up, say ``ready``,
 take one module and the ids of its items to run, run them with pytest, and report each
 item's outcome as pytest decided it. Executed by the host's bootstrap as ``__main__`` with
-``argv = [dir, read fd, write fd, memory MiB]``; plain Python.
+``argv = [dir, read fd, write fd]``; plain Python.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib.util
 import os
@@ -187,9 +188,9 @@ def main(argv: list[str]) -> None:
     opens the run's two FIFOs, takes the module and goes on with the session (collection,
     the items), the server waits for the next run. Children are reaped by the kernel
     (``SIGCHLD`` ignored here)."""
-    here, rfd, wfd, memory_mb = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
+    here, rfd, wfd = argv[0], int(argv[1]), int(argv[2])
     sys.dont_write_bytecode = True
-    under = _harden(memory_mb)
+    under = _harden(0)  # (each child bounds its own memory: the run's limit)
     _load("selfheal.kernel_sandbox._wire", os.path.join(here, "_wire.py"))
     values = _load("selfheal.kernel_sandbox.values", os.path.join(here, "values.py"))
     tp = _load("selfheal.kernel_sandbox._testproc", os.path.join(here, "_testproc.py"))
@@ -213,22 +214,25 @@ def main(argv: list[str]) -> None:
         ctl.send(("ready", under))
         while True:
             m = ctl.recv()
-            if type(m) is not tuple or len(m) != 2 or m[0] != "fork" or type(m[1]) is not str:
+            if type(m) is not tuple or len(m) != 3 or m[0] != "fork" or type(m[1]) is not str:
                 raise SystemExit(0)
             if os.fork() == 0:
-                _child(session, m[1])
+                _child(session, m[1], int(m[2]))
                 return  # the child goes on with the session: collection, the items
 
-    def _child(session: Any, run: str) -> None:
+    def _child(session: Any, run: str, memory_mb: int) -> None:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.close(rfd)
         os.close(wfd)
         _die_with_parent()  # the server, which dies with the host
+        with contextlib.suppress(ValueError, OSError):
+            limit = memory_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         os.chdir(run)
         out = os.open(os.path.join(run, "out"), os.O_WRONLY)
         ch = tp.Channel(os.open(os.path.join(run, "in"), os.O_RDONLY), out)
         tp.CHANNEL = reporter.ch = ch
-        ch.send(("ready", under, os.getpid()))
+        ch.send(("ready", f"{under}, {memory_mb} MiB", os.getpid()))
         m = ch.recv()
         if type(m) is not tuple or len(m) != 4 or m[0] != "run":
             raise SystemExit(0)

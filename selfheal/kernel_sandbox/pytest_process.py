@@ -104,13 +104,13 @@ class TestServer:
 
     __test__ = False
 
-    def __init__(self, memory_mb: int) -> None:
+    def __init__(self) -> None:
         self.folder = tempfile.mkdtemp(prefix="selfheal-t-")
         os.makedirs(os.path.join(self.folder, "tmp"))
         to_child_r, wfd = os.pipe()
         rfd, from_child_w = os.pipe()
         env = kernel_env(Path(self.folder), Path(self.folder) / "tmp")
-        argv = [str(_HERE), str(to_child_r), str(from_child_w), str(memory_mb)]
+        argv = [str(_HERE), str(to_child_r), str(from_child_w)]
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-c", _BOOT, *argv],
             cwd=self.folder,
@@ -147,8 +147,9 @@ class TestServer:
                 if len(self.ctl.buf) >= 8 + int.from_bytes(self.ctl.buf[:8], "big"):
                     self.ready = True  # (its one message: "ready")
 
-    async def fork(self) -> TestRun:
-        """A fresh test process for one run, forked by the server, on two FIFOs of its own."""
+    async def fork(self, memory_mb: int) -> TestRun:
+        """A fresh test process for one run (its address space bounded to ``memory_mb``),
+        forked by the server, on two FIFOs of its own."""
         if not self.ready:  # (callers on several threads and loops: one waits, in a thread)
             await asyncio.to_thread(self._wait_ready)
         with self.lock:
@@ -159,7 +160,7 @@ class TestServer:
         os.mkfifo(os.path.join(run, "out"), 0o600)
         rfd = os.open(os.path.join(run, "out"), os.O_RDONLY | os.O_NONBLOCK)
         wfd = os.open(os.path.join(run, "in"), os.O_RDWR | os.O_NONBLOCK)
-        await self.ctl.send(("fork", run))
+        await self.ctl.send(("fork", run, int(memory_mb)))
         return TestRun(rfd, wfd, run)
 
     def kill(self) -> None:
@@ -197,25 +198,32 @@ class TestRun(Pipes):
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-_servers: dict[int, TestServer] = {}
+_servers: list[TestServer] = []  # the one server, when started
 _servers_lock = threading.Lock()
 
 
-def server(memory_mb: int) -> TestServer:
-    """The test server for runs with ``memory_mb`` (started on first use, again if it died)."""
+def server() -> TestServer:
+    """The test server (started on first use, again if it died). It dies with the thread
+    that starts it: ``warm`` starts it from the caller's thread before a heal's runs."""
     with _servers_lock:
-        s = _servers.get(memory_mb)
+        s = _servers[0] if _servers else None
         if s is None or s.proc.poll() is not None:
             if s is not None:
                 s.kill()
-            s = _servers[memory_mb] = TestServer(memory_mb)
+            s = TestServer()
+            _servers[:] = [s]
         return s
+
+
+def warm() -> None:
+    """Start the test server now, if it is not running (its start is not waited for)."""
+    server()
 
 
 @atexit.register
 def _kill_servers() -> None:
     with _servers_lock:
-        servers = list(_servers.values())
+        servers = list(_servers)
         _servers.clear()
     for s in servers:
         s.kill()
@@ -342,10 +350,10 @@ async def _started(memory_mb: int) -> TestRun | str:
     with the thread that started it) is replaced once."""
     why = ""
     for _ in range(2):
-        srv = server(memory_mb)
+        srv = server()
         proc: TestRun | None = None
         try:
-            proc = await srv.fork()
+            proc = await srv.fork(memory_mb)
             end = time.monotonic() + START_TIMEOUT
             while time.monotonic() < end:
                 m = await proc.recv(0.5)
@@ -362,8 +370,8 @@ async def _started(memory_mb: int) -> TestRun | str:
             if proc is not None:
                 proc.kill()
             with _servers_lock:
-                if _servers.get(memory_mb) is srv:
-                    del _servers[memory_mb]
+                if srv in _servers:
+                    _servers.remove(srv)
             srv.kill()
     return why
 

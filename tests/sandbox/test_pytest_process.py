@@ -356,8 +356,8 @@ def test_a_test_server_that_died_is_replaced(pool: KernelPool) -> None:
     items = _items(pool, "".join(PYTEST_TESTS))
     good = "def f(x):\n    return x + 1\n"
     assert pool.run(good, items, limits=FAST).passed
-    srv = pytest_process.server(FAST.memory_mb)
+    srv = pytest_process.server()
     srv.proc.kill()  # (as when the thread that started it ends: it dies with that thread)
     report = pool.run(good, items, limits=FAST)
     assert [r.outcome for r in report.results] == ["passed", "passed"], report.results
-    assert pytest_process.server(FAST.memory_mb) is not srv
+    assert pytest_process.server() is not srv
