@@ -361,3 +361,17 @@ def test_a_test_server_that_died_is_replaced(pool: KernelPool) -> None:
     report = pool.run(good, items, limits=FAST)
     assert [r.outcome for r in report.results] == ["passed", "passed"], report.results
     assert pytest_process.server() is not srv
+
+
+def test_what_the_candidate_prints_reaches_capsys_and_the_report(pool: KernelPool) -> None:
+    code = "def f(x):\n    print('inside f', x)\n    return x + 1\n"
+    text = (
+        "def test_captured(capsys):\n"
+        "    assert f(1) == 2\n"
+        "    assert capsys.readouterr().out == 'inside f 1\\n'\n"
+        "def test_shown():\n"
+        "    assert f(2) == 3\n"
+    )
+    report = pool.run(code, _items(pool, text), limits=FAST)
+    assert [r.outcome for r in report.results] == ["passed", "passed"], report.results
+    assert "inside f 2" in report.results[1].stdout
