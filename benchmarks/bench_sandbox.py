@@ -37,6 +37,11 @@ pool of two kernels; normal candidates (10 tests each) back to back, one at a ti
 ``--seconds``, alone, then while another thread keeps a candidate that writes junk without
 newlines into the result pipe (4 threads, 1 MiB writes) running on the other kernel; the
 two phases interleaved round by round.
+
+    PYTHONPATH=. python benchmarks/bench_sandbox.py --pytest [--runs 30]
+
+Your pytest-form tests run by pytest in a separate process against in the candidate's
+process, and the same checks as assert lines (``bench_pytest_tests.py``).
 """
 
 from __future__ import annotations
@@ -489,7 +494,17 @@ def main() -> None:
         help="instead: the pool's throughput with and without a flooding candidate beside it",
     )
     ap.add_argument("--seconds", type=float, default=3.0, help="seconds per phase (--flood)")
+    ap.add_argument(
+        "--pytest",
+        action="store_true",
+        help="instead: pytest-form tests in a separate process against in the candidate's",
+    )
     args = ap.parse_args()
+    if args.pytest:  # (benchmarks/bench_pytest_tests.py)
+        from bench_pytest_tests import pytest_cost
+
+        pytest_cost(args.runs, CANDIDATE, TESTS, "running_max", pct, _machine)
+        return
     if args.verdict:
         verdict_cost(args.runs)
         return

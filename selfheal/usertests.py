@@ -286,6 +286,10 @@ def user_test_cases(
                 + "\nFix the file (run `pytest --collect-only` on it); a test that cannot be "
                 "collected could never pass."
             )
+        if found["items"]:  # its runs' test server starts now, from this thread (pytest_process)
+            from selfheal.kernel_sandbox.pytest_process import warm
+
+            warm()
         if not found["items"]:
             skipped = "; ".join(f"{s['id']}: {s['reason']}" for s in found["skipped"])
             raise ConfigError(

@@ -4,6 +4,7 @@ and the host-side preparation of tests (normalising, rewriting, encoding)."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,9 @@ from selfheal.errors import ConfigError
 from selfheal.kernel_sandbox._harness.capture import clip
 from selfheal.kernel_sandbox._run import KernelRun, KernelSource
 from selfheal.kernel_sandbox._wire import encode_value
-from selfheal.kernel_sandbox.rewrite import rewrite_test, split_snippet
+from selfheal.kernel_sandbox.candidate_calls import CandidateCalls
+from selfheal.kernel_sandbox.pytest_process import PytestRun, not_loaded
+from selfheal.kernel_sandbox.rewrite import pytest_item_test, rewrite_test, split_snippet
 from selfheal.kernel_sandbox.split import shadowing, split_test
 from selfheal.kernel_sandbox.traces import read_steps
 from selfheal.kernel_sandbox.types import (
@@ -22,8 +25,10 @@ from selfheal.kernel_sandbox.types import (
     Limits,
     LoadResult,
     ProbeCall,
+    PytestItem,
     SandboxTest,
     SnippetResult,
+    TestResult,
     TraceLimits,
     TraceResult,
 )
@@ -35,12 +40,12 @@ def normalize_tests(tests: Sequence[str | SandboxTest]) -> list[SandboxTest]:
     for i, t in enumerate(tests):
         if isinstance(t, str):
             out.append(AssertTest(id=f"t{i}", code=t))
-        elif isinstance(t, AssertTest | CallTest | ProbeCall):
+        elif isinstance(t, AssertTest | CallTest | ProbeCall | PytestItem):
             out.append(t)
         else:
             raise ConfigError(
                 f"test {i} is a {type(t).__name__}; pass a string of assertions, an "
-                "AssertTest, a CallTest or a ProbeCall"
+                "AssertTest, a CallTest, a ProbeCall or a PytestItem"
             )
     ids = [t.id for t in out]
     if len(set(ids)) != len(ids):
@@ -48,7 +53,16 @@ def normalize_tests(tests: Sequence[str | SandboxTest]) -> list[SandboxTest]:
     return out
 
 
+def in_process(t: SandboxTest) -> SandboxTest:
+    """A pytest item as a test run whole in the candidate's process by the harness's own
+    runner (``Limits.pytest_tests="in_process"``); any other test as it is."""
+    if isinstance(t, PytestItem):
+        return AssertTest(id=t.id, code=pytest_item_test(t.module, t.cls, t.func, t.k))
+    return t
+
+
 def _wire(t: SandboxTest, shadowed: frozenset[str] = frozenset()) -> tuple[Any, ...]:
+    assert not isinstance(t, PytestItem)  # (run by ``pytest_process.py``, or in_process)
     if isinstance(t, AssertTest):
         split = split_test(t.code, shadowed)
         if split is not None:
@@ -110,13 +124,63 @@ async def run_candidate(
     """Load ``code`` and run ``tests`` on kernels from ``source``, with ``files`` (from
     ``input_files``) in the run's folder; cancelled, the candidate's process is killed."""
     norm = normalize_tests(tests)
+    if limits.pytest_tests == "in_process":
+        norm = [in_process(t) for t in norm]
+    items = [t for t in norm if isinstance(t, PytestItem)]
+    rest: list[SandboxTest] = [t for t in norm if not isinstance(t, PytestItem)]
     shadowed = shadowing(code)
-    splits = [split_test(t.code, shadowed) if isinstance(t, AssertTest) else None for t in norm]
-    run = KernelRun(source, code, norm, [_wire(t, shadowed) for t in norm], limits, files, splits)
-    await run.go()
+    splits = [split_test(t.code, shadowed) if isinstance(t, AssertTest) else None for t in rest]
+    run = KernelRun(source, code, rest, [_wire(t, shadowed) for t in rest], limits, files, splits)
+    if rest or not items:
+        await run.go()
     if run.load is None:  # no tests and nothing ran
         run.load = LoadResult(ok=True)
-    return run.report()
+    report = run.report()
+    if not items:
+        return report
+    return await with_pytest_items(source, code, items, norm, report, limits, files)
+
+
+async def with_pytest_items(
+    source: KernelSource,
+    code: str,
+    items: list[PytestItem],
+    order: list[SandboxTest],
+    report: ExecutionReport,
+    limits: Limits,
+    files: tuple[tuple[str, bytes], ...],
+) -> ExecutionReport:
+    """``report`` (of the other tests) with the pytest ``items`` run in a separate process
+    (``pytest_process.py``), the results in the order of ``order``."""
+    t0 = time.monotonic()
+    calls = CandidateCalls(source, code, limits, files)
+    results: dict[str, TestResult] = {r.test_id: r for r in report.results}
+    load, exhausted, boundary = report.load, report.budget_exhausted, report.boundary
+    try:
+        if report.load.ok:
+            first = await calls.start(t0 + limits.run_timeout)
+            if not report.results:  # the items alone: this is the run's load
+                load = first
+            boundary = calls.boundary or boundary
+            if first.ok:
+                prun = PytestRun(source, code, items, calls, t0 + limits.run_timeout)
+                await prun.go()
+                results |= prun.results
+                exhausted = exhausted or prun.budget_exhausted
+            else:
+                results |= {r.test_id: r for r in not_loaded(items, first)}
+        else:
+            results |= {r.test_id: r for r in not_loaded(items, report.load)}
+    finally:
+        await calls.close()
+    return ExecutionReport(
+        load=load,
+        results=tuple(results[t.id] for t in order),
+        kernel_restarts=report.kernel_restarts + calls.restarts,
+        duration=report.duration + time.monotonic() - t0,
+        budget_exhausted=exhausted,
+        boundary=boundary,
+    )
 
 
 async def run_snippet(source: KernelSource, code: str, setup: str, limits: Limits) -> SnippetResult:

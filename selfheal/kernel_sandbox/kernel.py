@@ -307,7 +307,8 @@ class SandboxKernel:
         # the process serving the run was forked before the run: it sets its own rlimits
         rlimits = rlimit_pairs(self.limits, self._nproc)
         # the kernel fits each line within ``cap``; the host reads no more
-        cap = self._reader.new_run(len(req.get("tests", ())), int(req.get("output_limit", 0)))
+        n = len(req.get("tests", ())) + int(req.get("calls_budget", 0))  # (candidate_calls.py)
+        cap = self._reader.new_run(n, int(req.get("output_limit", 0)))
         req = {**req, "seq": self._seq, "rlimits": rlimits, "line_cap": cap}
         data = frame_request(self._key, req)
         try:
@@ -326,6 +327,10 @@ class SandboxKernel:
         finally:
             os.close(fd)
         return self._seq
+
+    def frame(self, call: dict[str, Any]) -> bytes:
+        """``call`` framed and signed as the harness reads it (``candidate_calls.py``)."""
+        return frame_request(self._key, call)
 
     def kill_child(self, pid: int) -> None:
         """SIGKILL the process serving the current run (the harness then reaps it and

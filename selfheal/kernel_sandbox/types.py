@@ -55,7 +55,29 @@ class ProbeCall(Record):
     """A Python expression evaluated in the candidate's namespace, e.g. ``f([3, 1], k=2)``."""
 
 
-SandboxTest = AssertTest | CallTest | ProbeCall
+class PytestItem(Record):
+    """One item of a pytest module you gave (collected by ``selfheal.usertests``). Run by
+    pytest in a separate, trusted process, the candidate's code called in its own process,
+    or in the candidate's process (``Limits.pytest_tests``; docs/sandbox.md)."""
+
+    kind: Literal["pytest"] = "pytest"
+    """Discriminator."""
+    id: str
+    """Stable identifier, reported back in the matching ``TestResult``."""
+    module: str
+    """The module's text (its imports of the code under test read ``candidate``)."""
+    nodeid: str
+    """pytest's id of the item within the module: ``test_even``, ``TestMedian::test_empty``,
+    ``test_many[even]``."""
+    cls: str | None = None
+    """The item's class, if any."""
+    func: str
+    """The test function's name."""
+    k: int = 0
+    """The index of its parameter set (the in-process runner finds it again by it)."""
+
+
+SandboxTest = AssertTest | CallTest | ProbeCall | PytestItem
 
 
 class Limits(Record):
@@ -88,6 +110,11 @@ class Limits(Record):
     """Let candidates open sockets (blocked by default)."""
     allow_subprocess: bool = False
     """Let candidates start processes (blocked by default)."""
+    pytest_tests: Literal["separate_process", "in_process"] = "separate_process"
+    """Where your pytest-form tests run: ``separate_process``, pytest in a trusted process
+    of its own calling the candidate's code in the candidate's process (a candidate cannot
+    reach the verdict); ``in_process``, in the candidate's process, as the harness's items
+    (cheaper; a candidate that walks stack frames can forge them). docs/sandbox.md."""
 
 
 class TestResult(Record):

@@ -8,8 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from selfheal._record import Record
-from selfheal.kernel_sandbox.rewrite import pytest_item_test
-from selfheal.kernel_sandbox.types import AssertTest, CallTest, SandboxTest
+from selfheal.kernel_sandbox.types import AssertTest, CallTest, PytestItem, SandboxTest
 
 Origin = Literal["spec_blind", "adversarial", "example", "user", "critic"]
 """Where a test came from. ``example`` and ``user`` tests are trusted; model-written ones are not."""
@@ -85,8 +84,14 @@ class TestCase(Record):
     def to_sandbox(self) -> SandboxTest:
         if self.pytest_module is not None and self.pytest_item is not None:
             item = json.loads(self.pytest_item)
-            code = pytest_item_test(self.pytest_module, item["cls"], item["func"], item["k"])
-            return AssertTest(id=self.id, code=code)
+            return PytestItem(
+                id=self.id,
+                module=self.pytest_module,
+                nodeid=item["id"],
+                cls=item["cls"],
+                func=item["func"],
+                k=item["k"],
+            )
         if self.code is not None:
             return AssertTest(id=self.id, code=self.code)
         return CallTest(

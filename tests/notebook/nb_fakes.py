@@ -34,7 +34,7 @@ from selfheal.kernel_sandbox._harness.compare import (
 )
 from selfheal.kernel_sandbox._harness.pytest_item import pt_install, pt_run
 from selfheal.kernel_sandbox._wire import encode_result
-from selfheal.kernel_sandbox.execution import normalize_tests
+from selfheal.kernel_sandbox.execution import in_process, normalize_tests
 from selfheal.kernel_sandbox.rewrite import rewrite_test
 from selfheal.kernel_sandbox.split import shadowing, split_test
 from selfheal.kernel_sandbox.types import (
@@ -177,7 +177,7 @@ class InProcessExecutor:
     ) -> ExecutionReport:
         self.runs += 1
         lim = self._limits(timeout, limits)
-        norm = normalize_tests(tests)
+        norm = [in_process(t) for t in normalize_tests(tests)]  # (pytest items: in its process)
         t0 = time.perf_counter()
         ns, load = self._load(code, lim.load_timeout)
         if not load.ok:  # every test reported as not run, as the sandbox does

@@ -1,13 +1,19 @@
 """Your tests in pytest's form, through the real sandbox: pytest collects them once, every
-item runs (and can fail) as its own trusted test, and a candidate cannot fake pytest."""
+item runs (and can fail) as its own trusted test, and a candidate cannot fake pytest: by
+default pytest runs them in a process of its own (``Limits.pytest_tests``), and in the
+candidate's process (``in_process``) the harness checks pytest after each item."""
 
 from __future__ import annotations
 
 import pytest
 
 from selfheal.errors import ConfigError
-from selfheal.kernel_sandbox import KernelPool
+from selfheal.kernel_sandbox import KernelPool, Limits
 from selfheal.usertests import read_user_tests, user_test_cases
+
+from .conftest import FAST
+
+MODES = ("separate_process", "in_process")
 
 GOOD = """
 def median(values):
@@ -72,14 +78,19 @@ def _cases(pool: KernelPool, text: str):  # type: ignore[no-untyped-def]
     return user_test_cases(read_user_tests([text], "median"), pool)
 
 
+def _mode(mode: str) -> Limits:
+    return FAST.model_copy(update={"pytest_tests": mode})
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("form", sorted(FORMS))
-def test_each_form_runs_and_can_fail(pool: KernelPool, form: str) -> None:
+def test_each_form_runs_and_can_fail(pool: KernelPool, form: str, mode: str) -> None:
     cases = _cases(pool, FORMS[form])
     assert cases and all(c.trusted and c.origin == "user" for c in cases)
     tests = [c.to_sandbox() for c in cases]
-    good = pool.run(GOOD, tests)
+    good = pool.run(GOOD, tests, limits=_mode(mode))
     assert [r.outcome for r in good.results] == ["passed"] * len(cases), good.results
-    bad = pool.run(UPPER, tests)
+    bad = pool.run(UPPER, tests, limits=_mode(mode))
     assert any(r.outcome in ("failed", "error") for r in bad.results), bad.results
 
 
@@ -123,22 +134,30 @@ def test_collection_error_is_a_config_error_naming_it(pool: KernelPool) -> None:
         _cases(pool, text)
 
 
-def test_a_candidate_that_patches_pytest_fails_the_item(pool: KernelPool) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_a_candidate_that_patches_pytest_fails_the_item(pool: KernelPool, mode: str) -> None:
     cheat = UPPER + (
         "\nimport _pytest.approx as _a\n_a.ApproxScalar.__eq__ = lambda self, other: True\n"
     )
     cases = _cases(pool, FORMS["approx"])
-    r = pool.run(cheat, [c.to_sandbox() for c in cases])
+    r = pool.run(cheat, [c.to_sandbox() for c in cases], limits=_mode(mode))
     assert r.results[0].outcome == "failed"
-    assert "edited pytest's ApproxScalar" in r.results[0].message
+    if mode == "in_process":
+        assert "edited pytest's ApproxScalar" in r.results[0].message
+    else:  # its pytest is not the one that judges: pytest's own approx says no
+        assert "0.15 ± 1.5e-07" in r.results[0].message, r.results[0]
 
 
-def test_a_candidate_that_replaces_raises_fails_the_item(pool: KernelPool) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_a_candidate_that_replaces_raises_fails_the_item(pool: KernelPool, mode: str) -> None:
     cheat = UPPER + (
         "\nimport contextlib, pytest\n"
         "pytest.raises = lambda *a, **k: contextlib.suppress(BaseException)\n"
     )
     cases = _cases(pool, FORMS["raises"])
-    r = pool.run(cheat, [c.to_sandbox() for c in cases])
-    assert r.results[0].outcome == "failed"
-    assert "edited the module pytest" in r.results[0].message
+    r = pool.run(cheat, [c.to_sandbox() for c in cases], limits=_mode(mode))
+    if mode == "in_process":
+        assert r.results[0].outcome == "failed"
+        assert "edited the module pytest" in r.results[0].message
+    else:  # the real pytest.raises(ValueError) sees the candidate's IndexError
+        assert (r.results[0].outcome, r.results[0].exc_type) == ("error", "IndexError")

@@ -22,6 +22,7 @@ PARTS = (
     _HERE / "guard.py",
     _HERE / "trace.py",
     _HERE / "session.py",
+    _HERE / "remote.py",
     _HERE / "channel.py",
     _HERE / "landlock.py",
     _HERE / "fallback.py",

@@ -58,6 +58,7 @@ class Harness:
         self.boundary: Any = None  # what every run's process enters (boundary.py)
         self.boundary_text = "off"
         self.disk_mb = 0  # each run's folder is a tmpfs of this size (0: a plain folder)
+        self.call_fd = -1  # the FIFO of a pytest-form test's calls (remote.py), or -1
         self.cache: dict[Any, Any] = {}  # compiled tests, inherited by every forked process
 
     def send(self, obj: Any, cap: int = 0) -> None:

@@ -306,7 +306,8 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, rulese
         g.pid = _os.getpid()
         # nothing but the pipes this process needs: not the kernel's ZeroMQ sockets
         low = 3
-        keep = {fifo_fd, notify_w, go_r, h.out_fd, ruleset, *h.boundary.keep()} - {-1}
+        keep = {fifo_fd, notify_w, go_r, h.out_fd, h.call_fd, ruleset, *h.boundary.keep()}
+        keep.discard(-1)
         for fd in sorted(keep):
             _os.closerange(low, fd)
             low = fd + 1
@@ -318,6 +319,9 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, rulese
             _exit(71)
         seq = req["seq"]
         tests = list(req.get("tests", ()))
+        calls = h.call_fd if any(t[0] == "remote" for t in tests) else -1
+        if calls < 0 and h.call_fd >= 0:
+            _os_close(h.call_fd)  # only a run that serves calls holds their pipe
         disk = int(req.get("disk_mb", h.disk_mb))
         if h.disk_mb and disk != h.disk_mb:  # this run's own size
             _run_fs(h, _os.path.dirname(work), disk, remount=True)
@@ -326,6 +330,8 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, rulese
         _os_close(fifo_fd)  # the candidate's process must not hold the request pipe
         read_exact(go_r, 1)  # every process of the previous run is gone
         _os_close(go_r)
+        while calls >= 0 and _select([calls], [], [], 0)[0]:
+            _os_read(calls, 1 << 20)  # what an earlier run left in the calls' pipe: dropped
         g.set_work(work)
         _os.chdir(work)
         uid = h.boundary.iso.uid
@@ -364,7 +370,7 @@ def _child(h: Harness, fifo_fd: int, notify_w: int, go_r: int, work: str, rulese
 
         cap = int(req.get("line_cap", 0))  # the longest line the host reads
 
-        run_candidate(g, h.checks, req, compiled, send)
+        run_candidate(g, h.checks, req, compiled, send, calls)
     except BaseException as e:
         code = 70
         try:

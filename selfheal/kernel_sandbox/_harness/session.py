@@ -22,6 +22,7 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
     )
     from selfheal.kernel_sandbox._harness.guard import Guard, Timeout, guard_broken, guarded
     from selfheal.kernel_sandbox._harness.pytest_collect import pytest_item
+    from selfheal.kernel_sandbox._harness.remote import rm_serve
     from selfheal.kernel_sandbox._harness.trace import Tracer, code_objects, hide_tracer, traced
     from selfheal.kernel_sandbox._wire import decode_value, encode_result
 
@@ -60,6 +61,8 @@ def compile_tests(tests: list[Any], start: int, cache: dict[Any, Any]) -> list[A
                     c = ("values", compile(t[2], f"<test {t[1]}>", "exec"))
                 elif kind == "trace":  # (kind, id, code, wrapped, tracer settings)
                     c = ("trace", compile(t[2], f"<test {t[1]}>", "exec"), t[3], tuple(t[4]))
+                elif kind == "remote":  # (kind, id): serve the host's calls (remote.py)
+                    c = ("remote",)
                 elif kind == "probe":  # (kind, id, expr)
                     c = ("probe", compile(t[2], f"<test {t[1]}>", "eval"))
                 else:  # snippet: (kind, id, body, last expression or None)
@@ -154,9 +157,10 @@ _HELPERS = {
 
 
 def run_candidate(
-    g: Guard, checks: Checks, req: dict[str, Any], compiled: list[Any], send: Any
+    g: Guard, checks: Checks, req: dict[str, Any], compiled: list[Any], send: Any, calls: int = -1
 ) -> None:
-    """Load ``req["code"]`` and run the tests from ``req["start"]``; ``send`` each step."""
+    """Load ``req["code"]`` and run the tests from ``req["start"]``; ``send`` each step. A
+    ``remote`` request answers the host's calls on ``calls`` instead (``remote.py``)."""
     g.allow_network = bool(req.get("allow_network", False))
     g.allow_subprocess = bool(req.get("allow_subprocess", False))
     limit_out = int(req.get("output_limit", 65536))
@@ -194,6 +198,10 @@ def run_candidate(
         send(("done",))
         return
     send(("load", True, "passed", None, "", None, "", out.text(), out.truncated, dur))
+    if calls >= 0 and tests[start:] and tests[start][0] == "remote":
+        rm_serve(g, mod, calls, int(req["seq"]), limit_out, send)
+        send(("done",))
+        return
     base = dict(ns)
     codes = code_objects(co) if tracing else {}
     for i in range(start, len(tests)):
