@@ -8,12 +8,12 @@ Jupyter kernel a *frontend* shows the run: ``selfheal.notebook`` registers one w
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 from collections.abc import Callable
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
+from selfheal._sync import enter, run_sync
 from selfheal.approval import Approver
 from selfheal.graph.runner import Run
 from selfheal.kernel_sandbox.types import Executor
@@ -83,9 +83,17 @@ def _keywords_of(
     return wrap
 
 
+async def _heal(request: HealRequest) -> HealResult:
+    """(On the process loop.) The run for ``request``, from start to end."""
+    run = await Run.astart(request)
+    return await run.arun(request.approver)
+
+
 @_keywords_of(HealRequest)
-def heal(request: HealRequest) -> HealResult:
-    """Turn ``spec`` into tested code, repairing it until it passes or the budget is spent.
+async def aheal(request: HealRequest) -> HealResult:
+    """Turn ``spec`` into tested code, repairing it until it passes or the budget is spent
+    (``heal`` is its blocking twin). The run (its nodes, model calls and sandbox runs) goes on
+    selfheal's one process loop (``selfheal._sync``), entered here, once.
 
     Called as ``heal(spec, provider=..., config=..., tests=[...], ...)``: the keywords are the
     fields of ``HealRequest``. ``provider``: ``"local"``, ``"mock"``, ``"ollama:<model>"``,
@@ -100,25 +108,20 @@ def heal(request: HealRequest) -> HealResult:
     ``ApprovalRequired`` unless ``config.on_headless`` decides (in a live notebook,
     ``selfheal.notebook.start(...)`` returns a handle whose buttons answer).
     """
-    frontend = _here()
+    frontend = _here()  # (in the caller's thread: a frontend shows the run there)
     if frontend is not None:
-        return frontend.heal(request)
-    return Run.start(request).run(request.approver)
+        return await frontend.aheal(request)
+    return await enter(_heal(request))
 
 
 @_keywords_of(HealRequest)
-async def aheal(request: HealRequest) -> HealResult:
-    """Async twin of ``heal`` (the same keywords); model calls and sandbox runs never block the
-    event loop.
-
-    In a Jupyter kernel it shows the live view; an approval with no ``approver`` follows
-    ``config.on_headless`` there (an awaited cell holds the kernel, so buttons cannot answer:
-    use ``handle = selfheal.notebook.start(...)`` for button approvals)."""
+def heal(request: HealRequest) -> HealResult:
+    """Blocking twin of ``aheal`` (the same keywords): runs ``aheal``'s run on the process loop
+    and waits; inside a notebook the frontend takes the call here, in the cell's thread."""
     frontend = _here()
     if frontend is not None:
-        return await frontend.aheal(request)
-    run = await asyncio.to_thread(Run.start, request)
-    return await run.arun(request.approver)
+        return frontend.heal(request)
+    return run_sync(_heal(request))
 
 
 def resume(

@@ -300,7 +300,7 @@ async def aheal_in_notebook(
     """``aheal`` inside a kernel: shows the live view (``live``) and awaits the run; an
     approval no ``approver`` answers follows ``on_headless``, as with ``heal``."""
     relay, tokens = _Relay(request.on_event), _Relay(request.on_token)
-    run = await asyncio.to_thread(_start, request, relay, tokens)
+    run = await Run.astart(dataclasses.replace(request, on_event=relay, on_token=tokens))
     view = None
     if mode == "live":
         view = _make_view(run, relay, tokens, show=show)

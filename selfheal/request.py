@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
 from selfheal._parse import parse_or_none
+from selfheal._sync import sync_twin
 from selfheal.approval import Approver
 from selfheal.config import HealConfig
 from selfheal.context import EventSink, TokenSink
@@ -25,7 +26,7 @@ from selfheal.probes import merge_probes
 from selfheal.spec import check_spec, parse_spec
 from selfheal.state import HealState, TestCase
 from selfheal.testchecks import check_contradictions, check_imports, defined_names, marked
-from selfheal.usertests import UserTest, read_user_tests, user_test_cases
+from selfheal.usertests import UserTest, auser_test_cases, read_user_tests
 
 ProviderArg = str | Provider | None
 """A model string (``"local"``, ``"ollama:<model>"``, ...), a Provider object, or None for
@@ -113,14 +114,14 @@ class HealRequest:
         check_contradictions(given, spec.examples, known, cases)
         object.__setattr__(self, "probes", tuple(_checked_probe(c) for c in self.probes))
 
-    def initial_state(self, executor: Executor | None = None) -> HealState:
+    async def ainitial_state(self, executor: Executor | None = None) -> HealState:
         """The state a run starts from: the parsed spec, the config, your tests (trusted; a
         pytest module's items are collected in ``executor``, the run's sandbox)."""
         spec = parse_spec(self.spec, entry_point=self.entry_point)
         stored: tuple[UserTest | TestCase, ...] = self.tests  # type: ignore[assignment]
         given = [t for t in stored if isinstance(t, UserTest)]
         limits = Limits(test_timeout=max(self.config.test_timeout, 30.0))
-        user_tests = list(user_test_cases(given, executor, limits))
+        user_tests = list(await auser_test_cases(given, executor, limits))
         for t in stored:
             if isinstance(t, TestCase):
                 user_tests.append(t.model_copy(update={"trusted": True, "origin": "user"}))
@@ -134,6 +135,8 @@ class HealRequest:
             probes=probes,
             given_code=self.code,
         )
+
+    initial_state = sync_twin(ainitial_state)
 
 
 def _checked_probe(call: str) -> str:
