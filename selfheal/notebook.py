@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 import sys
 from collections.abc import Callable, Generator
@@ -246,7 +245,7 @@ def _make_view(run: Run, relay: _Relay, tokens: _Relay, *, show: bool) -> HealVi
 
 
 def _start(request: HealRequest, relay: _Relay, tokens: _Relay) -> Run:
-    return Run.start(dataclasses.replace(request, on_event=relay, on_token=tokens))
+    return Run.start(request, sink=relay, on_token=tokens)
 
 
 def heal_in_notebook(mode: NotebookMode, request: HealRequest, *, show: bool = True) -> HealResult:
@@ -300,7 +299,7 @@ async def aheal_in_notebook(
     """``aheal`` inside a kernel: shows the live view (``live``) and awaits the run; an
     approval no ``approver`` answers follows ``on_headless``, as with ``heal``."""
     relay, tokens = _Relay(request.on_event), _Relay(request.on_token)
-    run = await Run.astart(dataclasses.replace(request, on_event=relay, on_token=tokens))
+    run = await Run.astart(request, sink=relay, on_token=tokens)
     view = None
     if mode == "live":
         view = _make_view(run, relay, tokens, show=show)

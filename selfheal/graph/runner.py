@@ -21,7 +21,7 @@ from selfheal._sync import entered, run_sync, sync_twin
 from selfheal.approval import Approver
 from selfheal.context import Context, EventSink, TokenSink
 from selfheal.errors import ApprovalRequired, ConfigError, SelfHealError
-from selfheal.graph.build import context_for, make_context, with_population, with_resolved_models
+from selfheal.graph.build import make_context, new_run
 from selfheal.graph.checkpoint import RunLog, find_run, read_states
 from selfheal.graph.events import event, record
 from selfheal.graph.fork import fork
@@ -63,17 +63,30 @@ class Run:
 
     @classmethod
     @entered
-    async def astart(cls, request: HealRequest, *, persist: bool = True) -> Run:
-        """A new run for ``request``, with the services it asks for (``graph.build``)."""
-        ctx = context_for(request)
-        state = await request.ainitial_state(ctx.executor)
-        state = with_resolved_models(state, ctx.llm, request.provider)
-        return cls.new(with_population(state, ctx.llm), ctx, persist=persist)
+    async def astart(
+        cls,
+        request: HealRequest,
+        *,
+        persist: bool = True,
+        sink: EventSink | None = None,
+        on_token: TokenSink | None = None,
+    ) -> Run:
+        """A new run for ``request``, with the services it asks for (``graph.build``; ``sink``
+        and ``on_token`` stand in for the request's)."""
+        ctx, state = await new_run(request, sink=sink, on_token=on_token)
+        return cls.new(state, ctx, persist=persist)
 
     @classmethod
-    def start(cls, request: HealRequest, *, persist: bool = True) -> Run:
+    def start(
+        cls,
+        request: HealRequest,
+        *,
+        persist: bool = True,
+        sink: EventSink | None = None,
+        on_token: TokenSink | None = None,
+    ) -> Run:
         """Blocking twin of ``astart``."""
-        return run_sync(cls.astart(request, persist=persist))
+        return run_sync(cls.astart(request, persist=persist, sink=sink, on_token=on_token))
 
     @classmethod
     def load(

@@ -26,9 +26,11 @@ import tomllib
 import scripts as s
 from selfheal import aheal, heal
 from selfheal.graph import table
+from selfheal.graph.runner import Run
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.kernel_sandbox.kernel import SandboxKernel
 from selfheal.llm.mock import MockProvider
+from selfheal.request import HealRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 400
@@ -345,3 +347,44 @@ def test_the_loop_is_entered_only_at_the_edge() -> None:
             makers.add(rel)
     assert hops == [], hops
     assert makers == {"selfheal/_sync.py"}, makers
+
+
+def test_start_up_goes_one_way(pool: KernelPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the request to the first node: the spec is parsed once (when the request is made),
+    the run's services come from one call into ``graph.build``, which makes one router and
+    settles the config once, and the config the request recorded is the first state's,
+    unrewritten, when there is nothing to settle (a provider object, a fixed population)."""
+    import selfheal.graph.build as build
+    import selfheal.graph.runner as runner
+    import selfheal.spec as spec_module
+
+    calls: dict[str, int] = {}
+
+    def counted(module: ModuleType, name: str) -> None:
+        real = getattr(module, name)
+
+        def count(*args: Any, **kwargs: Any) -> Any:
+            calls[name] = calls.get(name, 0) + 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, count)
+
+    counted(spec_module, "parse_spec")
+    counted(runner, "new_run")  # (the runner's one entry into graph.build)
+    for name in ("make_router", "settled_config", "services", "make_context"):
+        counted(build, name)
+    request = HealRequest(
+        s.SPEC, provider=MockProvider(s.every_role()), config=s.chain(), executor=pool
+    )
+    assert calls == {"parse_spec": 1}
+    run = Run.start(request)
+    assert run.state.spec is request.parsed and run.state.config is request.config
+    result = run.run()
+    assert result.status == "verified"
+    assert calls == {
+        "parse_spec": 1,
+        "new_run": 1,
+        "make_router": 1,
+        "settled_config": 1,
+        "services": 1,
+    }
