@@ -1,5 +1,5 @@
 """One process-wide event loop, entered at the API edge; sync twins derived in one line (as
-nbclient does with ``run_sync``): ``heal = sync_twin(aheal)``; an async generator's iterator
+nbclient does with ``run_sync``): ``run = sync_twin(arun)``; an async generator's iterator
 twin: ``sync_iter_twin(agen)``.
 
 Everything selfheal does asynchronously (the engine's nodes, the model calls, the kernel pool)

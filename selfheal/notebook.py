@@ -244,17 +244,13 @@ def _make_view(run: Run, relay: _Relay, tokens: _Relay, *, show: bool) -> HealVi
     return view
 
 
-def _start(request: HealRequest, relay: _Relay, tokens: _Relay) -> Run:
-    return Run.start(request, sink=relay, on_token=tokens)
-
-
 def heal_in_notebook(mode: NotebookMode, request: HealRequest, *, show: bool = True) -> HealResult:
     """``heal`` inside a kernel: runs to the end, the view updating live (``live``) or shown
     once done (``headless``); an approval no ``approver`` answers follows ``on_headless``
     (``error``: ``ApprovalRequired``), since a running cell holds the kernel (``start``
     returns a handle whose buttons answer instead)."""
     relay, tokens = _Relay(request.on_event), _Relay(request.on_token)
-    run = _start(request, relay, tokens)
+    run = Run.start(request, sink=relay, on_token=tokens)
     view = _make_view(run, relay, tokens, show=show) if mode == "live" else None
     try:
         result = run.run(request.approver)
@@ -283,7 +279,7 @@ def start(spec: str, **keywords: Any) -> LiveHeal:
             "an approver=, call selfheal.heal(...)."
         )
     relay, tokens = _Relay(request.on_event), _Relay(request.on_token)
-    run = _start(request, relay, tokens)
+    run = Run.start(request, sink=relay, on_token=tokens)
     view = _make_view(run, relay, tokens, show=True)
     loop = asyncio.get_event_loop()
     future_approver = FutureApprover()
