@@ -87,7 +87,8 @@ class Judged(Record):
 def _ask(task: Task, calls: Sequence[str], executor: Executor, provider: object) -> dict[str, str]:
     """The spec oracle's answers to ``calls`` about ``task``'s spec, asked as a run asks them."""
     from selfheal.context import Context, FixedRouter
-    from selfheal.roles.oracle import answers
+    from selfheal.llm import run_sync
+    from selfheal.roles.oracle import aanswers
 
     if not calls:
         return {}
@@ -96,7 +97,7 @@ def _ask(task: Task, calls: Sequence[str], executor: Executor, provider: object)
         config=HealConfig(temperature=0.0, memory=False),
     )
     ctx = Context(llm=FixedRouter(provider), executor=executor)  # type: ignore[arg-type]
-    return answers(state, ctx, calls)
+    return run_sync(aanswers(state, ctx, calls))
 
 
 def judge_one(

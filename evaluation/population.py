@@ -44,6 +44,7 @@ from evaluation.suites import Task, get_suite
 from selfheal.agreement import outputs_of
 from selfheal.config import HealConfig, flat_settings
 from selfheal.kernel_sandbox.types import Executor, ProbeCall
+from selfheal.llm import run_sync
 from selfheal.probes import planned_probes
 from selfheal.spec import parse_spec
 from selfheal.state import TestCase
@@ -105,7 +106,7 @@ def outputs_on(code: str, calls: Sequence[str], executor: Executor) -> list[str 
     """``code``'s canonical output on each call (None where it gave none), in the sandbox."""
     probes = [ProbeCall(id=f"p{i}", expr=call) for i, call in enumerate(calls)]
     ids = [p.id for p in probes]
-    out = outputs_of(executor.run(code, probes), ids)
+    out = outputs_of(run_sync(executor.arun(code, probes)), ids)
     return [out.get(i) for i in ids]
 
 

@@ -20,6 +20,7 @@ from typing import Literal
 from evaluation.task import Task
 from selfheal.errors import CandidateTimeout, SelfHealError
 from selfheal.kernel_sandbox.types import AssertTest, Executor, Limits, Outcome
+from selfheal.llm import run_sync
 from selfheal.records import Record
 
 __all__ = [
@@ -167,8 +168,10 @@ def _score_once(
     ]
     started = clock()
     try:
-        report = executor.run(
-            build_candidate(task, code), tests, timeout=limits.test_timeout, limits=limits
+        report = run_sync(
+            executor.arun(
+                build_candidate(task, code), tests, timeout=limits.test_timeout, limits=limits
+            )
         )
     except SelfHealError as exc:
         # A candidate that makes the sandbox give up is a failing candidate, not a harness

@@ -8,7 +8,6 @@ about, which is exactly what a user would type. The hidden tests are never read 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 from evaluation.scoring import DEFAULT_LIMITS, build_candidate
@@ -16,12 +15,15 @@ from evaluation.task import Task
 from selfheal.asking import NoneOfThese, Pick, Skip, typed_problem
 from selfheal.expected import import_lines
 from selfheal.kernel_sandbox.types import Executor, Limits, ProbeCall
+from selfheal.llm import run_sync
 from selfheal.state import Answer, HealState, Question
 
 __all__ = ["SimulatedUser", "reference_output"]
 
 
-def reference_output(task: Task, call: str, executor: Executor, limits: Limits) -> str | None:
+async def areference_output(
+    task: Task, call: str, executor: Executor, limits: Limits
+) -> str | None:
     """The canonical output of ``call`` on the task's reference solution (``raise Type`` when
     it raises), as candidates' outputs are written; None when the task has no reference or
     the reference does not load."""
@@ -31,7 +33,7 @@ def reference_output(task: Task, call: str, executor: Executor, limits: Limits) 
     # them; the reference's own imports come after and win
     imports = import_lines(call)
     code = "\n".join([*imports, build_candidate(task, task.canonical_solution)])
-    report = executor.run(
+    report = await executor.arun(
         code, [ProbeCall(id="asked", expr=call)], timeout=limits.test_timeout, limits=limits
     )
     if not report.load.ok or not report.results:
@@ -42,6 +44,11 @@ def reference_output(task: Task, call: str, executor: Executor, limits: Limits) 
     if r.outcome == "error":
         return f"raise {r.exc_type or 'Exception'}"
     return None
+
+
+def reference_output(task: Task, call: str, executor: Executor, limits: Limits) -> str | None:
+    """Blocking twin of :func:`areference_output`."""
+    return run_sync(areference_output(task, call, executor, limits))
 
 
 class SimulatedUser:
@@ -64,9 +71,9 @@ class SimulatedUser:
         self.answered = 0
         """Questions answered (an output picked or a value typed; not a skip)."""
 
-    def answer(self, question: Question) -> Answer:
-        """The reference's answer to ``question`` (blocking: it runs the reference)."""
-        want = reference_output(self.task, question.call, self._executor(), self.limits)
+    async def aanswer(self, question: Question) -> Answer:
+        """The reference's answer to ``question`` (it runs the reference in the sandbox)."""
+        want = await areference_output(self.task, question.call, self._executor(), self.limits)
         if want is None:
             return Skip()
         for choice in question.choices:
@@ -76,9 +83,13 @@ class SimulatedUser:
             return Skip()  # an exception, or a value that cannot be typed as an expression
         return NoneOfThese(want)
 
+    def answer(self, question: Question) -> Answer:
+        """Blocking twin of :meth:`aanswer`."""
+        return run_sync(self.aanswer(question))
+
     async def __call__(self, question: Question, state: HealState) -> Answer:
         self.asked += 1
-        answer = await asyncio.to_thread(self.answer, question)
+        answer = await self.aanswer(question)
         if answer.kind != "skip":
             self.answered += 1
         return answer

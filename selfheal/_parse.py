@@ -3,8 +3,8 @@
 CPython 3.11 (and 3.12) keep the AST constructor's recursion depth per interpreter, not per
 thread, so two threads building AST objects at once can fail with ``SystemError: AST
 constructor recursion depth mismatch`` (python/cpython#106905). selfheal parses on several
-threads at once (``heal_many``'s workers, the engine's loop, the sandbox pool's loop reading
-verdict frames), so every parse of a string goes through :func:`ast_parse` or
+threads at once (``heal_many``'s workers and your own threads making requests, the process
+loop running the engine and reading verdict frames, the worker threads of ``to_thread``), so every parse of a string goes through :func:`ast_parse` or
 :func:`literal`, which hold one lock (tests/core/test_parse.py checks that nothing else in
 the package calls ``ast.parse`` or ``ast.literal_eval`` on text)."""
 

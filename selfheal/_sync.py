@@ -1,29 +1,46 @@
-"""Async first, sync twins derived in one line (as nbclient does with ``run_sync``):
-``run = sync_twin(arun)``; an async generator's iterator twin: ``sync_iter_twin(agen)``.
+"""One process-wide event loop, entered at the API edge; sync twins derived in one line (as
+nbclient does with ``run_sync``): ``run = sync_twin(arun)``; an async generator's iterator
+twin: ``sync_iter_twin(agen)``.
 
-The coroutine runs on one long-lived background event loop (a daemon thread named
-``selfheal-sync``) and the caller blocks on its result, so a sync twin works from plain code,
-from other threads, and from inside a running event loop (a notebook cell), where
-``asyncio.run`` would refuse. An exception in the waiting thread (``KeyboardInterrupt``)
-cancels the coroutine."""
+Everything selfheal does asynchronously (the engine's nodes, the model calls, the kernel pool)
+runs on one long-lived loop in one daemon thread (``selfheal-loop``), started on first use and
+kept for the life of the process, so what is bound to a loop (the kernel pool's warm kernels,
+their pipes and channels) lives from one heal to the next. It is entered once, at the edge:
+
+- a sync twin hands its coroutine to the loop and blocks on the result: from plain code, from
+  any thread (``heal_many``'s workers), and from inside a running loop (a notebook cell), where
+  ``asyncio.run`` would refuse; an exception in the waiting thread (``KeyboardInterrupt``)
+  cancels the coroutine;
+- an async entry point awaited on another loop (``await aheal(...)`` in a notebook, a test's
+  loop) awaits its coroutine on the process loop (:func:`entered`), cancellation included;
+  awaited on the process loop itself it just runs.
+
+Inside the loop nothing crosses again. Blocking work is done at its leaf with
+``asyncio.to_thread`` (docs/architecture.md, "One concurrency model")."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import functools
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from typing import Any, Generic, ParamSpec, TypeVar
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+THREAD_NAME = "selfheal-loop"
+"""The name of the thread the process loop runs in."""
 
 _loop: asyncio.AbstractEventLoop | None = None
 _thread: threading.Thread | None = None
 _lock = threading.Lock()
 
 
-def _background_loop() -> asyncio.AbstractEventLoop:
+def process_loop() -> asyncio.AbstractEventLoop:
+    """The process-wide loop (started on first use, in the daemon thread ``selfheal-loop``)."""
     global _loop, _thread
     with _lock:
         if _loop is not None and _thread is not None and _thread.is_alive():
@@ -36,40 +53,117 @@ def _background_loop() -> asyncio.AbstractEventLoop:
             loop.call_soon(ready.set)
             loop.run_forever()
 
-        thread = threading.Thread(target=main, name="selfheal-sync", daemon=True)
+        thread = threading.Thread(target=main, name=THREAD_NAME, daemon=True)
         thread.start()
         ready.wait()
         _loop, _thread = loop, thread
         return loop
 
 
+def loop_serves(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop`` is the process loop and its thread still runs it (not at exit)."""
+    return loop is _loop and _thread is not None and _thread.is_alive() and loop.is_running()
+
+
+def on_process_loop() -> bool:
+    """Whether the caller runs on the process loop (in its thread)."""
+    return _thread is not None and threading.current_thread() is _thread
+
+
+class Entry(Generic[T]):
+    """A coroutine started on a loop from another thread (:func:`submit`): ``done`` settles
+    once its task has ended (cancelled included), ``stop()`` cancels the task."""
+
+    def __init__(self, coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> None:
+        self.done: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._loop = loop
+        self._task: asyncio.Task[T] | None = None
+        self._stopped = False
+        loop.call_soon_threadsafe(self._start, coro)
+
+    def _start(self, coro: Coroutine[Any, Any, T]) -> None:
+        if self._stopped:
+            coro.close()
+            self.done.cancel()
+            return
+        self._task = self._loop.create_task(coro)
+        self._task.add_done_callback(self._settle)
+
+    def _settle(self, t: asyncio.Task[T]) -> None:
+        if t.cancelled():
+            self.done.cancel()
+        elif (error := t.exception()) is not None:
+            self.done.set_exception(error)
+        else:
+            self.done.set_result(t.result())
+
+    def stop(self) -> None:
+        """Cancel the task (or, not started yet, never start it)."""
+
+        def cancel() -> None:
+            self._stopped = True
+            if self._task is not None:
+                self._task.cancel()
+
+        self._loop.call_soon_threadsafe(cancel)
+
+
+def submit(coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop | None = None) -> Entry[T]:
+    """Start ``coro`` as a task on ``loop`` (default: the process loop) from another thread:
+    the one way into a loop from outside it (the Dask gate uses it for its worker's loop)."""
+    return Entry(coro, loop or process_loop())
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion on the background loop and return its result."""
-    loop = _background_loop()
-    if threading.current_thread() is _thread:
-        # called from a coroutine on the background loop itself: waiting here would block
-        # the loop that must run it, so this one call gets a loop of its own
-        box: list[Any] = []
-
-        def alone() -> None:
-            try:
-                box.append((True, asyncio.run(coro)))
-            except BaseException as e:
-                box.append((False, e))
-
-        t = threading.Thread(target=alone, name="selfheal-sync-nested")
-        t.start()
-        t.join()
-        ok, value = box[0]
-        if ok:
-            return value  # type: ignore[no-any-return]
-        raise value
-    fut = asyncio.run_coroutine_threadsafe(coro, loop)
+    """Run ``coro`` to completion on the process loop and return its result (blocking)."""
+    if on_process_loop():
+        coro.close()
+        raise RuntimeError(
+            "a blocking selfheal call was made on selfheal's own event loop, which would wait "
+            "for itself: await its async twin (``aheal``, ``arun``, ...) there instead"
+        )
+    entry = submit(coro)
     try:
-        return fut.result()
+        return entry.done.result()
     except BaseException:
-        fut.cancel()
+        entry.stop()
         raise
+
+
+async def enter(coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop | None = None) -> T:
+    """Await ``coro`` on ``loop`` (default: the process loop): directly when the caller runs
+    there, else as a task there; cancelling the caller cancels that task and waits for it to
+    end (its cleanup done) before the cancellation goes on."""
+    target = loop or process_loop()
+    if asyncio.get_running_loop() is target:
+        return await coro
+    entry = submit(coro, target)
+    waiting = asyncio.wrap_future(entry.done)
+    try:
+        return await asyncio.shield(waiting)
+    except asyncio.CancelledError:
+        entry.stop()
+        with contextlib.suppress(BaseException):
+            await waiting
+        raise
+
+
+def entered(fn: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """The coroutine function ``fn``, always awaited on the process loop (see :func:`enter`):
+    for async entry points callers may await on their own loop."""
+
+    @functools.wraps(fn)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        async def body() -> T:
+            return await fn(*args, **kwargs)
+
+        return await enter(body())
+
+    return call
+
+
+def _twin_name(fn: Callable[..., Any]) -> str:
+    return fn.__name__[1:] if fn.__name__.startswith("a") else f"{fn.__name__}_sync"
 
 
 def sync_twin(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
@@ -79,7 +173,7 @@ def sync_twin(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
     def twin(*args: P.args, **kwargs: P.kwargs) -> T:
         return run_sync(fn(*args, **kwargs))
 
-    name = fn.__name__[1:] if fn.__name__.startswith("a") else f"{fn.__name__}_sync"
+    name = _twin_name(fn)
     twin.__name__ = name
     twin.__qualname__ = fn.__qualname__[: -len(fn.__name__)] + name
     twin.__doc__ = f"Blocking twin of ``{fn.__name__}``. {fn.__doc__ or ''}".strip()
@@ -88,7 +182,7 @@ def sync_twin(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
 
 def sync_iter_twin(fn: Callable[P, AsyncIterator[T]]) -> Callable[P, Iterator[T]]:
     """The blocking iterator twin of the async generator function ``fn``: each item is
-    awaited on the background loop; closing the iterator (or an exception while it waits)
+    awaited on the process loop; closing the iterator (or an exception while it waits)
     closes the async generator there, so its cleanup runs."""
 
     @functools.wraps(fn)
@@ -115,7 +209,7 @@ def sync_iter_twin(fn: Callable[P, AsyncIterator[T]]) -> Callable[P, Iterator[T]
         finally:
             run_sync(close())
 
-    name = fn.__name__[1:] if fn.__name__.startswith("a") else f"{fn.__name__}_sync"
+    name = _twin_name(fn)
     twin.__name__ = name
     twin.__qualname__ = fn.__qualname__[: -len(fn.__name__)] + name
     twin.__doc__ = f"Iterator twin of ``{fn.__name__}``. {fn.__doc__ or ''}".strip()

@@ -1,19 +1,20 @@
 """The public entry points: ``heal``, ``aheal`` and ``resume``.
 
-``heal`` and ``aheal`` gather their keywords into one ``HealRequest``; ``Run.start`` builds the
-run's services from it (``graph.build``) and the runner steps through the table. Inside a
+``heal`` and ``aheal`` gather their keywords into one ``HealRequest`` and enter selfheal's
+process loop once (``selfheal._sync``), where ``Run.astart`` builds the run from it
+(``graph.build``) and the runner steps through the table. Inside a
 Jupyter kernel a *frontend* shows the run: ``selfheal.notebook`` registers one with
 ``use_frontend`` when selfheal is imported in a kernel, so this module never imports the UI.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 from collections.abc import Callable
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
+from selfheal._sync import enter, run_sync
 from selfheal.approval import Approver
 from selfheal.asking import Asker
 from selfheal.graph.runner import Run
@@ -84,6 +85,12 @@ def _keywords_of(
     return wrap
 
 
+async def _heal(request: HealRequest) -> HealResult:
+    """(On the process loop.) The run for ``request``, from start to end."""
+    run = await Run.astart(request)
+    return await run.arun(request.approver)
+
+
 @_keywords_of(HealRequest)
 def heal(request: HealRequest) -> HealResult:
     """Turn ``spec`` into tested code, repairing it until it passes or the budget is spent.
@@ -96,30 +103,32 @@ def heal(request: HealRequest) -> HealResult:
     without one the result comes back with status ``awaiting_approval`` and
     ``selfheal.resume(result, Approve())`` continues it.
 
-    In a Jupyter kernel (see ``selfheal.notebook``) the live view is shown. If a human must
-    approve and no ``approver`` is given, the running cell cannot wait for a click: it raises
-    ``ApprovalRequired`` unless ``config.approval.on_headless`` decides (in a live notebook,
-    ``selfheal.notebook.start(...)`` returns a handle whose buttons answer).
+    The run (its nodes, model calls and sandbox runs) goes on selfheal's one process loop
+    (``selfheal._sync``) and this call waits for it. In a Jupyter kernel (see
+    ``selfheal.notebook``) the frontend takes the call first, in the cell's thread, and shows
+    the live view. If a human must approve and no ``approver`` is given, the running cell
+    cannot wait for a click: it raises ``ApprovalRequired`` unless ``config.approval.on_headless``
+    decides (in a live notebook, ``selfheal.notebook.start(...)`` returns a handle whose
+    buttons answer).
     """
     frontend = _here()
     if frontend is not None:
         return frontend.heal(request)
-    return Run.start(request).run(request.approver)
+    return run_sync(_heal(request))
 
 
 @_keywords_of(HealRequest)
 async def aheal(request: HealRequest) -> HealResult:
-    """Async twin of ``heal`` (the same keywords); model calls and sandbox runs never block the
-    event loop.
+    """Async twin of ``heal`` (the same keywords): awaited on any loop, the run goes on the
+    process loop, entered here once (cancelling the caller cancels it there).
 
     In a Jupyter kernel it shows the live view; an approval with no ``approver`` follows
-    ``config.approval.on_headless`` there (an awaited cell holds the kernel, so buttons cannot
-    answer: use ``handle = selfheal.notebook.start(...)`` for button approvals)."""
-    frontend = _here()
+    ``config.approval.on_headless`` there (an awaited cell holds the kernel, so buttons cannot answer:
+    use ``handle = selfheal.notebook.start(...)`` for button approvals)."""
+    frontend = _here()  # (in the caller's thread: a frontend shows the run there)
     if frontend is not None:
         return await frontend.aheal(request)
-    run = await asyncio.to_thread(Run.start, request)
-    return await run.arun(request.approver)
+    return await enter(_heal(request))
 
 
 def resume(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 import sys
 from collections.abc import Callable, Generator
@@ -260,17 +259,13 @@ def _make_view(run: Run, relay: _Relay, tokens: _Relay, *, show: bool) -> HealVi
     return view
 
 
-def _start(request: HealRequest, relay: _Relay, tokens: _Relay) -> Run:
-    return Run.start(dataclasses.replace(request, on_event=relay, on_token=tokens))
-
-
 def heal_in_notebook(mode: NotebookMode, request: HealRequest, *, show: bool = True) -> HealResult:
     """``heal`` inside a kernel: runs to the end, the view updating live (``live``) or shown
     once done (``headless``); an approval no ``approver`` answers follows ``on_headless``
     (``error``: ``ApprovalRequired``), since a running cell holds the kernel (``start``
     returns a handle whose buttons answer instead)."""
     relay, tokens = _Relay(request.on_event), _Relay(request.on_token)
-    run = _start(request, relay, tokens)
+    run = Run.start(request, sink=relay, on_token=tokens)
     view = _make_view(run, relay, tokens, show=show) if mode == "live" else None
     try:
         result = run.run(request.approver)
@@ -301,9 +296,7 @@ def start(spec: str, **keywords: Any) -> LiveHeal:
     relay, tokens = _Relay(request.on_event), _Relay(request.on_token)
     # its questions are asked in the view (an asker= given answers them instead)
     asker = FutureAsker() if request.asker is None else None
-    if asker is not None:
-        request = dataclasses.replace(request, asker=asker)
-    run = _start(request, relay, tokens)
+    run = Run.start(request, sink=relay, on_token=tokens, asker=asker)
     view = _make_view(run, relay, tokens, show=True)
     loop = asyncio.get_event_loop()
     future_approver = FutureApprover()
@@ -321,7 +314,7 @@ async def aheal_in_notebook(
     """``aheal`` inside a kernel: shows the live view (``live``) and awaits the run; an
     approval no ``approver`` answers follows ``on_headless``, as with ``heal``."""
     relay, tokens = _Relay(request.on_event), _Relay(request.on_token)
-    run = await asyncio.to_thread(_start, request, relay, tokens)
+    run = await Run.astart(request, sink=relay, on_token=tokens)
     view = None
     if mode == "live":
         view = _make_view(run, relay, tokens, show=show)

@@ -61,12 +61,15 @@ _EXAMPLE_SPEC = (
 )
 
 
-def check_spec(text: str | bytes, *, entry_point: str | None = None, max_chars: int) -> str:
-    """The spec as checked text, before anything runs: valid UTF-8 without NUL (a problem is
-    reported with its byte offset), not empty, at most ``max_chars`` characters, and either
-    naming its function (a ``def``, "a function NAME", ``entry_point``) or reading as a
-    request for one (returns, computes, an example ``f(x) -> y``, ...) so that the model can
-    name it. Raises ``ConfigError`` saying what to change."""
+def check_spec(
+    text: str | bytes, *, entry_point: str | None = None, max_chars: int
+) -> tuple[str, Spec]:
+    """The spec as checked text and as read (parsed once, here), before anything runs: valid
+    UTF-8 without NUL (a problem is reported with its byte offset), not empty, at most
+    ``max_chars`` characters, and either naming its function (a ``def``, "a function NAME",
+    ``entry_point``) or reading as a request for one (returns, computes, an example
+    ``f(x) -> y``, ...) so that the model can name it. Raises ``ConfigError`` saying what to
+    change."""
     text = decode_text(text, "The spec")
     if entry_point is not None and (
         not entry_point.isidentifier() or keyword.iskeyword(entry_point)
@@ -85,17 +88,14 @@ def check_spec(text: str | bytes, *, entry_point: str | None = None, max_chars: 
             "into every model call and every checkpoint). Shorten it to what the function must "
             "do and a few examples, or raise HealConfig(max_spec_chars=...)."
         )
-    if (
-        entry_point is None
-        and parse_spec(text).entry_point is None
-        and not _FUNCTION_CUE_RE.search(text)
-    ):
+    spec = parse_spec(text, entry_point=entry_point)
+    if entry_point is None and spec.entry_point is None and not _FUNCTION_CUE_RE.search(text):
         raise ConfigError(
             f"The spec {' '.join(text.split())[:60]!r} does not say what function to "
             f"write. Name it and say what it returns, e.g. {_EXAMPLE_SPEC}, or give its "
             "name with --entry-point NAME (entry_point= in Python)."
         )
-    return text
+    return text, spec
 
 
 def parse_spec(text: str, *, entry_point: str | None = None) -> Spec:

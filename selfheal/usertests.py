@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from selfheal._parse import ast_parse
+from selfheal._sync import sync_twin
 from selfheal.errors import ConfigError
 from selfheal.inputs import check_python, read_text_file
 from selfheal.kernel_sandbox.types import Executor, Limits
@@ -216,12 +217,12 @@ def read_user_tests(
     return tuple(out)
 
 
-def collect(
+async def collect(
     executor: Executor, test: UserTest, limits: Limits | None = None
 ) -> dict[str, list[Any]]:
     """pytest's collection of ``test`` in the sandbox: ``{"items": [...], "skipped": [...],
     "errors": [...]}`` (see ``_harness/pytest_item.py``)."""
-    r = executor.run_snippet(f"__sh_pytest__('collect', {test.text!r})", limits=limits)
+    r = await executor.arun_snippet(f"__sh_pytest__('collect', {test.text!r})", limits=limits)
     _, sep, tail = r.stdout.rpartition(_MARK)
     if not sep:
         why = f"{r.exc_type}: {r.message}" if r.exc_type else (r.stdout or r.outcome)[-400:]
@@ -257,7 +258,7 @@ def _shown(module: str, item: dict[str, object]) -> str:
     return f"# {head}\n{body}" if head else body
 
 
-def user_test_cases(
+async def auser_test_cases(
     tests: Sequence[UserTest], executor: Executor | None, limits: Limits | None = None
 ) -> tuple[TestCase, ...]:
     """Trusted test cases for your tests: one per statements test, one per collected item of
@@ -278,7 +279,7 @@ def user_test_cases(
             continue
         if executor is None:
             raise ConfigError("pytest-form tests need a sandbox to be collected in.")
-        found = collect(executor, t, limits)
+        found = await collect(executor, t, limits)
         if found["errors"]:
             raise ConfigError(
                 f"pytest could not collect your tests in {t.origin}:\n"
@@ -310,6 +311,9 @@ def user_test_cases(
                 )
             )
     return tuple(out)
+
+
+user_test_cases = sync_twin(auser_test_cases)
 
 
 def _as_function(name: str, body: str) -> str:

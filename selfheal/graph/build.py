@@ -1,14 +1,16 @@
 """Building a run's services: the model router and the sandbox, from a request or a config.
 
 The one place that turns a model string or a Provider object into a router and picks the
-default kernel pool; ``Run.start``, ``Run.load`` and ``fork`` get their context from here, and
-the nodes only ever see the finished ``Context``. Before the sandbox starts, ``check_models``
-makes sure every role's model can be had for the spec, so a wrong model fails before the run
-has a log, a kernel or a model call.
+default kernel pool. A new run comes from one call, :func:`new_run` (``Run.astart``): its
+services and its first state, the config settled once; ``Run.load`` and ``fork`` get their
+context from :func:`make_context`; the nodes only ever see the finished ``Context``. Before
+the sandbox starts, ``check_models`` makes sure every role's model can be had for the spec, so
+a wrong model fails before the run has a log, a kernel or a model call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from selfheal.asking import Asker
@@ -59,13 +61,27 @@ def make_context(
     on_token: TokenSink | None = None,
     asker: Asker | None = None,
 ) -> Context:
-    """The services of a run: the router for ``provider``/``config`` (checked against
-    ``spec`` when given, before anything starts), ``executor`` (default: the shared kernel
-    pool), the memory across runs (when ``config.storage.memory``; a memory that cannot be
-    opened is a ``MemoryUnavailable`` here, before any model call) and the live sinks."""
+    """The services of a run reopened (``Run.load``, ``fork``): the router for
+    ``provider``/``config`` (checked against ``spec`` when given, before anything starts) and
+    the rest as :func:`services` gives them."""
     llm = make_router(config, provider)
     if spec is not None:
         check_models(llm, spec)
+    return services(config, llm, executor=executor, sink=sink, on_token=on_token, asker=asker)
+
+
+def services(
+    config: HealConfig,
+    llm: ModelRouter,
+    *,
+    executor: Executor | None = None,
+    sink: EventSink | None = None,
+    on_token: TokenSink | None = None,
+    asker: Asker | None = None,
+) -> Context:
+    """The ``Context`` of a run with router ``llm``: ``executor`` (default: the shared kernel
+    pool), the memory across runs (when ``config.storage.memory``; a memory that cannot be opened is a
+    ``MemoryUnavailable`` here, before any model call) and the live sinks."""
     memory = open_memory(config)
     if executor is None:
         from selfheal.kernel_sandbox import get_default_pool
@@ -85,73 +101,104 @@ def make_context(
     )
 
 
-def context_for(request: HealRequest) -> Context:
-    """The services ``request`` asks for."""
-    return make_context(
-        request.config,
-        request.provider,
-        spec=request.spec,
-        executor=request.executor,
-        sink=request.on_event,
-        on_token=request.on_token,
-        asker=request.asker,
+async def new_run(
+    request: HealRequest,
+    *,
+    sink: EventSink | None = None,
+    on_token: TokenSink | None = None,
+    asker: Asker | None = None,
+) -> tuple[Context, HealState]:
+    """The services and the first state of a new run for ``request`` (``Run.astart``'s one
+    call here): the router, its models resolved once and checked against the spec; the run's
+    config settled once from them (:func:`settled_config`); the memory and the sandbox; the
+    first state (your pytest tests collected in that sandbox); a backend that can warm up its
+    batch sizes asked to, off the run's path (docs/gpu.md). ``sink``/``on_token`` stand in
+    for the request's (the notebook's relays), ``asker`` for its asker (the notebook's view). What blocks (the model's auto-detection, the
+    memory's SQLite file) runs in a worker thread, off the loop."""
+
+    def prepare() -> tuple[Context, HealConfig, tuple[Event, ...]]:
+        llm = make_router(request.config, request.provider)
+        check_models(llm, request.spec)
+        config, events = settled_config(request.config, llm, request.provider)
+        ctx = services(
+            config,
+            llm,
+            executor=request.executor,
+            sink=sink or request.on_event,
+            on_token=on_token or request.on_token,
+            asker=asker,
+        )
+        return ctx, config, events
+
+    asker = asker or request.asker
+    ctx, config, events = await asyncio.to_thread(prepare)
+    state = await request.ainitial_state(
+        ctx.executor, config=config, events=events, can_ask=asker is not None
     )
+    warm_up(state, ctx.llm)
+    return ctx, state
 
 
-def with_population(state: HealState, router: ModelRouter) -> HealState:
-    """``state`` with ``candidates="auto"`` resolved from the generator's backend
-    (:func:`selfheal.config.population_size` of its ``batch_hint``) and, on a backend whose
-    batch costs about one answer (``batch_free``: transformers on a GPU), a ``first_sample``
-    the config does not set raised to the whole population (the first round asks every
-    candidate at once); both written into the config (so the run log and the result say what
-    ran) and onto the timeline. A backend that can warm up its batch sizes (``warm_up``) is
-    asked for the first round's, off the run's path (docs/gpu.md)."""
-    config = state.config
-    provider = router.for_role("generator")
-    hint = batch_hint(provider)
-    update: dict[str, int] = {}
+def settled_config(
+    config: HealConfig, router: ModelRouter, provider: ProviderArg
+) -> tuple[HealConfig, tuple[Event, ...]]:
+    """The config a run records, settled once before its first state, and the timeline notes
+    that say why:
+
+    - the model strings its router chose (``auto``, ``$SELFHEAL_MODEL``,
+      ``$SELFHEAL_MODEL_<ROLE>``), so the run log says which models ran and reopening the run
+      uses them again (a run given a provider object keeps its config: the object is not
+      saved, and must be passed again to reopen the run);
+    - ``candidates="auto"`` resolved from the generator's backend
+      (:func:`selfheal.config.population_size` of its ``batch_hint``) and, on a backend whose
+      batch costs about one answer (``batch_free``: transformers on a GPU), a ``first_sample``
+      the config does not set raised to the whole population (the first round asks every
+      candidate at once)."""
+    update: dict[str, object] = _resolved_models(config, router, provider)
+    generator = router.for_role("generator")
+    hint = batch_hint(generator)
     notes: list[str] = []
     if config.generation.candidates == "auto":
         update["candidates"] = population_size(hint)
         said = f"its batch_hint {hint}" if hint is not None else "no batch_hint"
         notes.append(
-            f"candidates=auto: {update['candidates']} ({provider.model_id} gives {said}; "
+            f"candidates=auto: {update['candidates']} ({generator.model_id} gives {said}; "
             "at least 4, at most 16)"
         )
     n = update.get("candidates", candidates_of(config))
+    assert isinstance(n, int)
     chosen = "first_sample" in config.generation.model_fields_set
-    if batch_free(provider) and not chosen and config.generation.first_sample < n:
+    if batch_free(generator) and not chosen and config.generation.first_sample < n:
         update["first_sample"] = n
         notes.append(
-            f"first_sample={n}: {provider.model_id} decodes a batch for about the cost of "
+            f"first_sample={n}: {generator.model_id} decodes a batch for about the cost of "
             "one answer, so the first round asks the whole population at once"
         )
-    if update:
-        config = config.changed(**update)
-        events = [
-            Event(time=time.time(), node="generate", kind="info", model=provider.model_id, detail=d)
-            for d in notes
-        ]
-        state = state.model_copy(update={"config": config, "events": (*state.events, *events)})
-    warm = getattr(innermost(provider), "warm_up", None)
+    events = tuple(
+        Event(time=time.time(), node="generate", kind="info", model=generator.model_id, detail=d)
+        for d in notes
+    )
+    return (config.changed(**update) if update else config), events
+
+
+def warm_up(state: HealState, router: ModelRouter) -> None:
+    """Ask a generator that can warm up its batch sizes (``warm_up``) for the first round's."""
+    warm = getattr(innermost(router.for_role("generator")), "warm_up", None)
     if callable(warm):
         warm(first_round_batches(state))
-    return state
 
 
-def with_resolved_models(state: HealState, router: ModelRouter, provider: ProviderArg) -> HealState:
-    """``state`` with the model strings its router chose (``auto``, ``$SELFHEAL_MODEL``,
-    ``$SELFHEAL_MODEL_<ROLE>``) written into its config, so the run log says which models ran
-    and reopening the run (``Run.load``, ``selfheal runs resume``) uses them again. A run given a
-    provider object keeps its config as it is: the object is not saved, and must be passed
-    again to reopen the run."""
+def _resolved_models(
+    config: HealConfig, router: ModelRouter, provider: ProviderArg
+) -> dict[str, object]:
+    """The ``model``/``models`` update that names the models the router chose (none when the
+    config names its model, or the run was given a provider object)."""
     from selfheal.llm.router import Router
 
-    config = state.config
     if config.calls.model is not None or not isinstance(router, Router):
-        return state  # the model is named already (a string keeps its own spelling)
+        return {}  # the model is named already (a string keeps its own spelling)
     if provider is not None and not isinstance(provider, str):
-        return state
+        return {}
     chosen = {role: router.model_string(role) for role in ROLES}
     values = list(chosen.values())
     model = max(set(values), key=values.count)
@@ -160,5 +207,5 @@ def with_resolved_models(state: HealState, router: ModelRouter, provider: Provid
         if value != model and role not in models:
             models[role] = value
     if (model, models) == (config.calls.model, dict(config.calls.models)):
-        return state
-    return state.model_copy(update={"config": config.changed(model=model, models=models)})
+        return {}
+    return {"model": model, "models": models}

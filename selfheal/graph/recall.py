@@ -4,6 +4,8 @@ event on the timeline (with what to do), never the end of the run."""
 
 from __future__ import annotations
 
+import asyncio
+
 from selfheal.context import Context
 from selfheal.errors import MemoryUnavailable
 from selfheal.graph.events import record
@@ -39,7 +41,7 @@ async def recall(state: HealState, ctx: Context) -> HealState:
     if not state.config.storage.memory or memory is None:
         return record(ctx, state, NODE, detail="memory off")
     try:
-        remembered = memory.recall(state)
+        remembered = await asyncio.to_thread(memory.recall, state)  # (SQLite: off the loop)
     except MemoryUnavailable as exc:
         state = record(ctx, state, NODE, "degraded", str(exc))
         return record(ctx, state, NODE, detail="memory unavailable: the run goes on without it")
@@ -50,14 +52,14 @@ async def recall(state: HealState, ctx: Context) -> HealState:
     )
 
 
-def remember(state: HealState, ctx: Context) -> HealState:
+async def remember(state: HealState, ctx: Context) -> HealState:
     """Write down what the finished run teaches (its lessons; its solution when verified;
     which remembered lessons led to a worse result)."""
     memory = ctx.memory_store
     if not state.config.storage.memory or memory is None:
         return state
     try:
-        learning = memory.learn(state)
+        learning = await asyncio.to_thread(memory.learn, state)  # (SQLite: off the loop)
     except MemoryUnavailable as exc:
         state = record(ctx, state, "finish", "degraded", str(exc))
         return record(ctx, state, "finish", detail="memory unavailable: nothing was remembered")

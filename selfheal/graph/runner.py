@@ -3,7 +3,8 @@
 ``Run`` is a run in progress: ``astep()`` executes one node, ``arun()`` goes until the run is
 done or waits for a human, ``aresume(decision)`` applies a human decision and goes on,
 ``Run.load(path)`` picks up a run after a crash; ``step``, ``run`` and ``resume`` are their
-blocking twins (``selfheal._sync``). The time budget is an ``asyncio.timeout`` around each node:
+blocking twins (``selfheal._sync``). Its coroutines run on selfheal's process loop whoever
+awaits them (``entered``): the nodes, the model calls and the sandbox runs of a run share it. The time budget is an ``asyncio.timeout`` around each node:
 the work in flight (a model call, a sandbox run) is cancelled when it runs out. Its services
 come built (``graph.build``); ``fork`` (time travel) lives in ``graph.fork``.
 """
@@ -16,12 +17,12 @@ import os
 import time
 from pathlib import Path
 
-from selfheal._sync import sync_twin
+from selfheal._sync import entered, run_sync, sync_twin
 from selfheal.approval import Approver
 from selfheal.asking import Asker
 from selfheal.context import Context, EventSink, TokenSink
 from selfheal.errors import ApprovalRequired, ConfigError, SelfHealError
-from selfheal.graph.build import context_for, make_context, with_population, with_resolved_models
+from selfheal.graph.build import make_context, new_run
 from selfheal.graph.checkpoint import RunLog, find_run, read_states
 from selfheal.graph.events import event, record
 from selfheal.graph.fork import fork
@@ -62,11 +63,34 @@ class Run:
         return run
 
     @classmethod
-    def start(cls, request: HealRequest, *, persist: bool = True) -> Run:
-        """A new run for ``request``, with the services it asks for (``graph.build``)."""
-        ctx = context_for(request)
-        state = with_resolved_models(request.initial_state(ctx.executor), ctx.llm, request.provider)
-        return cls.new(with_population(state, ctx.llm), ctx, persist=persist)
+    @entered
+    async def astart(
+        cls,
+        request: HealRequest,
+        *,
+        persist: bool = True,
+        sink: EventSink | None = None,
+        on_token: TokenSink | None = None,
+        asker: Asker | None = None,
+    ) -> Run:
+        """A new run for ``request``, with the services it asks for (``graph.build``; ``sink``,
+        ``on_token`` and ``asker`` stand in for the request's)."""
+        ctx, state = await new_run(request, sink=sink, on_token=on_token, asker=asker)
+        return cls.new(state, ctx, persist=persist)
+
+    @classmethod
+    def start(
+        cls,
+        request: HealRequest,
+        *,
+        persist: bool = True,
+        sink: EventSink | None = None,
+        on_token: TokenSink | None = None,
+        asker: Asker | None = None,
+    ) -> Run:
+        """Blocking twin of ``astart``."""
+        started = cls.astart(request, persist=persist, sink=sink, on_token=on_token, asker=asker)
+        return run_sync(started)
 
     @classmethod
     def load(
@@ -125,6 +149,7 @@ class Run:
             self.log.append(state)
         return state
 
+    @entered
     async def astep(self) -> HealState:
         """Execute the next node and checkpoint the new state. A no-op when done or waiting.
         The node runs within what is left of the time budget; cancelling the caller stops it
@@ -209,6 +234,7 @@ class Run:
         )
         self._commit(stopped)
 
+    @entered
     async def arun(self, approver: Approver | None = None) -> HealResult:
         """Step until the run is done, or waits for approval with no approver to ask (an async
         approver is awaited, a sync one called). Cancelling it (Ctrl-C on ``run``, an
@@ -245,6 +271,7 @@ class Run:
             )
         return self._commit(s.model_copy(update={"next": nxt}))
 
+    @entered
     async def aresume(self, decision: Decision, approver: Approver | None = None) -> HealResult:
         """Answer the pending proposal (``Approve()``, ``Edit(code)``, ``Reject(reason)``) and go on."""
         self._apply(decision)

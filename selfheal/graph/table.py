@@ -162,7 +162,7 @@ def after_decision(s: HealState) -> NodeName:
 
 async def finish_and_remember(s: HealState, ctx: Context) -> HealState:
     """``finish``, then the run's lessons and verified solution go into the memory."""
-    return remember(finish(s, ctx), ctx)
+    return await remember(finish(s, ctx), ctx)
 
 
 # -- the table --------------------------------------------------------------------------------

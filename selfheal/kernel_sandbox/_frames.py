@@ -1,5 +1,5 @@
 """The host's side of the wire to a kernel's harness (``_harness/channel.py`` is the other):
-signed, framed requests out, signed result lines in, both awaited on the pool's event loop
+signed, framed requests out, signed result lines in, both awaited on the process loop (the pool's)
 (non-blocking descriptors watched by the loop; no thread waits on a pipe). The result pipe is
 read in bounded chunks with a line cap and byte caps per run (``ResultReader``): a candidate
 that writes junk into it costs the host a bounded buffer and bounded time per turn of the

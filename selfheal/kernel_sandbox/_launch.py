@@ -82,7 +82,7 @@ async def launch(
                 "argv": argv,
             }
             return ForkedProcess(await zygote.spawn(spec), zygote)
-        # forked here, on the pool's event-loop thread: the kernel dies with that thread
+        # forked here, on the process loop's thread: the kernel dies with that thread
         cmd = [python or sys.executable, "-m", "ipykernel_launcher", *argv]
         if network_namespace or mount_namespace:
             cmd = unshare_prefix(network_namespace, mount_namespace) + cmd

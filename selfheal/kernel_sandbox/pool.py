@@ -6,12 +6,13 @@ import asyncio
 import atexit
 import collections
 import contextlib
+import sys
 import threading
 import time
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
-from selfheal._sync import sync_twin
+from selfheal._sync import enter, loop_serves, on_process_loop, process_loop, submit, sync_twin
 from selfheal.errors import ConfigError, SandboxError
 from selfheal.kernel_sandbox.boundary import BoundaryInfo, BoundaryMode, boundary_for, mode_from_env
 from selfheal.kernel_sandbox.containment import netns_available
@@ -44,9 +45,10 @@ class KernelPool:
 
     Every run gets a fresh process forked from a warm kernel, so a kernel serves run after
     run; at most ``size`` runs at once (one per kernel), more callers wait. Async at its
-    core: its state and work are coroutines on its own event loop, in one daemon thread
-    (``selfheal-sandbox``); cancelling a caller cancels its run there, and the blocking
-    methods are sync twins. The options: docs/sandbox.md, "API".
+    core: its state and work are coroutines on selfheal's process loop (``selfheal._sync``),
+    where a heal's nodes run too, so a heal's sandbox runs are plain awaits; a caller on
+    another loop enters the process loop once per call (cancelling it cancels the run there),
+    and the blocking methods are sync twins. The options: docs/sandbox.md, "API".
     """
 
     def __init__(
@@ -87,14 +89,9 @@ class KernelPool:
         self.fast_start = fast_start
         self._zygote: Zygote | None = None
         self._zygote_failures = 0
-        # (the loop's thread holds no reference to the pool: ``__del__`` closes a lost one)
-        self._loop = asyncio.new_event_loop()
-        self._cond = asyncio.Condition()  # (bound to the sandbox loop on first use)
+        self._loop = process_loop()
+        self._cond = asyncio.Condition()  # (bound to the process loop on first use)
         self._chores: set[asyncio.Task[None]] = set()  # kernel starts and kills in flight
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="selfheal-sandbox", daemon=True
-        )
-        self._thread.start()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> KernelPool:
@@ -127,36 +124,43 @@ class KernelPool:
             return True
 
     def close(self) -> None:
-        """Kill every kernel of the pool and stop its loop. Idempotent; also runs at
-        interpreter exit."""
+        """Kill every kernel of the pool. Idempotent; also runs at interpreter exit."""
+        if self._closed and not (self._ready or self._leased or self._dying or self._zygote):
+            return
         self._closed = True
-        if not self._thread.is_alive():
+        if on_process_loop() or not loop_serves(self._loop) or sys.is_finalizing():
+            self._kill_now()  # (on the loop itself nothing may be awaited; at exit, no loop)
             return
-        if threading.current_thread() is self._thread:  # collected on its own loop: its
-            self._loop.stop()  # kernels and fork server die with its thread
-            return
-        done = asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
         with contextlib.suppress(Exception):
-            done.result(timeout=60)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        if not self._thread.is_alive():
-            self._loop.close()
+            submit(self._shutdown(), self._loop).done.result(timeout=60)
 
     async def _shutdown(self) -> None:
-        """(On the sandbox loop.) Cancel every run and kernel start, kill every kernel."""
-        me = asyncio.current_task()
-        rest = [t for t in asyncio.all_tasks() if t is not me]
-        for t in rest:
+        """(On the process loop.) Cancel the kernel starts, wake the runs waiting for a
+        kernel (they fail: the pool is closed), kill every kernel."""
+        chores = list(self._chores)
+        for t in chores:
             t.cancel()
-        await asyncio.gather(*rest, return_exceptions=True)
+        await asyncio.gather(*chores, return_exceptions=True)
+        async with self._cond:
+            self._cond.notify_all()
         kernels = [*self._ready, *self._leased, *self._dying]
         self._ready.clear()
         await asyncio.gather(*(k.akill() for k in kernels), return_exceptions=True)
+        self._kill_now()
+
+    def _kill_now(self) -> None:
+        """Kill every kernel and the fork server at once, blocking."""
+        for t in list(self._chores):
+            t.cancel()
+        kernels = [*self._ready, *self._leased, *self._dying]
+        self._ready.clear()
+        for k in kernels:
+            with contextlib.suppress(Exception):
+                k.kc.stop_channels()
+            k.kill()
         if self._zygote is not None:
             self._zygote.close()
             self._zygote = None
-        await self._loop.shutdown_default_executor()
 
     def __enter__(self) -> KernelPool:
         return self.start()
@@ -169,7 +173,7 @@ class KernelPool:
             self.close()
 
     # ------------------------------------------------------------------ kernels
-    # (everything below runs on the sandbox loop)
+    # (everything below runs on the process loop)
     def _get_zygote(self) -> Zygote | None:
         if not self.fast_start:
             return None
@@ -178,7 +182,7 @@ class KernelPool:
         if self._zygote_failures >= 2 or self._closed:
             return None
         try:
-            # (it and every kernel it forks die with this thread, alive until ``close``)
+            # (it and every kernel it forks die with this thread: the process loop's)
             self._zygote = Zygote(self.python, timeout=self.startup_timeout)
         except Exception:
             self._zygote_failures += 1
@@ -300,12 +304,12 @@ class KernelPool:
         return lim
 
     async def _submit(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run ``work`` on the sandbox loop and await it from the caller's loop; cancelling
-        the caller cancels it there."""
+        """Await ``work`` on the process loop (a heal's call is already there; another
+        loop's enters it, and cancelling the caller cancels the run)."""
         if self._closed or self._loop.is_closed():
             work.close()
             raise SandboxError("this KernelPool is closed; create a new one")
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
+        return await enter(work, self._loop)
 
     async def arun(
         self,
@@ -344,8 +348,12 @@ class KernelPool:
         """Run many ``(code, tests)`` pairs, at most ``size`` at once (one per kernel);
         reports in the order given. A population's round: K candidates, same tests."""
         lim = self._limits(timeout, limits)
-        runs = [self._submit(run_candidate(self, code, tests, lim)) for code, tests in items]
-        return list(await asyncio.gather(*runs))
+
+        async def batch() -> list[ExecutionReport]:
+            runs = [run_candidate(self, code, tests, lim) for code, tests in items]
+            return list(await asyncio.gather(*runs))
+
+        return await self._submit(batch())
 
     async def arun_trace(
         self,

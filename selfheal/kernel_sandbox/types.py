@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import Field
 
 from selfheal._record import Record
+from selfheal._sync import sync_twin
 
 Outcome = Literal["passed", "failed", "error", "timeout", "crashed"]
 """How one test ended: ``passed``; ``failed`` (an assertion or a wrong value); ``error``
@@ -299,9 +299,11 @@ class TraceResult(Record):
 
 @runtime_checkable
 class Executor(Protocol):
-    """Runs untrusted candidates against tests. ``KernelPool`` is the real one."""
+    """Runs untrusted candidates against tests, awaited on selfheal's loop. ``KernelPool`` is
+    the real one (its blocking twins ``run``/``run_snippet`` are for plain code); a fake
+    implements these two coroutines."""
 
-    def run(
+    async def arun(
         self,
         code: str,
         tests: Sequence[str | SandboxTest],
@@ -312,7 +314,7 @@ class Executor(Protocol):
         """Load ``code`` in a fresh interpreter and run each test; ``timeout`` is per test."""
         ...
 
-    def run_snippet(
+    async def arun_snippet(
         self,
         code: str,
         *,
@@ -324,19 +326,19 @@ class Executor(Protocol):
         ...
 
 
-def run_many(
-    executor: Executor,
-    items: Sequence[tuple[str, Sequence[str | SandboxTest]]],
-    *,
-    timeout: float | None = None,
-    limits: Limits | None = None,
-) -> list[ExecutionReport]:
-    """Run many ``(code, tests)`` pairs on any ``Executor``: in parallel through its own
-    ``run_many`` when it has one (``KernelPool``), else one after the other."""
-    batch = getattr(executor, "run_many", None)
-    if callable(batch):
-        return list(batch(items, timeout=timeout, limits=limits))
-    return [executor.run(code, tests, timeout=timeout, limits=limits) for code, tests in items]
+@runtime_checkable
+class BatchExecutor(Protocol):
+    """An executor that runs a batch itself, in parallel (``KernelPool``)."""
+
+    async def arun_many(
+        self,
+        items: Sequence[tuple[str, Sequence[str | SandboxTest]]],
+        *,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> list[ExecutionReport]:
+        """Run many ``(code, tests)`` pairs; reports in the order given."""
+        ...
 
 
 async def arun_many(
@@ -346,21 +348,16 @@ async def arun_many(
     timeout: float | None = None,
     limits: Limits | None = None,
 ) -> list[ExecutionReport]:
-    """Async ``run_many``: the executor's own ``arun_many`` when it has one, else
-    ``run_many`` in a worker thread (the event loop stays free)."""
-    batch = getattr(executor, "arun_many", None)
-    if callable(batch):
-        return list(await batch(items, timeout=timeout, limits=limits))
-    return await asyncio.to_thread(run_many, executor, items, timeout=timeout, limits=limits)
+    """Run many ``(code, tests)`` pairs on any ``Executor``: in parallel through its own
+    ``arun_many`` when it is a ``BatchExecutor`` (``KernelPool``), else one after the other."""
+    if isinstance(executor, BatchExecutor):
+        return list(await executor.arun_many(items, timeout=timeout, limits=limits))
+    return [
+        await executor.arun(code, tests, timeout=timeout, limits=limits) for code, tests in items
+    ]
 
 
-async def acall(executor: object, method: str, *args: Any, **kwargs: Any) -> Any:
-    """``executor.<method>(...)`` awaited: its async twin ``a<method>`` when it has one
-    (``KernelPool``), else the blocking method in a worker thread (the event loop stays free)."""
-    twin = getattr(executor, f"a{method}", None)
-    if callable(twin):
-        return await twin(*args, **kwargs)
-    return await asyncio.to_thread(getattr(executor, method), *args, **kwargs)
+run_many = sync_twin(arun_many)
 
 
 @runtime_checkable
@@ -368,7 +365,7 @@ class TracingExecutor(Protocol):
     """An executor that can also trace a test (``KernelPool``): the debugger's
     ``trace_failure`` needs one."""
 
-    def run_trace(
+    async def arun_trace(
         self,
         code: str,
         test: str | AssertTest | ProbeCall,

@@ -135,7 +135,7 @@ class Zygote:
             start_new_session=True,
             close_fds=True,
             # the zygote (and, through it, every kernel it forked) dies with the thread
-            # that started it: the pool's event-loop thread, alive until the pool closes
+            # that started it: the process loop's (``selfheal._sync``), alive until exit
             preexec_fn=die_with_parent,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None

@@ -12,7 +12,6 @@ from pydantic import BaseModel, BeforeValidator, Field
 from selfheal._parse import literal, parse_or_none
 from selfheal.context import Context
 from selfheal.errors import MalformedReply
-from selfheal.kernel_sandbox.types import SnippetResult, acall
 from selfheal.llm.parsing import fold_choice
 from selfheal.roles import oracle
 from selfheal.roles._calls import CallLog, ask_for_json
@@ -94,12 +93,8 @@ async def adjudicate(
             continue
         call, expected_src = eq
         checked += 1
-        snippet: SnippetResult = await acall(
-            ctx.executor,
-            "run_snippet",
-            call,
-            setup=current.code,
-            timeout=state.config.limits.test_timeout,
+        snippet = await ctx.executor.arun_snippet(
+            call, setup=current.code, timeout=state.config.limits.test_timeout
         )
         ok_actual, actual = (
             _literal(snippet.value or "") if snippet.outcome == "passed" else (False, None)

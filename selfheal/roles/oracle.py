@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from selfheal._sync import sync_twin
 from selfheal.agreement import distinguishing_probes, select
 from selfheal.context import Context
 from selfheal.errors import MalformedReply, ProviderError
@@ -61,12 +60,10 @@ async def ask(state: HealState, log: CallLog, calls: Sequence[str]) -> dict[str,
 
 
 async def aanswers(state: HealState, ctx: Context, calls: Sequence[str]) -> dict[str, str]:
-    """``ask`` outside a run (``evaluation.judge`` replays the oracle on recorded runs): the
+    """``ask`` outside a run (``evaluation.judge`` replays the oracle on recorded runs, through
+    ``selfheal.llm.run_sync``): the
     answers for ``calls``, with the calls' usage and failures not kept anywhere."""
     return await ask(state, CallLog(ctx, NODE), calls)
-
-
-answers = sync_twin(aanswers)
 
 
 def open_questions(state: HealState) -> list[str]:

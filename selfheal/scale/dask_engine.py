@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from selfheal._sync import enter
 from selfheal.errors import ConfigError, MissingDependency
 from selfheal.llm.limits import ModelLimits, configure_limits, configured_limits
 from selfheal.scale.base import Finished
@@ -73,7 +74,7 @@ class DaskGate:
         async def run() -> Any:
             return await make()
 
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), self._loop))
+        return await enter(run(), self._loop)
 
     def _release_later(self, semaphore: Semaphore, delay: float) -> None:
         def release() -> None:

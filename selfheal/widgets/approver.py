@@ -52,6 +52,7 @@ class FutureApprover:
                 "has not asked yet). Check `handle.status` before deciding."
             )
         self.proposal = None
+        self._future = None  # answered: no longer waiting, even before the run's loop hears it
 
         def _set() -> None:
             if not fut.done():

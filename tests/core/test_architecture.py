@@ -7,25 +7,31 @@ Python never imports the UI, and the pipeline has one concurrency model."""
 from __future__ import annotations
 
 import ast
+import asyncio
 import importlib.util
 import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import tomllib
 
 import scripts as s
-from selfheal import heal
+from selfheal import aheal, heal
 from selfheal.config import FIELD_GROUP, GROUPS
 from selfheal.graph import table
+from selfheal.graph.runner import Run
 from selfheal.kernel_sandbox import KernelPool
+from selfheal.kernel_sandbox.kernel import SandboxKernel
 from selfheal.llm.mock import MockProvider
+from selfheal.request import HealRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 400
@@ -278,3 +284,154 @@ def test_plain_python_never_imports_the_notebook_ui() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+class _Seen:
+    """The (loop, thread name) pairs the nodes, the provider and the pool ran on."""
+
+    def __init__(self) -> None:
+        self.nodes: set[tuple[int, str]] = set()
+        self.provider: set[tuple[int, str]] = set()
+        self.pool: set[tuple[int, str]] = set()
+
+    @staticmethod
+    def here() -> tuple[int, str]:
+        return id(asyncio.get_running_loop()), threading.current_thread().name
+
+    def all(self) -> set[tuple[int, str]]:
+        return self.nodes | self.provider | self.pool
+
+
+class _SpyingMock(MockProvider):
+    """The scripted model, noting where each answer is made."""
+
+    def __init__(self, seen: _Seen) -> None:
+        super().__init__(s.every_role())
+        self._seen = seen
+
+    async def _answer(self, request: Any, text: str) -> Any:
+        self._seen.provider.add(self._seen.here())
+        return await super()._answer(request, text)
+
+
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> _Seen:
+    spy = _Seen()
+    real = SandboxKernel.next_event
+
+    def next_event(self: SandboxKernel, *args: Any) -> Any:
+        spy.pool.add(spy.here())
+        return real(self, *args)
+
+    monkeypatch.setattr(SandboxKernel, "next_event", next_event)
+    return spy
+
+
+def _heal_twice(seen: _Seen, pool: KernelPool) -> list[str]:
+    def on_event(_event: object) -> None:
+        seen.nodes.add(seen.here())  # (a sink is called by the node that records the event)
+
+    return [
+        heal(
+            s.SPEC,
+            provider=_SpyingMock(seen),
+            config=s.chain(),
+            executor=pool,  # type: ignore[arg-type]
+            on_event=on_event,
+        ).status
+        for _ in range(2)
+    ]
+
+
+def test_a_heal_runs_on_one_loop_and_the_next_reuses_the_warm_kernel(seen: _Seen) -> None:
+    """From plain Python: the nodes, the model and the pool of two heals in a row all run on
+    the one process loop, in its thread; the second heal is served by the kernel the first
+    one warmed."""
+    with KernelPool(size=1) as pool:
+        assert _heal_twice(seen, pool) == ["verified", "verified"]
+        assert pool.kernels_started == 1
+    assert seen.nodes and seen.provider and seen.pool
+    assert len(seen.all()) == 1, seen.all()  # one loop, one thread
+    ((_, thread),) = seen.all()
+    assert thread == "selfheal-loop", seen.all()
+
+
+def test_a_heal_inside_a_running_loop_uses_the_same_one_loop(seen: _Seen) -> None:
+    """As in a notebook cell, where a loop already runs in the caller's thread: the blocking
+    ``heal`` and the awaited ``aheal`` both run on the process loop, never the caller's, and a
+    warm kernel serves the heals that follow."""
+
+    async def cell() -> tuple[int, list[str], str]:
+        with KernelPool(size=1) as pool:
+            statuses = _heal_twice(seen, pool)
+            result = await aheal(
+                s.SPEC,
+                provider=_SpyingMock(seen),
+                config=s.chain(),
+                executor=pool,  # type: ignore[arg-type]
+            )
+            assert pool.kernels_started == 1
+        return id(asyncio.get_running_loop()), statuses, result.status
+
+    mine, statuses, last = asyncio.run(cell())
+    assert statuses == ["verified", "verified"] and last == "verified"
+    assert len(seen.all()) == 1, seen.all()  # one loop, one thread: the process loop's
+    ((loop, thread),) = seen.all()
+    assert thread == "selfheal-loop" and loop != mine, seen.all()
+
+
+def test_the_loop_is_entered_only_at_the_edge() -> None:
+    """No hop from one loop to another inside the package: no ``run_coroutine_threadsafe``,
+    and only ``selfheal/_sync.py`` makes an event loop or enters one from another thread."""
+    hop = re.compile(r"run_coroutine_threadsafe")
+    maker = re.compile(r"new_event_loop\(|\bEntry\(|asyncio\.run\(")
+    hops, makers = [], set()
+    for path in sorted((ROOT / "selfheal").rglob("*.py")):
+        text = path.read_text()
+        rel = str(path.relative_to(ROOT))
+        hops += [f"{rel}:{n}" for n, line in enumerate(text.splitlines(), 1) if hop.search(line)]
+        if maker.search(text):
+            makers.add(rel)
+    assert hops == [], hops
+    assert makers == {"selfheal/_sync.py"}, makers
+
+
+def test_start_up_goes_one_way(pool: KernelPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the request to the first node: the spec is parsed once (when the request is made),
+    the run's services come from one call into ``graph.build``, which makes one router and
+    settles the config once, and the config the request recorded is the first state's,
+    unrewritten, when there is nothing to settle (a provider object, a fixed population)."""
+    import selfheal.graph.build as build
+    import selfheal.graph.runner as runner
+    import selfheal.spec as spec_module
+
+    calls: dict[str, int] = {}
+
+    def counted(module: ModuleType, name: str) -> None:
+        real = getattr(module, name)
+
+        def count(*args: Any, **kwargs: Any) -> Any:
+            calls[name] = calls.get(name, 0) + 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, count)
+
+    counted(spec_module, "parse_spec")
+    counted(runner, "new_run")  # (the runner's one entry into graph.build)
+    for name in ("make_router", "settled_config", "services", "make_context"):
+        counted(build, name)
+    request = HealRequest(
+        s.SPEC, provider=MockProvider(s.every_role()), config=s.chain(), executor=pool
+    )
+    assert calls == {"parse_spec": 1}
+    run = Run.start(request)
+    assert run.state.spec is request.parsed and run.state.config is request.config
+    result = run.run()
+    assert result.status == "verified"
+    assert calls == {
+        "parse_spec": 1,
+        "new_run": 1,
+        "make_router": 1,
+        "settled_config": 1,
+        "services": 1,
+    }

@@ -96,7 +96,7 @@ def test_candidate_may_use_the_prompt_helpers(humaneval: dict[str, Task], pool: 
 class _RefusingExecutor:
     """An Executor whose sandbox gives up (as a real one may under a hostile candidate)."""
 
-    def run(
+    async def arun(
         self,
         code: str,
         tests: Sequence[str | SandboxTest],
@@ -106,7 +106,7 @@ class _RefusingExecutor:
     ) -> ExecutionReport:
         raise SandboxError("could not start a kernel")
 
-    def run_snippet(
+    async def arun_snippet(
         self,
         code: str,
         *,

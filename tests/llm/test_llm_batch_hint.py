@@ -10,7 +10,7 @@ import pytest
 from selfheal.config import HealConfig, candidates_of, population_size
 from selfheal.context import FixedRouter
 from selfheal.errors import ConfigError
-from selfheal.graph.build import with_population
+from selfheal.graph.build import settled_config
 from selfheal.llm.anthropic import AnthropicProvider
 from selfheal.llm.base import batch_hint
 from selfheal.llm.limits import LimitedProvider, ModelLimits, local_gate
@@ -62,8 +62,7 @@ def test_hf_batch_hint_by_device(tmp_path: Path) -> None:
 
 def resolved(provider: object, **config: object) -> tuple[HealConfig, tuple[Event, ...]]:
     request = HealRequest(spec="Return the median of a list.", config=HealConfig(**config))
-    state = with_population(request.initial_state(), FixedRouter(provider))  # type: ignore[arg-type]
-    return state.config, state.events
+    return settled_config(request.config, FixedRouter(provider), None)  # type: ignore[arg-type]
 
 
 def test_auto_resolves_from_the_generators_backend_and_is_recorded() -> None:

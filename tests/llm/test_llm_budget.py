@@ -26,10 +26,10 @@ SPEC = "Write a function double(x) that returns x times two."
 class NoSandbox:
     """The run must stop before anything is executed."""
 
-    def run(self, *args: Any, **kwargs: Any) -> Any:
+    async def arun(self, *args: Any, **kwargs: Any) -> Any:
         raise AssertionError("nothing should run in the sandbox")
 
-    run_snippet = run
+    arun_snippet = arun
 
 
 @pytest.fixture(autouse=True)

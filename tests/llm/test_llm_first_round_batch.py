@@ -12,7 +12,7 @@ import pytest
 
 from selfheal.config import HealConfig
 from selfheal.context import FixedRouter
-from selfheal.graph.build import with_population
+from selfheal.graph.build import settled_config, warm_up
 from selfheal.llm.base import Message, batch_free
 from selfheal.llm.limits import LimitedProvider, ModelLimits, local_gate
 from selfheal.llm.mock import MockProvider
@@ -38,7 +38,11 @@ class GPUMock(MockProvider):
 
 def started(provider: Any, **config: Any) -> HealState:
     request = HealRequest(spec=SPEC, config=HealConfig(**config))
-    return with_population(request.initial_state(), FixedRouter(provider))
+    router = FixedRouter(provider)
+    settled, events = settled_config(request.config, router, None)
+    state = request.initial_state(config=settled, events=events)
+    warm_up(state, router)
+    return state
 
 
 def test_a_gpu_backend_asks_the_whole_population_in_the_first_round() -> None:

@@ -225,7 +225,18 @@ class InProcessExecutor:
             return result
         return TestResult(test_id=t.id, outcome="passed", duration=time.perf_counter() - started)
 
-    def run_snippet(
+    async def arun(
+        self,
+        code: str,
+        tests: Sequence[str | SandboxTest],
+        *,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> ExecutionReport:
+        """``run``, awaited (the ``Executor`` protocol): trusted scripted code, run here."""
+        return self.run(code, tests, timeout=timeout, limits=limits)
+
+    async def arun_snippet(
         self,
         code: str,
         *,

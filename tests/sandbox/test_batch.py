@@ -101,11 +101,11 @@ class _OneByOne:
     def __init__(self) -> None:
         self.calls = 0
 
-    def run(self, code: str, tests: Any, *, timeout: Any = None, limits: Any = None) -> Any:
+    async def arun(self, code: str, tests: Any, *, timeout: Any = None, limits: Any = None) -> Any:
         self.calls += 1
         return ExecutionReport.model_validate({"load": {"ok": True}})
 
-    def run_snippet(
+    async def arun_snippet(
         self, code: str, *, setup: str = "", timeout: Any = None, limits: Any = None
     ) -> Any:
         raise NotImplementedError
@@ -152,6 +152,8 @@ def test_sync_twin_everywhere() -> None:
     assert asyncio.run(inside_a_loop()) == 10
 
     async def nested() -> int:
-        return run_sync(t.adouble(4))
+        return t.double(4)
 
-    assert run_sync(nested()) == 8  # a sync twin called from the background loop itself
+    # a sync twin called on the process loop itself would wait for itself: a clear error
+    with pytest.raises(RuntimeError, match="await its async twin"):
+        run_sync(nested())

@@ -6,6 +6,7 @@ CallTests and probes."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import inspect
 from pathlib import Path
@@ -117,11 +118,12 @@ EXECUTOR_FAKES = {
 
 
 @pytest.mark.parametrize("fake", list(EXECUTOR_FAKES))
-@pytest.mark.parametrize("name", ["run", "run_snippet"])
+@pytest.mark.parametrize("name", ["arun", "arun_snippet"])
 def test_every_executor_fake_has_the_protocol_signature(fake: str, name: str) -> None:
     path, cls = EXECUTOR_FAKES[fake]
     fake_cls = getattr(_load(TESTS / path), cls)
     assert isinstance(fake_cls(), Executor)
+    assert inspect.iscoroutinefunction(getattr(fake_cls, name))  # the protocol is async
     protocol = inspect.signature(getattr(Executor, name))
     mine = inspect.signature(getattr(fake_cls, name))
     assert [(p.name, p.kind, p.default) for p in mine.parameters.values()] == [
@@ -131,6 +133,6 @@ def test_every_executor_fake_has_the_protocol_signature(fake: str, name: str) ->
 
 def test_the_fake_snippet_stops_a_runaway_and_reports_errors() -> None:
     fake = NB_FAKES.InProcessExecutor(Limits(test_timeout=0.5, load_timeout=1.0))
-    assert fake.run_snippet("f(1)", setup=RUNAWAY).outcome == "timeout"
-    broken = fake.run_snippet("f(1)", setup="def f(x):\n    return 1 / 0\n")
+    assert asyncio.run(fake.arun_snippet("f(1)", setup=RUNAWAY)).outcome == "timeout"
+    broken = asyncio.run(fake.arun_snippet("f(1)", setup="def f(x):\n    return 1 / 0\n"))
     assert (broken.outcome, broken.exc_type) == ("error", "ZeroDivisionError")

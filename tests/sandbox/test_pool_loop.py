@@ -1,4 +1,4 @@
-"""The pool is async at its core: its kernel I/O runs on the pool's own event loop whichever
+"""The pool is async at its core: its kernel I/O runs on selfheal's process loop whichever
 loop or thread the caller runs on, and a cancelled caller's run is cancelled there: a run
 still waiting for a kernel never starts, and every kernel is idle again."""
 
@@ -18,7 +18,7 @@ DOUBLE = "def f(x):\n    return 2 * x\n"
 SLEEPER = "import time\ndef nap():\n    time.sleep(60)\n"
 
 
-def test_kernel_io_runs_on_the_pools_own_loop(
+def test_kernel_io_runs_on_the_process_loop(
     pool: KernelPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: set[str] = set()
@@ -37,7 +37,7 @@ def test_kernel_io_runs_on_the_pools_own_loop(
     mine = pool.run_many(items)
     t.join(60)
     assert len(other) == 4 and all(r.passed for r in [*other, *mine])
-    assert seen == {"selfheal-sandbox"}, seen
+    assert seen == {"selfheal-loop"}, seen
 
 
 async def test_cancelled_runs_that_wait_for_a_kernel_never_start() -> None:

@@ -4,7 +4,7 @@ it in the sandbox, and cutting text to a length."""
 from __future__ import annotations
 
 from selfheal.context import Context
-from selfheal.kernel_sandbox.types import SnippetResult, acall
+from selfheal.kernel_sandbox.types import SnippetResult
 from selfheal.state import HealState
 from selfheal.testsuite import limits_for
 
@@ -39,12 +39,9 @@ def current(state: HealState) -> tuple[str, str]:
 
 
 async def snippet(state: HealState, ctx: Context, code: str) -> SnippetResult:
-    result: SnippetResult = await acall(
-        ctx.executor,
-        "run_snippet",
+    return await ctx.executor.arun_snippet(
         code[:MAX_SNIPPET],
         setup=current(state)[1],
         timeout=state.config.limits.test_timeout,
         limits=limits_for(state),
     )
-    return result

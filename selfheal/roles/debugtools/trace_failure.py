@@ -1,12 +1,12 @@
 """``trace_failure(test_id)``: a failing test (or a probe input) run again in the sandbox with
-the candidate traced line by line (``KernelPool.run_trace``), as text that fits the model's
+the candidate traced line by line (``KernelPool.arun_trace``), as text that fits the model's
 context."""
 
 from __future__ import annotations
 
 from selfheal.context import Context
 from selfheal.kernel_sandbox.traces import trace_text
-from selfheal.kernel_sandbox.types import AssertTest, ProbeCall, TraceResult, TracingExecutor, acall
+from selfheal.kernel_sandbox.types import AssertTest, ProbeCall, TraceResult, TracingExecutor
 from selfheal.roles.debugtools._common import current, cut
 from selfheal.state import HealState
 from selfheal.testsuite import limits_for
@@ -44,9 +44,7 @@ async def trace_failure(ref: str, state: HealState, ctx: Context, limit: int) ->
         test = ProbeCall(id=p.id, expr=p.call)
         shown = p.call
     code = current(state)[1]
-    result: TraceResult = await acall(
-        executor,
-        "run_trace",
+    result: TraceResult = await executor.arun_trace(
         code,
         test,
         timeout=state.config.limits.test_timeout,
