@@ -20,7 +20,7 @@ import openai
 
 from selfheal.errors import ProviderError, ProviderUnavailable
 from selfheal.llm.aio import PerLoop, blocking
-from selfheal.llm.base import Completion, CompletionRequest
+from selfheal.llm.base import Completion, CompletionRequest, TokenCallback
 from selfheal.llm.openai_compat import OpenAICompatible, cached_tokens
 from selfheal.llm.openai_errors import TRANSPORT_ERRORS, IncompleteStream, is_timeout
 from selfheal.local.server import Endpoint, LocalServer, shared_server
@@ -115,7 +115,7 @@ class LocalProvider(OpenAICompatible):
         endpoint = await self._endpoint()
         router = self.router()
         if router is None:
-            return await self._request(body, request, endpoint)
+            return (await self._request(body, request, endpoint))[0]
         started = time.monotonic()
         lease = await router.acquire(prompt_key(body), _HTTPSlots(self, body, endpoint))
         before = time.monotonic() - started  # the prefill, a restore or a wait: this request's
@@ -123,7 +123,7 @@ class LocalProvider(OpenAICompatible):
         try:
             if lease.slot is not None:
                 body = {**body, "extra_body": {**body.get("extra_body", {}), "id_slot": lease.slot}}
-            done = await self._request(body, request, endpoint)
+            done = (await self._request(body, request, endpoint))[0]
             ok = True
         finally:
             router.release(lease, ok=ok)
@@ -134,11 +134,21 @@ class LocalProvider(OpenAICompatible):
             update["cached_tokens"] = lease.cached_before
         return done.model_copy(update=update)
 
+    async def _send_many(
+        self, request: CompletionRequest, on_tokens: list[TokenCallback | None]
+    ) -> list[Completion]:
+        body = {**self._body(request), "n": len(on_tokens)}
+        return await self._request(body, request, await self._endpoint(), on_tokens)
+
     async def _request(
-        self, body: dict[str, Any], request: CompletionRequest, endpoint: Endpoint | None
-    ) -> Completion:
+        self,
+        body: dict[str, Any],
+        request: CompletionRequest,
+        endpoint: Endpoint | None,
+        on_tokens: list[TokenCallback | None] | None = None,
+    ) -> list[Completion]:
         try:
-            return await self._stream(body, request, *self._address(endpoint))
+            return await self._stream(body, request, *self._address(endpoint), on_tokens)
         except _Dropped as first:
             server = self.server
             assert server is not None and endpoint is not None
@@ -147,7 +157,8 @@ class LocalProvider(OpenAICompatible):
             # made) and send the request again, unless tokens already reached on_token.
             if not dropped.streamed and await asyncio.to_thread(server.recover, endpoint):
                 try:
-                    return await self._stream(body, request, *self._address(await self._endpoint()))
+                    address = self._address(await self._endpoint())
+                    return await self._stream(body, request, *address, on_tokens)
                 except _Dropped as again:
                     dropped = again
             await asyncio.to_thread(server.settle)
