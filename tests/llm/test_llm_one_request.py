@@ -177,3 +177,28 @@ def test_each_choice_stops_where_its_function_ends(http_server: Callable[..., Fa
     )
     assert got[0].text == code + "# a comment\n"
     assert got[1].text.strip() == code.strip()  # the prose after the function is gone
+
+
+CLAMP = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
+
+
+def test_a_heal_round_asks_its_samples_of_one_prompt_as_one_request(
+    http_server: Callable[..., FakeServer],
+) -> None:
+    """In a heal, the first round's greedy answer goes alone and its samples, each asked on
+    its own by the pipeline, reach the server as one request for all of them."""
+    from selfheal import HealConfig, heal
+    from selfheal.kernel_sandbox import KernelPool
+
+    server = http_server(llama_n(lambda seed: [f"```python\n{CLAMP}```"]))
+    config = HealConfig(
+        candidates=4, first_sample=4, first_answer="instruct", spec_blind_tests=False,
+        repair=False, seed=3,
+    )  # fmt: skip
+    spec = "Write clamp(x, lo, hi): x limited to [lo, hi]. Example: clamp(5, 0, 3) -> 3"
+    with KernelPool(size=1) as pool:
+        result = heal(spec, provider=local(server), config=config, executor=pool)
+    assert result.code is not None and "max(lo, min(x, hi))" in result.code
+    asked = sorted((r.json().get("n", 1), r.json()["temperature"]) for r in server.requests)
+    assert asked == [(1, 0.0), (3, config.sample_temperature)]
+    assert len(result.candidates) == 4
