@@ -9,6 +9,7 @@ reply", "Native tool calling", "Reliability")."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 from typing import Any, Literal
@@ -32,6 +33,8 @@ from selfheal.llm.retry import RetryPolicy
 from selfheal.llm.stream import Choices, ReplyStream
 from selfheal.llm.together import Together
 from selfheal.llm.tokens import estimate_tokens
+
+log = logging.getLogger(__name__)
 
 TOOL_PADDING_STOP = "\n\n\n\n"
 """Sent as a stop string with tools to a local server (see ``_body``)."""
@@ -267,7 +270,17 @@ class OpenAICompatible(ProviderBase):
     ) -> list[Completion]:
         if len(on_tokens) == 1:
             return [await self._send(request.replace(on_token=on_tokens[0]))]
-        got = await self._send_many(request, on_tokens)
+        try:
+            got = await self._send_many(request, on_tokens)
+        except ProviderError as exc:
+            refused = exc.__cause__
+            if not isinstance(refused, openai.BadRequestError) or "context" in str(exc).lower():
+                raise
+            # a server that does not take n (an older llama-server: "Only one completion
+            # choice is allowed"): ask one answer a request from now on
+            log.warning("%s refused n=%d (%s); one answer a request from now on",
+                        self.model_id, len(on_tokens), refused)  # fmt: skip
+            self.one_request, got = False, []
         seed = request.seed or 0
         rest = [
             self._send(request.replace(seed=seed + i, on_token=on_tokens[i]))

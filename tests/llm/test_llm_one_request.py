@@ -202,3 +202,25 @@ def test_a_heal_round_asks_its_samples_of_one_prompt_as_one_request(
     asked = sorted((r.json().get("n", 1), r.json()["temperature"]) for r in server.requests)
     assert asked == [(1, 0.0), (3, config.sample_temperature)]
     assert len(result.candidates) == 4
+
+
+def test_a_server_that_refuses_n_gets_one_answer_a_request_from_then_on(
+    http_server: Callable[..., FakeServer],
+) -> None:
+    """An older llama-server refuses ``n`` in a chat request (HTTP 400): the answers are asked
+    one by one, and so are the next populations."""
+    answer = llama_n(words)
+
+    def handler(r: Request) -> Response:
+        if r.json().get("n", 1) > 1:
+            message = "Only one completion choice is allowed"
+            return Response.json({"error": {"code": 400, "message": message}}, 400)
+        return answer(r)
+
+    server = http_server(handler)
+    p = local(server)
+    got = p.complete_many(MESSAGES, n=3, temperature=0.8, seed=40)
+    assert [c.text for c in got] == ["".join(words(40 + i)) for i in range(3)]
+    assert not p.one_request
+    p.complete_many(MESSAGES, n=2, temperature=0.8, seed=1)
+    assert [r.json().get("n", 1) for r in server.requests] == [3, 1, 1, 1, 1, 1]
