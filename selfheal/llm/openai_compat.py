@@ -141,9 +141,10 @@ class OpenAICompatible(ProviderBase):
         self.one_request = bool(one_request)
         """Several answers to one prompt go out as one request for ``n`` (the server processes
         the prompt once): ``complete_many``, and concurrent sampled requests that differ only
-        in their seed (:class:`~selfheal.llm.together.Together`). Off unless asked: not every
-        server takes ``n`` (answers a server leaves out are then asked one by one); docs/llm.md,
-        "One request for a population"."""
+        in their seed (:class:`~selfheal.llm.together.Together`). Off unless asked (the local
+        provider asks): not every server takes ``n`` (answers a server leaves out are then
+        asked one by one; a server that refuses ``n`` turns it off); docs/llm.md, "One request
+        for a population"."""
         self._together = Together(self._ask, lambda: self.max_concurrency)
         self._clients: PerLoop[openai.AsyncOpenAI] = PerLoop()
 
