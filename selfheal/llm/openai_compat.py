@@ -336,12 +336,18 @@ class OpenAICompatible(ProviderBase):
             streamed = any(r.streamed for r in choices.replies)
             raise self._failure(exc, streamed, base_url) from exc
         calls = tool_calls.calls()
-        return [
+        done = [
             self._completion(request, reply, finish, usage, timings, calls if i == 0 else ())
             for i, (reply, finish, usage, timings) in enumerate(
                 zip(choices.replies, choices.finish, choices.usage, choices.timings, strict=True)
             )
             if finish
+        ]
+        # llama-server processes the prompt for the first choice and copies it to the others,
+        # whose own counts say nothing was cached: their prompt was not processed again
+        return [
+            c.model_copy(update={"cached_tokens": c.prompt_tokens}) if i else c
+            for i, c in enumerate(done)
         ]
 
     def _completion(

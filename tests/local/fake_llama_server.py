@@ -132,7 +132,7 @@ def main() -> None:
                     }
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
-            for i in range(n):  # a child's prompt is the parent's: all of it cached
+            for i in range(n):  # each choice's usage, as llama-server counts it
                 final = {
                     "id": "c",
                     "object": "chat.completion.chunk",
@@ -140,9 +140,7 @@ def main() -> None:
                     "model": args.alias,
                     "choices": [{"index": i, "delta": {}, "finish_reason": "length"}],
                 }
-                own: dict[str, Any] = usage if i == 0 else {
-                    **usage, "prompt_tokens_details": {"cached_tokens": usage["prompt_tokens"]}
-                }  # fmt: skip
+                own = usage if i == 0 else {**usage, "prompt_tokens_details": {"cached_tokens": 0}}
                 tail = {"id": "c", "object": "chat.completion.chunk", "created": 0,
                         "model": args.alias, "choices": [], "usage": own,
                         "timings": {"cache_n": own["prompt_tokens_details"]["cached_tokens"]}}  # fmt: skip
