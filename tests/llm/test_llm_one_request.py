@@ -226,3 +226,49 @@ def test_a_server_that_refuses_n_gets_one_answer_a_request_from_then_on(
     assert not p.one_request
     p.complete_many(MESSAGES, n=2, temperature=0.8, seed=1)
     assert [r.json().get("n", 1) for r in server.requests] == [3, 1, 1, 1, 1, 1]
+
+
+def test_a_caller_that_leaves_a_joined_request_does_not_cancel_the_others(
+    http_server: Callable[..., FakeServer],
+) -> None:
+    """One of two joined callers is cancelled (a stopped cell) while the answers stream: the
+    other still gets its answer; when every caller has gone, nothing of the request is left
+    running."""
+    # the first pair's answers are short, the second pair's would stream for 20 s
+    answer = llama_n(lambda seed: [f"answer {seed}", *[" w"] * (20 if seed >= 9 else 2000)])
+
+    def slow(r: Request) -> Response:
+        response = answer(r)
+        response.chunk_delay = 0.01
+        return response
+
+    server = http_server(slow)
+    p = local(server)
+
+    async def scenario() -> tuple[Any, list[Any]]:
+        asks = [
+            asyncio.ensure_future(p.acomplete(MESSAGES, temperature=0.8, seed=9 + i))
+            for i in range(2)
+        ]
+        while not server.requests:
+            await asyncio.sleep(0.01)
+        asks[0].cancel()
+        kept = await asks[1]
+        gone = [asyncio.ensure_future(p.acomplete(MESSAGES, temperature=0.8, seed=1))
+                for _ in range(2)]  # fmt: skip
+        while len(server.requests) < 2:
+            await asyncio.sleep(0.01)
+        for task in gone:
+            task.cancel()
+        await asyncio.gather(*gone, return_exceptions=True)
+        for _ in range(500):  # the joined request's own task ends (its stream closed)
+            left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            if not left:
+                break
+            await asyncio.sleep(0.01)
+        return kept, left
+
+    kept, left = asyncio.run(scenario())
+    assert kept.text == "answer 10" + " w" * 20
+    assert [r.json()["n"] for r in server.requests] == [2, 2]
+    assert left == []
