@@ -16,12 +16,13 @@ import dataclasses
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
 from selfheal._record import Record
 from selfheal.llm.aio import blocking
 
 Role = Literal["system", "user", "assistant", "tool"]
+_T = TypeVar("_T")
 
 
 class ToolSpec(Record):
@@ -359,7 +360,7 @@ async def acomplete_many(
 complete_many = blocking(acomplete_many)
 
 
-async def gather_or_cancel(calls: Sequence[Awaitable[Completion]]) -> list[Completion]:
+async def gather_or_cancel(calls: Sequence[Awaitable[_T]]) -> list[_T]:
     """``asyncio.gather`` that cancels the other calls when one fails."""
     tasks = [asyncio.ensure_future(c) for c in calls]
     try:

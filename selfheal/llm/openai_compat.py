@@ -9,7 +9,9 @@ reply", "Native tool calling", "Reliability")."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import random
 from typing import Any, Literal
 
 import openai
@@ -21,13 +23,18 @@ from selfheal.llm.base import (
     CompletionRequest,
     Message,
     ProviderBase,
+    TokenCallback,
     ToolCall,
+    gather_or_cancel,
 )
 from selfheal.llm.openai_errors import IncompleteStream, map_error
 from selfheal.llm.prefill import continuation, prefill_as_instruction, prefill_of
 from selfheal.llm.retry import RetryPolicy
-from selfheal.llm.stream import ReplyStream
+from selfheal.llm.stream import Choices, ReplyStream
+from selfheal.llm.together import Together
 from selfheal.llm.tokens import estimate_tokens
+
+log = logging.getLogger(__name__)
 
 TOOL_PADDING_STOP = "\n\n\n\n"
 """Sent as a stop string with tools to a local server (see ``_body``)."""
@@ -108,6 +115,7 @@ class OpenAICompatible(ProviderBase):
         extra_body: dict[str, Any] | None = None,
         max_concurrency: int | None = None,
         prefill: Literal["continue", "instruct"] | None = None,
+        one_request: bool | None = None,
     ) -> None:
         if not model:
             raise ConfigError(
@@ -130,6 +138,14 @@ class OpenAICompatible(ProviderBase):
         )
         """How a prefilled reply is sent: ``continue``, as it is, or ``instruct``, moved into a
         user message (docs/llm.md, "A prefilled reply")."""
+        self.one_request = bool(one_request)
+        """Several answers to one prompt go out as one request for ``n`` (the server processes
+        the prompt once): ``complete_many``, and concurrent sampled requests that differ only
+        in their seed (:class:`~selfheal.llm.together.Together`). Off unless asked (the local
+        provider asks): not every server takes ``n`` (answers a server leaves out are then
+        asked one by one; a server that refuses ``n`` turns it off); docs/llm.md, "One request
+        for a population"."""
+        self._together = Together(self._ask, lambda: self.max_concurrency)
         self._clients: PerLoop[openai.AsyncOpenAI] = PerLoop()
 
     supports_tools = True
@@ -214,54 +230,135 @@ class OpenAICompatible(ProviderBase):
 
     async def _acomplete(self, request: CompletionRequest) -> Completion:
         """Generate a reply (see the module docs). Never blocks the event loop."""
+        if self.one_request and Together.joins(request):
+            return await self._together.ask(request)
+        return (await self._ask(request, [request.on_token]))[0]
+
+    async def _acomplete_many(self, request: CompletionRequest, n: int) -> list[Completion]:
+        """``n`` answers with seeds ``seed, seed + 1, ...``: one request for ``n`` with
+        ``one_request`` (the prompt processed once), else ``n`` concurrent requests."""
+        if n == 1 or not self.one_request:
+            return await super()._acomplete_many(request, n)
+        seed = random.randrange(2**31 - n) if request.seed is None else request.seed
+        return await self._ask(request.replace(seed=seed), [request.on_token] * n)
+
+    async def _ask(
+        self, request: CompletionRequest, on_tokens: list[TokenCallback | None]
+    ) -> list[Completion]:
+        """``len(on_tokens)`` answers to ``request`` (a prefilled reply sent as ``prefill``
+        says), in requests of at most ``max_concurrency`` answers (llama-server refuses ``n``
+        above its slots), any answer a server left out asked on its own."""
         prefill = prefill_of(request.messages)
-        if not prefill or self.prefill == "continue":
-            return await self._send(request)
-        asked = request.replace(messages=prefill_as_instruction(request.messages))
-        done = await self._send(asked)
-        return done.model_copy(update={"text": continuation(done.text, prefill)})
+        asked = request
+        if prefill and self.prefill == "instruct":
+            asked = request.replace(messages=prefill_as_instruction(request.messages))
+        if len(on_tokens) == 1:
+            done = [await self._send(asked.replace(on_token=on_tokens[0]))]
+        else:
+            seed = random.randrange(2**31 - 64) if asked.seed is None else asked.seed
+            most = max(1, self.max_concurrency or len(on_tokens))
+            parts = [on_tokens[i : i + most] for i in range(0, len(on_tokens), most)]
+            answers = await gather_or_cancel(
+                [self._part(asked.replace(seed=seed + i * most), p) for i, p in enumerate(parts)]
+            )
+            done = [c for part in answers for c in part]
+        if asked is request:
+            return done
+        return [c.model_copy(update={"text": continuation(c.text, prefill)}) for c in done]
+
+    async def _part(
+        self, request: CompletionRequest, on_tokens: list[TokenCallback | None]
+    ) -> list[Completion]:
+        if len(on_tokens) == 1:
+            return [await self._send(request.replace(on_token=on_tokens[0]))]
+        try:
+            got = await self._send_many(request, on_tokens)
+        except ProviderError as exc:
+            refused = exc.__cause__
+            if not isinstance(refused, openai.BadRequestError) or "context" in str(exc).lower():
+                raise
+            # a server that does not take n (an older llama-server: "Only one completion
+            # choice is allowed"): ask one answer a request from now on
+            log.warning("%s refused n=%d (%s); one answer a request from now on",
+                        self.model_id, len(on_tokens), refused)  # fmt: skip
+            self.one_request, got = False, []
+        seed = request.seed or 0
+        rest = [
+            self._send(request.replace(seed=seed + i, on_token=on_tokens[i]))
+            for i in range(len(got), len(on_tokens))
+        ]
+        return [*got, *(await gather_or_cancel(rest))]
+
+    async def _send_many(
+        self, request: CompletionRequest, on_tokens: list[TokenCallback | None]
+    ) -> list[Completion]:
+        """One request for ``len(on_tokens)`` answers (``n``); the answers it brought."""
+        body = {**self._body(request), "n": len(on_tokens)}
+        return await self._stream(body, request, self._base_url, self._api_key, on_tokens)
 
     async def _send(self, request: CompletionRequest) -> Completion:
-        return await self._stream(self._body(request), request, self._base_url, self._api_key)
+        body = self._body(request)
+        return (await self._stream(body, request, self._base_url, self._api_key))[0]
 
     async def _stream(
-        self, body: dict[str, Any], request: CompletionRequest, base_url: str | None, api_key: str
-    ) -> Completion:
-        """Send ``body`` to ``base_url`` and read the streamed reply."""
+        self,
+        body: dict[str, Any],
+        request: CompletionRequest,
+        base_url: str | None,
+        api_key: str,
+        on_tokens: list[TokenCallback | None] | None = None,
+    ) -> list[Completion]:
+        """Send ``body`` to ``base_url`` and read the streamed replies: one, or one per entry
+        of ``on_tokens`` (a request for ``n`` answers, each choice's fragments to its own
+        callback). A choice the server never answered is left out (a server that ignores
+        ``n`` answers one)."""
         client = self._client(base_url, api_key)
-        reply = ReplyStream(request.on_token, request.stop_when)
+        choices = Choices(on_tokens or [request.on_token], request.stop_when)
         tool_calls = _ToolCalls()
-        finish = ""
-        usage: Any = None
-        timings: dict[str, Any] = {}
         try:
             stream = await client.chat.completions.create(**body)
             async with stream:
                 async for chunk in stream:
-                    if chunk.choices:
-                        choice = chunk.choices[0]
-                        if reply.add(choice.delta.content if choice.delta else None):
-                            finish = "stop"  # the reply is done: closing the stream ends it
-                            break
-                        if choice.delta is not None and choice.delta.tool_calls:
-                            tool_calls.add(choice.delta.tool_calls)
-                        if choice.finish_reason:
-                            finish = str(choice.finish_reason)
-                    if chunk.usage is not None:
-                        usage = chunk.usage
-                    extra = chunk.model_extra or {}
-                    if isinstance(extra.get("timings"), dict):
-                        timings = extra["timings"]
-            if not finish:
+                    if chunk.choices and chunk.choices[0].delta is not None:
+                        tool_calls.add(chunk.choices[0].delta.tool_calls)
+                    if choices.add(chunk):
+                        break  # every reply is done: closing the stream ends decoding
+            cut = [i for i, r in enumerate(choices.replies) if r.pieces and not choices.finish[i]]
+            if cut or not any(choices.finish):
                 # a stream that stops without a finish_reason was cut (docs/llm.md)
+                pieces = choices.replies[cut[0] if cut else 0].pieces
                 raise IncompleteStream(
-                    f"the stream ended after {len(reply.pieces)} fragment(s) without a "
-                    "finish_reason"
+                    f"the stream ended after {len(pieces)} fragment(s) without a finish_reason"
                 )
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            raise self._failure(exc, reply.streamed, base_url) from exc
+            streamed = any(r.streamed for r in choices.replies)
+            raise self._failure(exc, streamed, base_url) from exc
+        calls = tool_calls.calls()
+        done = [
+            self._completion(request, reply, finish, usage, timings, calls if i == 0 else ())
+            for i, (reply, finish, usage, timings) in enumerate(
+                zip(choices.replies, choices.finish, choices.usage, choices.timings, strict=True)
+            )
+            if finish
+        ]
+        # llama-server processes the prompt for the first choice and copies it to the others,
+        # whose own counts say nothing was cached: their prompt was not processed again
+        return [
+            c.model_copy(update={"cached_tokens": c.prompt_tokens}) if i else c
+            for i, c in enumerate(done)
+        ]
+
+    def _completion(
+        self,
+        request: CompletionRequest,
+        reply: ReplyStream,
+        finish: str,
+        usage: Any,
+        timings: dict[str, Any],
+        tool_calls: tuple[ToolCall, ...],
+    ) -> Completion:
         prompt_tokens = getattr(usage, "prompt_tokens", None)
         completion_tokens = getattr(usage, "completion_tokens", None)
         return reply.completion(
@@ -272,11 +369,11 @@ class OpenAICompatible(ProviderBase):
             if completion_tokens is not None
             else len(reply.pieces)  # stopped early: llama-server streams a token a fragment
             if reply.end is not None
-            else estimate_tokens(reply.text + "".join(c.arguments for c in tool_calls.calls())),
+            else estimate_tokens(reply.text + "".join(c.arguments for c in tool_calls)),
             model=self.model_id,
-            finish_reason=finish or "stop",
+            finish_reason=finish,
             cached_tokens=cached_tokens(usage, timings),
-            tool_calls=tool_calls.calls(),
+            tool_calls=tool_calls,
         )
 
     def _failure(self, exc: Exception, streamed: bool, base_url: str | None) -> Exception:

@@ -58,3 +58,40 @@ class ReplyStream:
         return Completion(
             latency=time.monotonic() - self.started, time_to_first_token=self.first, **fields
         )
+
+
+class Choices:
+    """The replies of one request for several answers (``n``), read from one stream whose
+    chunks each carry one choice (its ``index``): each choice has its own :class:`ReplyStream`
+    (its own ``on_token``, the shared ``stop_when``), finish reason and usage. llama-server
+    sends a choice's usage in the chunk right after that choice's last one; a server that
+    sends one usage for all (OpenAI) leaves the others to :meth:`completions`' estimates."""
+
+    def __init__(self, on_tokens: list[TokenCallback | None], stop_when: StopCheck | None) -> None:
+        self.replies = [ReplyStream(t, stop_when) for t in on_tokens]
+        self.finish = [""] * len(on_tokens)
+        self.usage: list[Any] = [None] * len(on_tokens)
+        self.timings: list[dict[str, Any]] = [{} for _ in on_tokens]
+        self._last = 0
+
+    def add(self, chunk: Any) -> bool:
+        """Take one chunk; True once every choice is done (ended by ``stop_when``, or finished
+        with its usage read): stop reading."""
+        extra = chunk.model_extra or {}
+        for choice in chunk.choices or ():
+            i = int(getattr(choice, "index", 0) or 0)
+            if not 0 <= i < len(self.replies):
+                continue
+            self._last = i
+            if self.replies[i].add(choice.delta.content if choice.delta else None):
+                self.finish[i] = self.finish[i] or "stop"
+            if choice.finish_reason and not self.finish[i]:
+                self.finish[i] = str(choice.finish_reason)
+        if chunk.usage is not None and self.usage[self._last] is None:
+            self.usage[self._last] = chunk.usage
+        if isinstance(extra.get("timings"), dict):
+            self.timings[self._last] = extra["timings"]
+        return all(
+            r.end is not None or (f and u is not None)
+            for r, f, u in zip(self.replies, self.finish, self.usage, strict=True)
+        )

@@ -119,8 +119,8 @@ class ServerCheck(Record):
     """``$SELFHEAL_LOCAL_URL``: a server selfheal uses instead of starting one."""
     slots: int | None = None
     """Parallel slots (``-np``)."""
-    prompt_copy: bool | None = None
-    """The slot router copies processed prompts between slots (``SELFHEAL_LOCAL_PROMPT_COPY``)."""
+    one_request: bool | None = None
+    """Several answers to one prompt asked as one request (``SELFHEAL_LOCAL_ONE_REQUEST``)."""
     drafts: str | None = None
     """Speculative decoding from n-grams (``--spec-type``; ``SELFHEAL_LOCAL_DRAFTS``)."""
     ctx_per_slot: int | None = None
@@ -225,7 +225,7 @@ def probe_server(model: ModelCheck, server: ServerCheck) -> tuple[ModelCheck, Se
         settings = server_settings(model.path, binary=server.binary, progress=False)
     except SelfHealError as exc:
         return model, server.model_copy(update={"error": str(exc)})
-    shown = {"slots", "prompt_copy", "drafts", "ctx_per_slot", "threads"}
+    shown = {"slots", "one_request", "drafts", "ctx_per_slot", "threads"}
     server = server.model_copy(update=settings.model_dump(include=shown))
     local = LocalServer(settings, startup_timeout=300)
     try:
@@ -330,13 +330,9 @@ def local_lines(m: ModelCheck, srv: ServerCheck) -> list[str]:
             f"  slots      {srv.slots} x {srv.ctx_per_slot} tokens, {srv.threads} threads "
             "(SELFHEAL_LOCAL_SLOTS, SELFHEAL_LOCAL_CTX, SELFHEAL_LOCAL_THREADS)"
         )
-    if srv.prompt_copy is not None:
-        copy = (
-            "on: a prompt shared by concurrent requests is processed once"
-            if srv.prompt_copy
-            else "off"
-        )
-        lines.append(f"  prompts    slot router {copy} (SELFHEAL_LOCAL_PROMPT_COPY)")
+    if srv.one_request is not None:
+        how = "one request for n" if srv.one_request else "one request an answer"
+        lines.append(f"  samples    {how} (SELFHEAL_LOCAL_ONE_REQUEST)")
     if srv.drafts is not None:
         lines.append(f"  drafts     {srv.drafts} speculative decoding (SELFHEAL_LOCAL_DRAFTS)")
     if srv.healthy is not None:

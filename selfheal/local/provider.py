@@ -2,15 +2,14 @@
 llama-server, with what only llama-server has (docs/local_model.md): a supervised server
 (``server=``) starts on the first request, and a request whose connection broke because the
 server died is retried once after a restart (not when tokens already reached ``on_token``);
-requests are pinned to slots by a :class:`~selfheal.local.slots.SlotRouter`, which copies a
-shared prompt between slots through llama-server's ``/slots`` actions (:class:`_HTTPSlots`).
+several answers to one prompt are one request for ``n`` (``one_request``, from the server's
+settings), so the server processes their prompt once (docs/local_model.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,11 @@ import openai
 
 from selfheal.errors import ProviderError, ProviderUnavailable
 from selfheal.llm.aio import PerLoop, blocking
-from selfheal.llm.base import Completion, CompletionRequest
-from selfheal.llm.openai_compat import OpenAICompatible, cached_tokens
+from selfheal.llm.base import Completion, CompletionRequest, TokenCallback
+from selfheal.llm.openai_compat import OpenAICompatible
 from selfheal.llm.openai_errors import TRANSPORT_ERRORS, IncompleteStream, is_timeout
 from selfheal.local.server import Endpoint, LocalServer, shared_server
 from selfheal.local.settings import DEFAULT_SLOTS, env_int, server_settings
-from selfheal.local.slots import SlotRouter, prompt_key
 from selfheal.local.weights import DEFAULT_MODEL
 
 
@@ -41,19 +39,15 @@ class _Dropped(Exception):
 class LocalProvider(OpenAICompatible):
     """:class:`OpenAICompatible` for llama-server (see the module docs); ``server``'s alias is
     the model name unless one is given. The other arguments are :class:`OpenAICompatible`'s;
-    requests ask for the prompt cache (``local=True``)."""
+    requests ask for the prompt cache (``local=True``); ``one_request`` defaults to the
+    server's setting (on)."""
 
     def __init__(
-        self,
-        model: str = "",
-        *,
-        server: LocalServer | None = None,
-        router: SlotRouter | None = None,
-        **options: Any,
+        self, model: str = "", *, server: LocalServer | None = None, **options: Any
     ) -> None:
+        options.setdefault("one_request", server.settings.one_request if server else True)
         super().__init__(model or (server.settings.alias if server else ""), local=True, **options)
         self.server = server
-        self._router = router
         if server is not None:
             self._base_url = None
         self._http: PerLoop[httpx.AsyncClient] = PerLoop()
@@ -73,10 +67,6 @@ class LocalProvider(OpenAICompatible):
         where = self.base_url or ("(starts on first use)" if self.server else "(SDK default)")
         return f"LocalProvider(model={self.model!r}, base_url={where!r})"
 
-    def router(self) -> SlotRouter | None:
-        """The slot router of this provider's llama-server (None: requests go unpinned)."""
-        return self.server.router if self.server is not None else self._router
-
     def _address(self, endpoint: Endpoint | None) -> tuple[str | None, str]:
         """Where requests go: the started server's URL and key, else the ones given."""
         if endpoint is not None:
@@ -92,53 +82,47 @@ class LocalProvider(OpenAICompatible):
         return endpoint
 
     async def aforget_prompts(self) -> None:
-        """Erase every slot's cached prompt on the llama-server this provider routes for (its
-        supervised server, or the one given a ``router``), so the next request starts cold.
-        The benchmark runner calls it before each (task, mode) run, so that no mode is served
-        prompts another mode processed. Does nothing without a router."""
-        router = self.router()
-        if router is None:
-            return
+        """Erase every slot's cached prompt on this provider's supervised llama-server, so the
+        next request starts cold. The benchmark runner calls it before each (task, mode) run,
+        so that no mode is served prompts another mode processed. Does nothing for a server
+        this provider does not supervise."""
         endpoint = self.server.current() if self.server is not None else None
-        if self.server is not None and endpoint is None:
-            return  # not started (or died): nothing is cached
-        api = _HTTPSlots(self, {}, endpoint)
-        for slot in range(len(router.slots)):
-            await api.erase(slot)
-        router.forget()
+        if self.server is None or endpoint is None:
+            return  # not ours, or not started (or died): nothing is cached
+        root = endpoint.base_url.rstrip("/").removesuffix("/v1")
+        http = self._http.get(
+            (root, endpoint.api_key),
+            lambda: httpx.AsyncClient(
+                base_url=root,
+                headers={"Authorization": f"Bearer {endpoint.api_key}"},
+                timeout=httpx.Timeout(60.0, connect=5.0),
+            ),
+        )
+        for slot in range(self.server.settings.slots):
+            r = await http.post(f"/slots/{slot}", params={"action": "erase"})
+            r.raise_for_status()
 
     forget_prompts = blocking(aforget_prompts)
     """Blocking twin of :meth:`aforget_prompts`."""
 
     async def _send(self, request: CompletionRequest) -> Completion:
-        body = self._body(request)
-        endpoint = await self._endpoint()
-        router = self.router()
-        if router is None:
-            return await self._request(body, request, endpoint)
-        started = time.monotonic()
-        lease = await router.acquire(prompt_key(body), _HTTPSlots(self, body, endpoint))
-        before = time.monotonic() - started  # the prefill, a restore or a wait: this request's
-        ok = False
-        try:
-            if lease.slot is not None:
-                body = {**body, "extra_body": {**body.get("extra_body", {}), "id_slot": lease.slot}}
-            done = await self._request(body, request, endpoint)
-            ok = True
-        finally:
-            router.release(lease, ok=ok)
-        update: dict[str, Any] = {"latency": done.latency + before}
-        if done.time_to_first_token is not None:
-            update["time_to_first_token"] = done.time_to_first_token + before
-        if lease.prefilled:  # the prefill processed the prompt: report what it found cached
-            update["cached_tokens"] = lease.cached_before
-        return done.model_copy(update=update)
+        return (await self._request(self._body(request), request, await self._endpoint()))[0]
+
+    async def _send_many(
+        self, request: CompletionRequest, on_tokens: list[TokenCallback | None]
+    ) -> list[Completion]:
+        body = {**self._body(request), "n": len(on_tokens)}
+        return await self._request(body, request, await self._endpoint(), on_tokens)
 
     async def _request(
-        self, body: dict[str, Any], request: CompletionRequest, endpoint: Endpoint | None
-    ) -> Completion:
+        self,
+        body: dict[str, Any],
+        request: CompletionRequest,
+        endpoint: Endpoint | None,
+        on_tokens: list[TokenCallback | None] | None = None,
+    ) -> list[Completion]:
         try:
-            return await self._stream(body, request, *self._address(endpoint))
+            return await self._stream(body, request, *self._address(endpoint), on_tokens)
         except _Dropped as first:
             server = self.server
             assert server is not None and endpoint is not None
@@ -147,7 +131,8 @@ class LocalProvider(OpenAICompatible):
             # made) and send the request again, unless tokens already reached on_token.
             if not dropped.streamed and await asyncio.to_thread(server.recover, endpoint):
                 try:
-                    return await self._stream(body, request, *self._address(await self._endpoint()))
+                    address = self._address(await self._endpoint())
+                    return await self._stream(body, request, *address, on_tokens)
                 except _Dropped as again:
                     dropped = again
             await asyncio.to_thread(server.settle)
@@ -184,57 +169,6 @@ class LocalProvider(OpenAICompatible):
             provider="local",
             model=self.model,
         )
-
-
-class _HTTPSlots:
-    """The :class:`~selfheal.local.slots.SlotAPI` of one request (see the module docs)."""
-
-    def __init__(
-        self, provider: LocalProvider, body: dict[str, Any], endpoint: Endpoint | None
-    ) -> None:
-        self.provider = provider
-        self.body = body
-        self.base_url, self.api_key = provider._address(endpoint)
-        root = (self.base_url or "").rstrip("/")
-        self.root = root[: -len("/v1")] if root.endswith("/v1") else root
-
-    def _http(self) -> httpx.AsyncClient:
-        return self.provider._http.get(
-            (self.root, self.api_key),
-            lambda: httpx.AsyncClient(
-                base_url=self.root,
-                headers={"Authorization": f"Bearer {self.api_key}"},
-                timeout=httpx.Timeout(60.0, connect=5.0),
-            ),
-        )
-
-    async def _action(self, slot: int, action: str, filename: str) -> None:
-        r = await self._http().post(
-            f"/slots/{slot}", params={"action": action}, json={"filename": filename}
-        )
-        r.raise_for_status()
-
-    async def save(self, slot: int, filename: str) -> None:
-        await self._action(slot, "save", filename)
-
-    async def erase(self, slot: int) -> None:
-        r = await self._http().post(f"/slots/{slot}", params={"action": "erase"})
-        r.raise_for_status()
-
-    async def restore(self, slot: int, filename: str) -> None:
-        await self._action(slot, "restore", filename)
-
-    async def prefill(self, slot: int) -> int:
-        body = {
-            k: v
-            for k, v in self.body.items()
-            if k not in ("stream", "stream_options", "response_format", "stop")
-        }
-        body.update(max_tokens=1, temperature=0.0)
-        body["extra_body"] = {**body.get("extra_body", {}), "id_slot": slot}
-        client = self.provider._client(self.base_url, self.api_key)
-        reply = await client.chat.completions.create(**body)
-        return cached_tokens(reply.usage, (reply.model_extra or {}).get("timings"))
 
 
 def local_provider(model_path: str = "", *, env: Mapping[str, str] | None = None) -> LocalProvider:

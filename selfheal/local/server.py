@@ -25,7 +25,6 @@ from selfheal._record import Record
 from selfheal.errors import ProviderUnavailable
 from selfheal.local.keeper import clean_old_logs, free_port, on_keeper, spawn, tail
 from selfheal.local.settings import INSTALL, ServerSettings, log_dir
-from selfheal.local.slots import SlotRouter
 
 STARTUP_TIMEOUT = 180.0
 """Seconds to wait for ``/health`` after starting (loading 1.1 GB takes ~5 s idle)."""
@@ -87,9 +86,6 @@ class LocalServer:
         self._generation = 0
         self.start_seconds: float | None = None
         """How long the last start took, to healthy."""
-        self.router: SlotRouter | None = None
-        """Pins requests to slots and copies prompts between them (new at every start; None
-        with ``prompt_copy`` off)."""
         self._slot_dir: str | None = None
 
     def __repr__(self) -> str:
@@ -238,7 +234,6 @@ class LocalServer:
             self._port = port
             _register_atexit()
             if self._wait_healthy(started):
-                self.router = SlotRouter(self.settings.slots) if self.settings.prompt_copy else None
                 self._ready = True
                 self._generation += 1
                 self.start_seconds = time.monotonic() - started

@@ -127,15 +127,16 @@ class ServerSettings(Record):
     drafts: Drafts = "ngram-simple"
     """Speculative decoding from n-grams of the context (``--spec-type``; ``none``: off;
     ``$SELFHEAL_LOCAL_DRAFTS``): the same answers, faster (docs/local_model.md)."""
-    prompt_copy: bool = True
-    """Pin requests to slots and copy processed prompts between them
-    (:class:`~selfheal.local.slots.SlotRouter`; ``$SELFHEAL_LOCAL_PROMPT_COPY=0`` turns it off)."""
+    one_request: bool = True
+    """Several answers to one prompt go out as one request for ``n`` (the server processes
+    the prompt once; ``OpenAICompatible.one_request``); ``$SELFHEAL_LOCAL_ONE_REQUEST=0``:
+    one request an answer."""
 
     def argv(self, port: int, slot_dir: str | None = None) -> list[str]:
         """The command line (the API key is passed in the environment); ``slot_dir`` is the
-        private directory slot saves go to (the prompt copies of
-        :class:`~selfheal.local.slots.SlotRouter`)."""
-        saves = slot_dir.rstrip("/") + "/" if slot_dir and self.prompt_copy else None
+        server's private slot directory (llama-server answers the ``/slots`` actions, the
+        ``erase`` of ``LocalProvider.forget_prompts`` too, only with one)."""
+        saves = slot_dir.rstrip("/") + "/" if slot_dir else None
         options = {
             "--model": self.model_path,
             "--alias": self.alias,
@@ -184,7 +185,7 @@ def server_settings(
     """Settings for serving ``model_path`` (default: the installed model, assembled if its
     parts are installed). Arguments win over the environment: ``SELFHEAL_LOCAL_SLOTS``,
     ``SELFHEAL_LOCAL_CTX`` (per slot), ``SELFHEAL_LOCAL_THREADS``,
-    ``SELFHEAL_LLAMA_SERVER_ARGS``, ``SELFHEAL_LOCAL_PROMPT_COPY`` (``0``: off),
+    ``SELFHEAL_LLAMA_SERVER_ARGS``, ``SELFHEAL_LOCAL_ONE_REQUEST`` (``0``: off),
     ``SELFHEAL_LOCAL_DRAFTS`` (``none`` or an n-gram ``--spec-type``). Raises
     :class:`MissingDependency` when there is no server binary, :class:`ConfigError` for a bad
     value."""
@@ -213,7 +214,7 @@ def server_settings(
         threads=threads or env_int(env, "SELFHEAL_LOCAL_THREADS", default_threads()),
         gpu_layers=GPU_LAYERS if cuda else None,
         extra_args=tuple(shlex.split(env.get("SELFHEAL_LLAMA_SERVER_ARGS", ""))),
-        prompt_copy=env.get("SELFHEAL_LOCAL_PROMPT_COPY", "1").strip().lower()
+        one_request=env.get("SELFHEAL_LOCAL_ONE_REQUEST", "1").strip().lower()
         not in ("0", "off", "false", "no"),
         drafts=drafts,  # type: ignore[arg-type]  # checked above
     )

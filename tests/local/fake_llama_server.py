@@ -2,8 +2,9 @@
 
 Parses the llama-server arguments selfheal passes (``--port``, ``--alias``, ``--parallel``,
 ``--slot-save-path``), requires the key from ``LLAMA_API_KEY`` like the real server, answers
-``/health``, streams chat completions (one word every ``FAKE_TOKEN_DELAY`` seconds) or answers
-them whole (``stream`` false, as a prefill asks), and speaks the slot actions as llama-server
+``/health``, streams chat completions (one word every ``FAKE_TOKEN_DELAY`` seconds; ``n``
+choices as llama-server streams them, each chunk one choice's, each choice's usage after its
+last chunk, at most ``--parallel``) or answers them whole (``stream`` false), and speaks the slot actions as llama-server
 does (``POST /slots/{id}?action=save|restore|erase``, JSON ``{"filename": ...}``): each slot
 holds the prompt it last processed, a completion pinned to it (``id_slot``) reports the
 prompt tokens it found cached there (about 4 characters a token), ``save`` writes the slot's
@@ -85,8 +86,14 @@ def main() -> None:
                 # character by character, as intended: a prompt prefix, not a path
                 cached = len(os.path.commonprefix([held, prompt])) // 4  # noqa: RUF071
                 slots[slot] = prompt
+            n = int(body.get("n", 1))
+            if not 1 <= n <= len(slots):
+                refusal = f"Value must be between 1 <= value <= {len(slots)}, but got {n}"
+                self._json(400, {"error": {"code": 400, "message": refusal}})
+                return
+            print(f"completion n={n}", flush=True)  # before any answer: the tests read it
             words = ["w"] * int(body.get("max_tokens", 4))
-            usage = {
+            usage: dict[str, Any] = {
                 "prompt_tokens": max(3, len(prompt) // 4),
                 "completion_tokens": len(words),
                 "total_tokens": max(3, len(prompt) // 4) + len(words),
@@ -113,25 +120,34 @@ def main() -> None:
             self.end_headers()
             for word in words:
                 time.sleep(delay)
-                chunk = {
+                for i in range(n):
+                    chunk = {
+                        "id": "c",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": args.alias,
+                        "choices": [
+                            {"index": i, "delta": {"content": word}, "finish_reason": None}
+                        ],
+                    }
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            for i in range(n):  # each choice's usage, as llama-server counts it
+                final = {
                     "id": "c",
                     "object": "chat.completion.chunk",
                     "created": 0,
                     "model": args.alias,
-                    "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}],
+                    "choices": [{"index": i, "delta": {}, "finish_reason": "length"}],
                 }
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                self.wfile.flush()
-            final = {
-                "id": "c",
-                "object": "chat.completion.chunk",
-                "created": 0,
-                "model": args.alias,
-                "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
-                "usage": usage,
-                "timings": {"cache_n": cached},
-            }
-            self.wfile.write(f"data: {json.dumps(final)}\n\ndata: [DONE]\n\n".encode())
+                own = usage if i == 0 else {**usage, "prompt_tokens_details": {"cached_tokens": 0}}
+                tail = {"id": "c", "object": "chat.completion.chunk", "created": 0,
+                        "model": args.alias, "choices": [], "usage": own,
+                        "timings": {"cache_n": own["prompt_tokens_details"]["cached_tokens"]}}  # fmt: skip
+                self.wfile.write(
+                    f"data: {json.dumps(final)}\n\ndata: {json.dumps(tail)}\n\n".encode()
+                )
+            self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
             self.close_connection = True
 

@@ -125,13 +125,13 @@ def test_real_server_starts_and_generates(monkeypatch: pytest.MonkeyPatch) -> No
     assert report.model.tokens_per_second and report.model.tokens_per_second > 0
     assert "def add" in report.model.sample
     server = report.server
-    assert server.healthy and server.port and server.slots == 1 and server.prompt_copy
+    assert server.healthy and server.port and server.slots == 1 and server.one_request
     assert server.drafts == "ngram-simple"  # the real build accepts --spec-type
     assert "GGML_" in server.cmake_args and server.version.startswith("version")
     assert _by_name(report)["local"]
     text = format_report(report)
     assert "health     ok on port" in text and "tokens/s" in text
-    assert "slot router on" in text
+    assert "samples    one request for n" in text
 
 
 def test_the_sandbox_boundary_in_force_is_reported(

@@ -11,6 +11,7 @@ import re
 import signal
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import jsonschema
 import psutil
@@ -116,20 +117,27 @@ def test_shared_prefix_is_served_from_the_slot_cache(provider: LocalProvider) ->
     assert second.cached_tokens >= first.prompt_tokens - 20  # all but the new question
 
 
-def test_concurrent_samples_share_one_processed_prompt(provider: LocalProvider) -> None:
-    """Four answers to one new prompt at once: the slot router processes the prompt once (a
-    prefill) and restores it into the other slots, so three of them find all of it cached
-    (the server's own counts); without the router each slot would process it."""
+def test_samples_of_one_prompt_are_one_request(
+    provider: LocalProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four answers to one new prompt at once go to the real server as one request for
+    ``n=4`` (llama-server's ``n_cmpl``: the prompt processed once, its state copied to the
+    other slots): four sampled answers come back, each with its own usage."""
     nonce = random.random()
     system = f"{nonce} You are a careful Python programmer. " + "Keep functions short. " * 40
     messages = [Message(role="system", content=system), Message(role="user", content="Write f.")]
-    results = provider.complete_many(messages, n=4, max_tokens=4, temperature=0.8, seed=5)
-    cached = sorted(r.cached_tokens for r in results)
-    prompt = results[0].prompt_tokens
-    assert prompt > 150 and cached[0] < 50  # the one that processed it
-    assert all(c >= prompt - 5 for c in cached[1:]), cached
-    router = provider.router()
-    assert router is not None and router.stats["prefills"] >= 1
+    bodies: list[dict[str, Any]] = []
+    stream = provider._stream
+
+    async def recorded(body: dict[str, Any], *args: Any) -> Any:
+        bodies.append(body)
+        return await stream(body, *args)
+
+    monkeypatch.setattr(provider, "_stream", recorded)
+    results = provider.complete_many(messages, n=4, max_tokens=16, temperature=0.8, seed=5)
+    assert [b.get("n") for b in bodies] == [4] and len(results) == 4
+    assert all(r.completion_tokens > 0 and r.prompt_tokens > 150 for r in results)
+    assert all(r.finish_reason in ("stop", "length") for r in results)
 
 
 def test_tool_call_from_the_real_model(provider: LocalProvider) -> None:

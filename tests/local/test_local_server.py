@@ -15,6 +15,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -86,8 +87,8 @@ def settings(binary: Path, tmp_path: Path) -> setup.ServerSettings:
     )
 
 
-def _provider(server: ls.LocalServer) -> LocalProvider:
-    return LocalProvider(model="tiny", server=server, model_id="local:tiny")
+def _provider(server: ls.LocalServer, **options: Any) -> LocalProvider:
+    return LocalProvider(model="tiny", server=server, model_id="local:tiny", **options)
 
 
 def test_starts_on_first_request_with_a_private_key(settings: setup.ServerSettings) -> None:
@@ -112,41 +113,36 @@ def test_starts_on_first_request_with_a_private_key(settings: setup.ServerSettin
     assert not server.alive and _gone(server.pid or 0)
 
 
-def test_slot_saves_go_to_a_private_directory_removed_at_stop(
+def test_the_slot_directory_is_private_and_removed_at_stop(
     settings: setup.ServerSettings,
 ) -> None:
+    """llama-server answers ``/slots`` actions (the ``erase`` of ``forget_prompts``) only with
+    a ``--slot-save-path``: a private directory, removed when the server stops."""
     server = ls.LocalServer(settings)
     _provider(server).complete(HI, max_tokens=1)
     argv = psutil.Process(server.pid).cmdline()
     slot_dir = Path(argv[argv.index("--slot-save-path") + 1])
     assert slot_dir.is_dir() and (slot_dir.stat().st_mode & 0o777) == 0o700
-    assert server.router is not None and len(server.router.slots) == settings.slots
     server.stop()
     assert not slot_dir.exists()
-    off = ls.LocalServer(settings.model_copy(update={"prompt_copy": False}))
-    _provider(off).complete(HI, max_tokens=1)
-    assert "--slot-save-path" not in psutil.Process(off.pid).cmdline() and off.router is None
-    off.stop()
 
 
-def test_the_router_copies_a_shared_prompt_through_the_slot_actions(
+def test_samples_of_one_prompt_are_one_request_and_forget_prompts_erases_every_slot(
     settings: setup.ServerSettings,
 ) -> None:
-    """Two concurrent samples of one long prompt: the first is prefilled on a slot and saved
-    (``action=save``), the second restores the file into the other slot (``action=restore``)
-    and finds the whole prompt cached; ``forget_prompts`` erases both slots (``action=erase``),
-    so the next request finds nothing cached. The stand-in answers the actions as
-    llama-server does: a step it refused would turn the copying off."""
+    """Two samples of one long prompt go to the supervised server as one request for ``n=2``
+    (its settings' ``one_request``; the second choice finds the prompt processed for the
+    first); ``forget_prompts`` erases both slots (``action=erase``), so the next request finds
+    nothing cached."""
     server = ls.LocalServer(settings)
     p = _provider(server)
     long = [Message(role="system", content="You write careful Python. " * 40), *HI]
     first, second = p.complete_many(long, n=2, max_tokens=2, temperature=0.5, seed=3)
-    router = server.router
-    assert router is not None and router.copying
-    assert (router.stats["prefills"], router.stats["restores"]) == (1, 1)
-    assert sorted([first.cached_tokens, second.cached_tokens])[1] >= first.prompt_tokens - 5
-    log = server.log_path.read_text()
-    assert "slot 0 save selfheal-" in log and "slot 1 restore selfheal-" in log
+    assert "completion n=2" in server.log_path.read_text()
+    assert second.cached_tokens == second.prompt_tokens and first.text == second.text == "ww"
+    off = _provider(server, one_request=False)
+    off.complete_many(long, n=2, max_tokens=2, temperature=0.5, seed=3)
+    assert server.log_path.read_text().count("completion n=1") == 2
     p.forget_prompts()
     assert "slot 0 erase" in server.log_path.read_text()
     assert "slot 1 erase" in server.log_path.read_text()
@@ -363,11 +359,12 @@ def test_settings_from_the_environment(binary: Path, tmp_path: Path) -> None:
         "SELFHEAL_LOCAL_CTX": "2048",
         "SELFHEAL_LOCAL_THREADS": "1",
         "SELFHEAL_LLAMA_SERVER_ARGS": "--flash-attn on",
-        "SELFHEAL_LOCAL_PROMPT_COPY": "off",
+        "SELFHEAL_LOCAL_ONE_REQUEST": "off",
     }
     s = setup.server_settings(model, binary=binary, env=env)
     assert (s.slots, s.ctx_per_slot, s.threads, s.alias) == (3, 2048, 1, "x")
-    assert not s.prompt_copy and setup.server_settings(model, binary=binary, env={}).prompt_copy
+    assert not s.one_request and setup.server_settings(model, binary=binary, env={}).one_request
+    assert not LocalProvider(server=ls.LocalServer(s)).one_request
     argv = s.argv(8080)
     assert argv[-2:] == ["--flash-attn", "on"]
     assert argv[argv.index("--ctx-size") + 1] == "6144"
@@ -434,7 +431,7 @@ def test_local_provider_on_the_shared_server(
     p = build_provider(f"local:{model}")
     q = build_provider(f"local:{model}")
     assert isinstance(p, LocalProvider) and isinstance(q, LocalProvider)
-    assert p.server is q.server and p.model_id == "local:my-model"
+    assert p.server is q.server and p.model_id == "local:my-model" and p.server is not None
     assert p.max_concurrency == p.server.settings.slots  # the pipeline's parallelism
     assert p.complete(HI, max_tokens=2).text == "ww"
     assert q.server is not None and q.server.alive
