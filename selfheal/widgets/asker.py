@@ -6,74 +6,37 @@ awaits a future that one click resolves."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import html
 from collections.abc import Callable
 from typing import Any
 
 from selfheal.asking import NoneOfThese, Pick, Skip, question_lines, shown, typed_problem
-from selfheal.errors import ConfigError
 from selfheal.state import Answer, HealState, Question
+from selfheal.widgets.pending import Pending
 
 QuestionListener = Callable[[Question, HealState], None]
 
 
-class FutureAsker:
+class FutureAsker(Pending[Question, Answer]):
     """Implements ``selfheal.asking.Asker``: each call returns a future that ``answer``
     resolves. ``on_question`` listeners (the view's question panel) hear about each question."""
 
-    def __init__(self) -> None:
-        self._future: asyncio.Future[Answer] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self.question: Question | None = None
-        """The question waiting for an answer, if any."""
-        self._listeners: list[QuestionListener] = []
-
-    def on_question(self, listener: QuestionListener) -> None:
-        self._listeners.append(listener)
+    nothing_waiting = (
+        "No question is waiting for an answer (it was answered already, or the run "
+        "has not asked). Check `handle.question` before answering."
+    )
 
     @property
-    def waiting(self) -> bool:
-        """True while a question waits for ``answer``."""
-        return self._future is not None and not self._future.done()
+    def question(self) -> Question | None:
+        """The question waiting for an answer, if any."""
+        return self.pending
 
-    def __call__(self, question: Question, state: HealState) -> asyncio.Future[Answer]:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Answer] = loop.create_future()
-        self._loop, self._future, self.question = loop, fut, question
-        for listener in self._listeners:
-            with contextlib.suppress(Exception):  # a broken panel must not lose the answer
-                listener(question, state)
-        return fut
+    def on_question(self, listener: QuestionListener) -> None:
+        self._listen(listener)
 
     def answer(self, answer: Answer) -> None:
         """Answer the waiting question. Safe to call from any thread."""
-        fut, loop = self._future, self._loop
-        if fut is None or loop is None or fut.done():
-            raise ConfigError(
-                "No question is waiting for an answer (it was answered already, or the run "
-                "has not asked). Check `handle.question` before answering."
-            )
-        self.question = None
-
-        def _set() -> None:
-            if not fut.done():
-                fut.set_result(answer)
-
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            _set()
-        else:
-            loop.call_soon_threadsafe(_set)
-
-    def cancel(self) -> None:
-        """Stop waiting (the run task ends with ``CancelledError``)."""
-        if self._future is not None and not self._future.done():
-            self._future.cancel()
+        self._resolve(answer)
 
 
 def _widgets() -> Any:

@@ -66,6 +66,9 @@ async def test_the_view_shows_the_question_and_a_click_answers(pool: KernelPool)
     right = next(b for b in panel.buttons if b.description == "0")
     right.click()
     assert panel.box.layout.display == "none"
+    # answered: no longer waiting at once, before the run's loop hears it (the view's header
+    # must not say "waiting for your answer" after the click)
+    assert not asker.waiting and asker.question is None
     result = await asyncio.wait_for(task, 120)
     (asked,) = result.state.questions
     assert asked.answer.value == "0" and asked.test_id == "ua1"
