@@ -15,16 +15,15 @@ table.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scripts.embedded import Embedded  # noqa: E402
 from selfheal.graph.table import AFTER_DECISION, GRAPH, START  # noqa: E402
 
-BEGIN, END = "<!-- graph-diagram:begin -->", "<!-- graph-diagram:end -->"
 FILES = (ROOT / "docs" / "architecture.md",)
 HUMAN = "human"
 
@@ -49,46 +48,16 @@ def mermaid() -> str:
     return "\n".join(out)
 
 
-def embedded(text: str) -> str | None:
-    """The diagram between the markers of ``text`` (None without markers)."""
-    if BEGIN not in text or END not in text:
-        return None
-    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
-
-
-def with_diagram(text: str, diagram: str) -> str:
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    return f"{head}{BEGIN}\n{diagram}\n{END}{tail}"
+BLOCK = Embedded(name="graph-diagram", files=FILES, make=mermaid, source="selfheal/graph/table.py")
 
 
 def stale(files: tuple[Path, ...] = FILES) -> list[str]:
-    """The files whose embedded diagram is missing or differs from the table's."""
-    want = mermaid()
-    return [str(p.relative_to(ROOT)) for p in files if embedded(p.read_text()) != want]
+    """The files whose block is missing or differs from the generated one."""
+    return BLOCK.stale(files)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help="update the files' diagrams")
-    mode.add_argument("--check", action="store_true", help="exit 1 if a diagram is stale")
-    args = parser.parse_args(argv)
-    if args.write:
-        for p in FILES:
-            p.write_text(with_diagram(p.read_text(), mermaid()))
-        return 0
-    if args.check:
-        bad = stale()
-        for name in bad:
-            print(
-                f"{name}: the graph diagram differs from selfheal/graph/table.py; run "
-                "python scripts/graph_diagram.py --write",
-                file=sys.stderr,
-            )
-        return 1 if bad else 0
-    print(mermaid())
-    return 0
+    return BLOCK.main(argv, __doc__)
 
 
 if __name__ == "__main__":

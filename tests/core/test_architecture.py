@@ -21,9 +21,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import scripted as s
 import tomllib
 
-import scripts as s
 from selfheal import aheal, heal
 from selfheal.config import FIELD_GROUP, GROUPS
 from selfheal.graph import table

@@ -9,8 +9,8 @@ import io
 from collections.abc import Callable
 
 import pytest
+import scripted as s
 
-import scripts as s
 from selfheal import Approve, ConfigError, HealConfig, HealRequest, NoneOfThese, Pick, Skip, heal
 from selfheal.asking import ask_on_terminal
 from selfheal.kernel_sandbox import KernelPool

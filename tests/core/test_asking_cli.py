@@ -10,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import scripted as s
 import yaml
-
-import scripts as s
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+import scripted as s
 
-import scripts as s
 from selfheal import Approve, HealConfig, aheal, heal
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.kernel_sandbox.types import ExecutionReport, SandboxTest

@@ -4,8 +4,8 @@ evidence line names it when it is weaker than Landlock (issue 29)."""
 from __future__ import annotations
 
 import pytest
+import scripted as s
 
-import scripts as s
 from selfheal import HealConfig, heal
 from selfheal.errors import ConfigError
 from selfheal.kernel_sandbox import KernelPool

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import scripts as s
+import scripted as s
+
 from selfheal import Run, heal
 from selfheal.config import FIELD_GROUP, HealConfig
 from selfheal.graph.branch import READ_BY, branch_point, config_changes, reading_nodes

@@ -12,8 +12,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import scripted as s
 
-import scripts as s
 from selfheal import HealRequest, Run
 from selfheal.errors import ConfigError
 from selfheal.graph.checkpoint import list_runs, read_states
@@ -68,7 +68,7 @@ def test_killed_run_resumes_to_the_same_result(
             f"""
             import sys, time
             sys.path[:0] = [{str(ROOT)!r}, {str(HERE)!r}]
-            import scripts as s
+            import scripted as s
             from test_checkpoint import SCRIPT
             from selfheal import Run, HealConfig, HealRequest
             from selfheal.llm.mock import MockProvider

@@ -9,8 +9,8 @@ produces), not run in a kernel: comparing them with ``==`` is the harness's busi
 from __future__ import annotations
 
 import pytest
+import scripted as s
 
-import scripts as s
 from selfheal import heal
 from selfheal.example_hints import no_trusted_test, unread_examples
 from selfheal.examples import example_assert

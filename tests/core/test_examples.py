@@ -4,7 +4,8 @@ not clearly an example must not become one."""
 
 from __future__ import annotations
 
-import scripts as s
+import scripted as s
+
 from selfheal import heal
 from selfheal.example_hints import unread_examples
 from selfheal.examples import example_assert, find_examples

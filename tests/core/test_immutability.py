@@ -6,8 +6,8 @@ import copy
 import dataclasses
 
 import pytest
+import scripted as s
 
-import scripts as s
 from selfheal import HealConfig, HealRequest, Pick, Run
 from selfheal.graph import table
 from selfheal.kernel_sandbox import KernelPool

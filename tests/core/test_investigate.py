@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import scripted as s
 
-import scripts as s
 from selfheal import HealConfig, Run, heal
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+import scripted as s
 
-import scripts as s
 from selfheal import Approve, Run
 from selfheal.graph.checkpoint import list_runs, read_states
 from selfheal.kernel_sandbox import KernelPool
@@ -58,7 +58,7 @@ def _start(tmp_path: Path, runs_dir: Path, body: str) -> subprocess.Popen[bytes]
             f"""
             import sys, time
             sys.path[:0] = [{str(ROOT)!r}, {str(HERE)!r}]
-            import scripts as s
+            import scripted as s
             from selfheal import Run, HealRequest
             from selfheal.llm.mock import MockProvider
             """

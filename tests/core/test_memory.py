@@ -14,8 +14,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import scripted as s
 
-import scripts as s
 from selfheal import HealConfig, HealRequest, Run, heal
 from selfheal.cli import main
 from selfheal.errors import ConfigError, MemoryUnavailable
@@ -284,7 +284,7 @@ FIRST_RUN = textwrap.dedent(
     """
     import json, sys
     sys.path[:0] = [{root!r}, {here!r}]
-    import scripts as s
+    import scripted as s
     from selfheal import HealRequest, Run
     from selfheal.llm.mock import MockProvider
 
@@ -299,7 +299,7 @@ SECOND_RUN = textwrap.dedent(
     """
     import json, sys
     sys.path[:0] = [{root!r}, {here!r}]
-    import scripts as s
+    import scripted as s
     from selfheal import HealRequest, Run
     from selfheal.llm.mock import MockProvider
     from selfheal.widgets.viewmodel import lessons_view

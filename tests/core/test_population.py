@@ -3,7 +3,8 @@ repairs that never stall. Scripted mock model, real kernel pool."""
 
 from __future__ import annotations
 
-import scripts as s
+import scripted as s
+
 from selfheal import HealConfig, heal
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider

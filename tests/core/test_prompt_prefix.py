@@ -3,7 +3,8 @@ model's prompt cache reuses that prefix from one role's call to the next."""
 
 from __future__ import annotations
 
-import scripts as s
+import scripted as s
+
 from selfheal import HealRequest, Run
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import scripted as s
 
-import scripts as s
 from selfheal import Approve, Edit, HealConfig, HealRequest, Reject, Run, heal
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider

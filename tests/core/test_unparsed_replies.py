@@ -5,7 +5,8 @@ returns code and its repair round can fix it. Scripted mock model, real kernel p
 
 from __future__ import annotations
 
-import scripts as s
+import scripted as s
+
 from selfheal import HealConfig, heal
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.llm.mock import MockProvider

@@ -1,0 +1,1 @@
+"""Developer scripts (run as files: ``python scripts/<name>.py``)."""
