@@ -5,6 +5,7 @@ docs/notebook.md)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from selfheal.state import Decision, HealState, Proposal
@@ -26,6 +27,9 @@ class FutureApprover(Pending[Proposal, Decision]):
     def proposal(self) -> Proposal | None:
         """The proposal waiting for a decision, if any."""
         return self.pending
+
+    def __call__(self, proposal: Proposal, state: HealState) -> asyncio.Future[Decision]:
+        return self._offer(proposal, state)
 
     def on_proposal(self, listener: ProposalListener) -> None:
         self._listen(listener)

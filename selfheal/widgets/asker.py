@@ -6,6 +6,7 @@ awaits a future that one click resolves."""
 
 from __future__ import annotations
 
+import asyncio
 import html
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +31,9 @@ class FutureAsker(Pending[Question, Answer]):
     def question(self) -> Question | None:
         """The question waiting for an answer, if any."""
         return self.pending
+
+    def __call__(self, question: Question, state: HealState) -> asyncio.Future[Answer]:
+        return self._offer(question, state)
 
     def on_question(self, listener: QuestionListener) -> None:
         self._listen(listener)

@@ -18,7 +18,8 @@ A = TypeVar("A")
 
 
 class Pending(Generic[Q, A]):
-    """Each call (``item``, the run's state) returns a future that :meth:`_resolve` sets."""
+    """Each question (``_offer``: the item, the run's state) returns a future that
+    :meth:`_resolve` sets."""
 
     nothing_waiting = "Nothing is waiting for an answer."
     """The error when an answer comes and nothing waits for it (each kind says what to check)."""
@@ -38,7 +39,8 @@ class Pending(Generic[Q, A]):
         """True while something waits for an answer."""
         return self._future is not None and not self._future.done()
 
-    def __call__(self, item: Q, state: HealState) -> asyncio.Future[A]:
+    def _offer(self, item: Q, state: HealState) -> asyncio.Future[A]:
+        """The future that the answer to ``item`` resolves (each kind's ``__call__``)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[A] = loop.create_future()
         self._loop, self._future, self.pending = loop, fut, item
