@@ -9,15 +9,15 @@ import contextlib
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any, Literal
 
-from selfheal.approval import Approve, Edit, Reject
+from selfheal.approval import Approve, Approver, Edit, Reject
 from selfheal.errors import ApprovalRequired, ConfigError
 from selfheal.graph.runner import Run
 from selfheal.request import HealRequest
 from selfheal.result import HealResult
-from selfheal.state import HealState
+from selfheal.state import Decision, HealState, Proposal
 from selfheal.widgets.approver import FutureApprover
 from selfheal.widgets.text import render_markdown, render_text
 
@@ -249,6 +249,18 @@ def _start(request: HealRequest, relay: _Relay, tokens: _Relay) -> Run:
     return Run.start(dataclasses.replace(request, on_event=relay, on_token=tokens))
 
 
+def _showing_the_wait(view: HealView, approver: Approver) -> Approver:
+    """``approver``, after the view has redrawn the run as waiting for it (no event marks the
+    start of the wait: the header would still say ``starting`` while, e.g., ``%selfheal``'s
+    input box waits under it)."""
+
+    def ask(proposal: Proposal, state: HealState) -> Decision | Awaitable[Decision]:
+        view.refresh()
+        return approver(proposal, state)
+
+    return ask
+
+
 def heal_in_notebook(mode: NotebookMode, request: HealRequest, *, show: bool = True) -> HealResult:
     """``heal`` inside a kernel: runs to the end, the view updating live (``live``) or shown
     once done (``headless``); an approval no ``approver`` answers follows ``on_headless``
@@ -257,8 +269,11 @@ def heal_in_notebook(mode: NotebookMode, request: HealRequest, *, show: bool = T
     relay, tokens = _Relay(request.on_event), _Relay(request.on_token)
     run = _start(request, relay, tokens)
     view = _make_view(run, relay, tokens, show=show) if mode == "live" else None
+    approver = request.approver
+    if view is not None and approver is not None:
+        approver = _showing_the_wait(view, approver)
     try:
-        result = run.run(request.approver)
+        result = run.run(approver)
     finally:
         if view is not None:
             view.finish(run.state)
