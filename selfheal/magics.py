@@ -12,7 +12,6 @@ import ast
 import sys
 import traceback
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -39,7 +38,7 @@ from selfheal.errors import ConfigError
 from selfheal.failcall import evidence_line, evidence_tests, failing_call, stated_return
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.llm.base import Provider
-from selfheal.notebook import notebook_mode, start
+from selfheal.notebook import notebook_mode
 from selfheal.result import HealResult
 
 
@@ -252,25 +251,17 @@ class SelfhealMagics(Magics):
         print(f"selfheal defaults for this notebook:\n{body}{provider}")
 
     def _heal(self, spec: str, *, cell: str | None = None, **options: Any) -> None:
-        config = options["config"]
-        if cell is not None:
-            # %selfheal: the run ends inside this cell, so the fixed cell rides on this cell's
-            # reply and lands directly below it; a review asks here, with input()
-            # (docs/notebook.md, "Where the fixed cell appears")
-            mode = notebook_mode()
-            if config.autonomy != "full_auto" and mode != "headless":
-                options["approver"] = ask_with_input
-            self.defaults.last = result = heal(spec, executor=self.defaults.executor, **options)
-            self._finish(result, cell=cell)
-        elif notebook_mode() == "live" and config.autonomy != "full_auto":
-            # the view's buttons answer: the run goes on in the kernel's loop and finishes when
-            # it ends (the code cell follows the next execution)
-            handle = start(spec, executor=self.defaults.executor, **options)
-            self.defaults.last = handle
-            handle.add_done_callback(partial(self._finish, cell=cell))
-        else:
-            self.defaults.last = result = heal(spec, executor=self.defaults.executor, **options)
-            self._finish(result, cell=cell)
+        # Both magics run to the end inside their own cell, so the offered cell rides on this
+        # cell's reply and lands directly below it (a run that ended later would offer it with
+        # the reply of whatever cell ran next, and not at all if that one raised); a review
+        # asks here, with input() (docs/notebook.md, "Where the fixed cell appears"). Outside
+        # a kernel, %selfheal asks on the terminal and %%selfheal returns the paused run.
+        mode = notebook_mode()
+        asks = mode == "live" or (mode == "none" and cell is not None)
+        if options["config"].autonomy != "full_auto" and asks:
+            options["approver"] = ask_with_input
+        self.defaults.last = result = heal(spec, executor=self.defaults.executor, **options)
+        self._finish(result, cell=cell)
 
     def _finish(self, result: HealResult, *, cell: str | None = None) -> None:
         """Define the verified function in the user's namespace and offer the code as a cell."""
