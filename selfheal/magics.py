@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import linecache
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -117,10 +118,18 @@ class SelfhealMagics(Magics):
         super().__init__(shell)
         self.defaults = MagicDefaults()
         self.failure: Failure | None = None
+        self.defined: list[str] = []
+        """The code the magics defined in the notebook (a verified fix), each kept in
+        ``linecache`` like a cell: a traceback through it shows its lines, and ``%selfheal``
+        heals it when it raises."""
         self.previous_handler: tuple[tuple[type[BaseException], ...], Any] = (
             shell.custom_exceptions,
             shell.CustomTB,
         )
+
+    def _cells(self) -> list[str]:
+        """The cells a failing function may come from: the notebook's, then the magics' code."""
+        return [*self._shell.user_ns.get("In", []), *self.defined]
 
     @property
     def _shell(self) -> InteractiveShell:
@@ -185,7 +194,8 @@ class SelfhealMagics(Magics):
             raise ConfigError(
                 "No error to heal: run %selfheal right after a cell that raised an exception."
             )
-        found = failing_function(failure.tb, self._shell.user_ns.get("In", []))
+        cells = self._cells()
+        found = failing_function(failure.tb, cells)
         if found is None:
             raise ConfigError(
                 f"The error ({failure.etype.__name__}) was not raised inside a function defined "
@@ -206,7 +216,7 @@ class SelfhealMagics(Magics):
             print(f"selfheal: healing {function}() from the failing cell; original:\n{original}")
         # the call that raised is evidence: it must not raise again, and a value the docstring
         # or your message states for it is expected of it (selfheal.failcall)
-        call = failing_call(failure.tb, failure.etype, function, self._shell.user_ns.get("In", []))
+        call = failing_call(failure.tb, failure.etype, function, cells)
         docstring = (ast.get_docstring(node) if node is not None else None) or ""
         stated = stated_return(docstring, line, call.exc_type) if call.call else None
         print(evidence_line(call, stated))
@@ -288,7 +298,12 @@ class SelfhealMagics(Magics):
                 print(f"selfheal: to verify it, add {how}.", file=sys.stderr)
         else:
             # The user asked for this function in their namespace; only verified code gets here.
-            exec(compile(result.code, f"<selfheal {result.run_id}>", "exec"), shell.user_ns)
+            # Its lines go to linecache, as IPython's cells do, for tracebacks and %selfheal.
+            filename = f"<selfheal {result.run_id}>"
+            lines = result.code.splitlines(keepends=True)
+            linecache.cache[filename] = (len(result.code), None, lines, filename)
+            exec(compile(result.code, filename, "exec"), shell.user_ns)
+            self.defined.append(result.code)
         name = result.entry_point or ""
         text = fixed_cell(cell, name, result.code) if cell is not None and name else result.code
         if cell is not None:
