@@ -54,7 +54,7 @@ class MagicDefaults:
     executor: Executor | None = None
     """The sandbox to run candidates in (default: the shared kernel pool)."""
     last: Any = None
-    """The last result or live handle a magic produced."""
+    """The last result a magic produced."""
 
     def heal_config(self, **overrides: Any) -> HealConfig:
         data = {**self.config, **{k: v for k, v in overrides.items() if v is not None}}
