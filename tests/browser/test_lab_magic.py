@@ -256,6 +256,53 @@ def test_selfheal_under_full_auto_never_asks(lab: Lab, artifacts: Path) -> None:
             browser.close()
 
 
+def test_a_cell_magic_under_review_asks_in_its_cell_and_offers_its_code_below_it(
+    lab: Lab, artifacts: Path
+) -> None:
+    """``%%selfheal`` under a review does as ``%selfheal``: one input box in its cell, and the
+    healed function offered directly below it, although the cell run right after it raised
+    (it used to leave the run to the view's buttons, and its code came with a later cell's
+    reply, or not at all)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from selfheal.llm.mock_demo import DEMO_SPEC
+
+    cells = [
+        "%load_ext selfheal\n%selfheal_config model=mock autonomy=review_repairs memory=off",
+        f"%%selfheal --name median\n{DEMO_SPEC}",
+        'print("LATER", median([4, 1, 3, 2]))\nmedian([])  # raises',
+        "# the end of the notebook",
+    ]
+    name = write_notebook(lab.root, "cell_magic_review.ipynb", cells)
+    with sync_playwright() as p:
+        browser, page = _browser(p)
+        try:
+            open_notebook(page, lab, name)
+            run_this_cell(page, _cell(page, 0))
+            _wait_done(page, 0)
+            run_this_cell(page, _cell(page, 1))
+            box = page.locator(".jp-Stdin-input")
+            expect(box).to_have_count(1, timeout=180_000)
+            out = _cell(page, 1).locator(".jp-OutputArea")
+            expect(out).to_contain_text("repair proposal awaiting approval")
+            box.fill("a")
+            box.press("Enter")
+            later = page.locator(f"{NOTEBOOK} .jp-Cell", has_text="# raises")
+            run_this_cell(page, later)
+            expect(later.locator(".jp-OutputArea")).to_contain_text("ValueError", timeout=240_000)
+            expect(later.locator(".jp-OutputArea")).to_contain_text("LATER 2.5")
+            _wait_done(page, 1)
+            assert _output(page, 1).count("approve this change?") == 1
+            shown = _sources(page)
+            assert shown[:2] == cells[:2] and shown[3:] == cells[2:], shown
+            assert shown[2].startswith("def median(values):"), shown
+        except Exception:
+            _on_failure(page, artifacts, f"{lab.app}_cell_magic_review")
+            raise
+        finally:
+            browser.close()
+
+
 FLIGHT = re.compile(r"generate (\d+)s · (\d+) tok")
 
 
