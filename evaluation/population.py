@@ -43,9 +43,9 @@ from evaluation.scoring import score
 from evaluation.suites import Task, get_suite
 from selfheal.agreement import outputs_of
 from selfheal.config import HealConfig, flat_settings
-from selfheal.kernel_sandbox.types import Executor, ProbeCall
+from selfheal.kernel_sandbox.types import Executor
 from selfheal.llm import run_sync
-from selfheal.probes import planned_probes
+from selfheal.probes import planned_probes, probe_call
 from selfheal.spec import parse_spec
 from selfheal.state import TestCase
 
@@ -104,7 +104,7 @@ def probe_calls(record: TaskRecord, task: Task) -> list[str]:
 
 def outputs_on(code: str, calls: Sequence[str], executor: Executor) -> list[str | None]:
     """``code``'s canonical output on each call (None where it gave none), in the sandbox."""
-    probes = [ProbeCall(id=f"p{i}", expr=call) for i, call in enumerate(calls)]
+    probes = [probe_call(f"p{i}", call) for i, call in enumerate(calls)]
     ids = [p.id for p in probes]
     out = outputs_of(run_sync(executor.arun(code, probes)), ids)
     return [out.get(i) for i in ids]

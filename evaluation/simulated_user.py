@@ -14,8 +14,9 @@ from evaluation.scoring import DEFAULT_LIMITS, build_candidate
 from evaluation.task import Task
 from selfheal.asking import NoneOfThese, Pick, Skip, typed_problem
 from selfheal.expected import import_lines
-from selfheal.kernel_sandbox.types import Executor, Limits, ProbeCall
+from selfheal.kernel_sandbox.types import Executor, Limits
 from selfheal.llm import run_sync
+from selfheal.probes import probe_call
 from selfheal.state import Answer, HealState, Question
 
 __all__ = ["SimulatedUser", "reference_output"]
@@ -34,7 +35,7 @@ async def areference_output(
     imports = import_lines(call)
     code = "\n".join([*imports, build_candidate(task, task.canonical_solution)])
     report = await executor.arun(
-        code, [ProbeCall(id="asked", expr=call)], timeout=limits.test_timeout, limits=limits
+        code, [probe_call("asked", call)], timeout=limits.test_timeout, limits=limits
     )
     if not report.load.ok or not report.results:
         return None

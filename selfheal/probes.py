@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from selfheal._parse import parse_or_none
+from selfheal.expected import expected_problem, import_lines
+from selfheal.kernel_sandbox.types import ProbeCall
 from selfheal.state import ProbeInput, Spec, TestCase
 
 _MAX_REPR = 400
@@ -118,7 +120,10 @@ def example_mutations(spec: Spec, limit: int, *, seed: int = 0) -> list[str]:
 
 
 def calls_in_test(source: str, name: str | None) -> list[str]:
-    """The calls of ``name`` inside a test's source (``assert f(2) == 4`` -> ``f(2)``)."""
+    """The calls of ``name`` inside a test's source (``assert f(2) == 4`` -> ``f(2)``,
+    ``assert f(date(2024, 3, 5)) == 1`` -> ``f(date(2024, 3, 5))``): those whose arguments are
+    values built without the candidate (``expected.expected_problem``), not a local variable
+    of the test."""
     if not name:
         return []
     tree = parse_or_none(source)
@@ -127,10 +132,18 @@ def calls_in_test(source: str, name: str | None) -> list[str]:
     calls = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
-            if any(isinstance(n, ast.Name) and n.id != name for n in ast.walk(node)):
-                continue  # refers to a local variable of the test: not a standalone input
+            args = [*node.args, *(k.value for k in node.keywords)]
+            if any(k.arg is None for k in node.keywords) or any(
+                expected_problem(ast.unparse(a)) is not None for a in args
+            ):
+                continue  # a local variable of the test, or a value only the code makes
             calls.append(ast.unparse(node))
     return calls
+
+
+def probe_call(id: str, call: str) -> ProbeCall:
+    """The sandbox's probe for ``call``, with the imports its argument values need."""
+    return ProbeCall(id=id, expr=call, setup="\n".join(import_lines(call)))
 
 
 _SIMPLE: dict[str, list[Any]] = {

@@ -115,13 +115,18 @@ def _expected_in(test: TestCase, call: str) -> str | None:
 
 
 def _dispute(state: HealState, asked: set[str]) -> Question | None:
-    """With no trusted test, a model-written test every candidate that loads fails, asked about
-    its input: the model's expected value against the candidates' outputs (of several such
-    inputs, the one whose outputs split the candidates most evenly, then the earliest)."""
+    """A model-written test that every candidate passing the trusted tests fails (with no
+    trusted test: every candidate that loads), asked about its input: the model's expected
+    value against the candidates' outputs (of several such inputs, the one whose outputs split
+    the candidates most evenly, then the earliest). The trusted tests do not settle it, and a
+    model's test alone never overturns code that passes them: you do."""
     entry = state.spec.entry_point
-    if not entry or any(t.trusted for t in state.tests):
+    if not entry:
         return None
-    loaded = [c for c in state.candidates if c.report is not None and c.report.load.ok]
+    if any(t.trusted for t in state.tests):
+        loaded = list(select(state).passing)
+    else:
+        loaded = [c for c in state.candidates if c.report is not None and c.report.load.ok]
     if not loaded:
         return None
     probes = {_key(p.call): p for p in state.probes}

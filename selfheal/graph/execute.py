@@ -10,7 +10,8 @@ from selfheal._parse import normalized
 from selfheal.agreement import behaviour_of
 from selfheal.context import Context
 from selfheal.graph.events import record
-from selfheal.kernel_sandbox.types import ExecutionReport, ProbeCall, SandboxTest, arun_many
+from selfheal.kernel_sandbox.types import ExecutionReport, SandboxTest, arun_many
+from selfheal.probes import probe_call
 from selfheal.roles.test_writer import probes_added
 from selfheal.state import Candidate, HealState
 from selfheal.testsuite import limits_for
@@ -21,7 +22,7 @@ NODE = "execute"
 def _workload(state: HealState) -> list[SandboxTest]:
     """Every test (old ones too: a test is never silently dropped), then every probe."""
     items: list[SandboxTest] = [t.to_sandbox() for t in state.tests]
-    items += [ProbeCall(id=p.id, expr=p.call) for p in state.probes]
+    items += [probe_call(p.id, p.call) for p in state.probes]
     return items
 
 

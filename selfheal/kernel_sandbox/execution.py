@@ -73,7 +73,7 @@ def _wire(t: SandboxTest, shadowed: frozenset[str] = frozenset()) -> tuple[Any, 
             code, wrapped = t.code, False  # the harness compiles it and reports the error
         return ("assert", t.id, code, wrapped)
     if isinstance(t, ProbeCall):
-        return ("probe", t.id, t.expr)
+        return ("probe", t.id, t.expr, t.setup)
     try:
         args = encode_value(tuple(t.args))
         kwargs = encode_value(dict(t.kwargs))
@@ -222,7 +222,7 @@ async def run_trace(
     candidate's lines traced; see ``_harness/trace.py``."""
     if isinstance(test, str):
         test = AssertTest(id="t0", code=test)
-    body = test.code if isinstance(test, AssertTest) else test.expr
+    body = test.code if isinstance(test, AssertTest) else f"{test.setup}\n{test.expr}".strip()
     try:
         wired, wrapped = rewrite_test(body)
     except SyntaxError as e:

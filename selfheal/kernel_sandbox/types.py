@@ -53,6 +53,10 @@ class ProbeCall(Record):
     """Stable identifier, reported back in the matching ``TestResult``."""
     expr: str
     """A Python expression evaluated in the candidate's namespace, e.g. ``f([3, 1], k=2)``."""
+    setup: str = ""
+    """Import lines run in the probe's own namespace first (``from datetime import date`` for
+    ``f(date(2024, 3, 5))``), so an input built from a constructor does not depend on what the
+    candidate imported."""
 
 
 class PytestItem(Record):

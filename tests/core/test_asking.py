@@ -296,6 +296,42 @@ def test_a_dispute_asks_the_failing_model_test_input_that_splits_most_evenly() -
     ]  # fmt: skip
 
 
+def test_a_dispute_with_the_model_test_asks_when_the_trusted_tests_pass() -> None:
+    # every candidate passes the trusted example and fails the model's test on f(2): the
+    # example does not settle f(2) and the model's test alone may not overturn the code, so the
+    # run asks (a candidate that fails the example is not counted)
+    from selfheal.questions import open_question
+
+    probes = (ProbeInput(id="p1", call="f(2)", origin="model_test"),)
+    tests = (
+        TestCase(id="ex1", origin="example", code="assert f(1) == 1", trusted=True),
+        TestCase(id="sb1", origin="spec_blind", code="assert f(2) == 9"),
+    )
+
+    def member(cid: str, out: str, example: str) -> Candidate:
+        c = _candidate(cid, {"p1": out})
+        results = (
+            TestResult(test_id="ex1", outcome=example),
+            TestResult(test_id="sb1", outcome="failed"),
+        )
+        report = c.report.model_copy(update={"results": c.report.results + results})  # type: ignore[union-attr]
+        return c.model_copy(update={"report": report})
+
+    candidates = (
+        member("c1", "4", "passed"),
+        member("c2", "4", "passed"),
+        member("c3", "9", "failed"),
+    )
+    state = HealState(
+        spec=Spec(text="f", entry_point="f"), probes=probes, tests=tests, candidates=candidates
+    )
+    q = open_question(state)
+    assert q is not None and (q.kind, q.call, q.test_id) == ("dispute", "f(2)", "sb1")
+    assert [(c.output, c.count, c.source) for c in q.choices] == [
+        ("4", 2, "candidates"), ("9", 0, "model_test"),
+    ]  # fmt: skip
+
+
 def test_an_asker_that_is_not_a_function_is_a_clear_error() -> None:
     with pytest.raises(ConfigError, match="asker must be a function of"):
         HealRequest(s.SPEC, provider="mock", asker="yes")  # type: ignore[arg-type]

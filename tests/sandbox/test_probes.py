@@ -214,3 +214,20 @@ def test_numpy_values_in_the_kernel(pool: KernelPool) -> None:
     probes = [ProbeCall(id="f", expr="f()"), ProbeCall(id="g", expr="g()")]
     assert _values(pool.run(code, probes)) == _values(pool.run(plain, probes))
     assert _values(pool.run(code, probes)) == {"f": "[0, 0.1, 0.2]", "g": "0.3"}
+
+
+def test_a_probe_built_from_constructors_needs_no_import_in_the_candidate(pool: KernelPool) -> None:
+    # the candidate never imports `date` or `Decimal`; the probe's own setup does, in the
+    # probe's namespace (a test's call `f(date(2024, 3, 5))` becomes an input to compare on)
+    from selfheal.probes import calls_in_test, probe_call
+
+    code = "def weekday(d, price):\n    return (d.isoweekday(), str(price * 2))\n"
+    test = "assert weekday(date(2024, 3, 5), Decimal('1.10')) == (2, '2.20')"
+    calls = calls_in_test(test, "weekday")
+    assert calls == ["weekday(date(2024, 3, 5), Decimal('1.10'))"]
+    report = pool.run(code, [probe_call("p1", calls[0])])
+    (result,) = report.results
+    assert (result.outcome, result.value) == ("passed", "(2, '2.20')")
+    # the candidate's own namespace is untouched: a later test still sees no `date`
+    report = pool.run(code, [probe_call("p1", calls[0]), AssertTest(id="t", code="date")])
+    assert report.results[1].outcome == "error"

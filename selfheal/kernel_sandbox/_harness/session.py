@@ -63,8 +63,9 @@ def compile_tests(tests: list[Any], start: int, cache: dict[Any, Any]) -> list[A
                     c = ("trace", compile(t[2], f"<test {t[1]}>", "exec"), t[3], tuple(t[4]))
                 elif kind == "remote":  # (kind, id): serve the host's calls (remote.py)
                     c = ("remote",)
-                elif kind == "probe":  # (kind, id, expr)
-                    c = ("probe", compile(t[2], f"<test {t[1]}>", "eval"))
+                elif kind == "probe":  # (kind, id, expr, setup)
+                    setup = compile(t[3], f"<test {t[1]}>", "exec") if t[3] else None
+                    c = ("probe", compile(t[2], f"<test {t[1]}>", "eval"), setup)
                 else:  # snippet: (kind, id, body, last expression or None)
                     body = compile(t[2], "<test snippet>", "exec")
                     last = compile(t[3], "<test snippet>", "eval") if t[3] else None
@@ -268,6 +269,8 @@ def _one(
         def probe() -> None:
             # evaluated and made canonical inside the guard: a candidate's __repr__ or
             # generator runs under the same limits and audit hook
+            if c[2] is not None:
+                exec(c[2], tns)
             box[0] = canonical(eval(c[1], tns)) if canonical is not None else None
 
         exc = guarded(g, probe, test_timeout, out, err)

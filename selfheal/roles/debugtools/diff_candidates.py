@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from selfheal.context import Context
 from selfheal.diffs import unified_diff
-from selfheal.kernel_sandbox.types import ProbeCall, arun_many
+from selfheal.kernel_sandbox.types import arun_many
+from selfheal.probes import probe_call
 from selfheal.roles.debugtools._common import current, cut
 from selfheal.state import Candidate, HealState
 from selfheal.testsuite import limits_for
@@ -67,7 +68,7 @@ async def diff_candidates(
         p for p in state.probes if p.id not in behaviour[a.id] or p.id not in behaviour[b.id]
     ]
     if loaded and lacking:
-        probes = [ProbeCall(id=p.id, expr=p.call) for p in lacking]
+        probes = [probe_call(p.id, p.call) for p in lacking]
         reports = await arun_many(
             ctx.executor,
             [(a.code, probes), (b.code, probes)],

@@ -7,6 +7,7 @@ from __future__ import annotations
 from selfheal.context import Context
 from selfheal.kernel_sandbox.traces import trace_text
 from selfheal.kernel_sandbox.types import AssertTest, ProbeCall, TraceResult, TracingExecutor
+from selfheal.probes import probe_call
 from selfheal.roles.debugtools._common import current, cut
 from selfheal.state import HealState
 from selfheal.testsuite import limits_for
@@ -41,7 +42,7 @@ async def trace_failure(ref: str, state: HealState, ctx: Context, limit: int) ->
                 f"{', '.join(failing[:8]) or 'none'}",
                 0,
             )
-        test = ProbeCall(id=p.id, expr=p.call)
+        test = probe_call(p.id, p.call)
         shown = p.call
     code = current(state)[1]
     result: TraceResult = await executor.arun_trace(
