@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import datetime
+import decimal
 import random
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from selfheal._parse import parse_or_none
 from selfheal.expected import expected_problem, import_lines
+from selfheal.kernel_sandbox.hosteval import HostEval
 from selfheal.kernel_sandbox.types import ProbeCall
 from selfheal.state import ProbeInput, Spec, TestCase
 
@@ -31,21 +34,45 @@ def _parse_call(call: str, name: str | None) -> tuple[list[Any], dict[str, Any]]
         return None
     if name is not None and node.func.id != name:
         return None
-    try:
-        args = [ast.literal_eval(a) for a in node.args]
-        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
     if any(k.arg is None for k in node.keywords):
         return None
+    try:
+        args = [_value(a) for a in node.args]
+        kwargs = {k.arg: _value(k.value) for k in node.keywords if k.arg}
+    except Exception:  # a value the host cannot build: no mutations of this example
+        return None
     return args, kwargs
+
+
+def _value(node: ast.expr) -> Any:
+    """A literal, or a value built without the candidate (``datetime.date(2024, 3, 5)``,
+    ``Decimal('1.10')``), evaluated by the host's own evaluator."""
+    with contextlib.suppress(ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return ast.literal_eval(node)
+    src = ast.unparse(node)
+    problem = expected_problem(src)
+    if problem is not None:
+        raise ValueError(problem)
+    ev = HostEval()
+    ev.run(ast.parse("\n".join(import_lines(src))).body, assert_hook=_no_assert)
+    return ev.expr(node)
+
+
+def _no_assert(node: ast.Assert, ev: HostEval) -> None:
+    raise ValueError("an import line holds no assert")
 
 
 def _variants(value: Any, rng: random.Random, depth: int = 0) -> list[Any]:
     """Values of the same shape as ``value``: the edge cases and small changes a spec's
     rules usually turn on (empty, one element, order, sign, case, duplicates)."""
     out: list[Any] = []
-    if isinstance(value, bool):
+    if isinstance(value, datetime.date):  # datetime.datetime too
+        day = datetime.timedelta(days=1)
+        out = [value + day, value - day, value + 7 * day, value.replace(day=1)]
+        out += [value.replace(month=12, day=31), value.replace(year=2024, month=2, day=29)]
+    elif isinstance(value, decimal.Decimal):
+        out = [value * 2, -value, decimal.Decimal(0), value + decimal.Decimal("0.005")]
+    elif isinstance(value, bool):
         out = [not value]
     elif isinstance(value, int):
         out = [value + 1, value - 1, 0, -value, value * 2 + 1, 1]
