@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from evaluation.errors import ResultsFileError
-from evaluation.modes import PAIRED, config_for, split_mode
+from evaluation.modes import base_of, config_for, split_mode
 from evaluation.pair import (
     HealFunction,
     RemotePairs,
@@ -105,10 +105,10 @@ class BenchmarkRunner:
         self._executor_lock = threading.Lock()
         self._shared_executor: Executor | None = None
         self.paired = paired
-        """Modes in ``PAIRED`` continue their base mode's run of the task (``--paired``)."""
+        """Modes with a base (``modes.base_of``) continue its run of the task (``--paired``)."""
         self.archive = results.path.parent / "runs"
         """Where the base runs' logs are kept for the paired modes (``archive_run``)."""
-        self._bases = {PAIRED[m] for m in self.modes if m in PAIRED} if paired else set()
+        self._bases = {b for m in self.modes if (b := base_of(m))} if paired else set()
 
     @property
     def provider(self) -> Provider | None:
@@ -172,7 +172,8 @@ class BenchmarkRunner:
         """``mode`` on ``task`` as a branch of its base mode's run of the task
         (``evaluation.paired``); a run of its own, unpaired, when that run or its log is
         missing."""
-        base_mode = PAIRED[mode]
+        base_mode = base_of(mode)
+        assert base_mode is not None  # (run_paired is asked for paired modes only)
         base = self.results.latest().get((task.id, base_mode))
         config = self.configs[base_mode]
         history = None if base is None else base_history(base, config, self.archive)
@@ -267,7 +268,7 @@ class BenchmarkRunner:
                     # one run at a time: each starts from a cold prompt cache (modes of a task
                     # run back to back with the same prompt; the first would warm the others)
                     for task, mode in (pair for phase in phases for pair in phase):
-                        if self.paired and mode in PAIRED:
+                        if self.paired and base_of(mode):
                             finished(self.run_paired(task, mode), bar)
                         else:
                             finished(self.run_one(task, mode, cold=True), bar)
@@ -331,9 +332,8 @@ def _check_paired(modes: list[str], *, workers: int, engine: Engine | None) -> N
             "--paired runs one pair at a time in this process: drop --workers and --executor."
         )
     for mode in modes:
-        if mode in PAIRED:
-            base = PAIRED[mode]
-            if base not in modes or modes.index(base) > modes.index(mode):
-                raise ConfigError(
-                    f"--paired: {mode} continues {base}'s runs; put {base} before it in --modes."
-                )
+        base = base_of(mode)
+        if base is not None and (base not in modes or modes.index(base) > modes.index(mode)):
+            raise ConfigError(
+                f"--paired: {mode} continues {base}'s runs; put {base} before it in --modes."
+            )

@@ -18,6 +18,7 @@ __all__ = [
     "PAIRED",
     "PASSES",
     "asks_of",
+    "base_of",
     "config_for",
     "with_asks",
     "parse_modes",
@@ -225,3 +226,13 @@ def parse_modes(text: str | Sequence[str]) -> tuple[str, ...]:
     if not modes:
         raise SuiteError(f"No mode given. Choose from: {', '.join(MODES)}.")
     return tuple(modes)
+
+
+def base_of(mode: str) -> str | None:
+    """With ``--paired``, the mode whose run ``mode`` continues: ``PAIRED``'s, or for a mode
+    with a simulated user (``heal+ask2``) the same mode without one, continued from the first
+    state where a question would have been open (``selfheal.graph.branch.question_point``);
+    None for a mode that runs on its own."""
+    if asks_of(mode):
+        return without_asks(mode)
+    return PAIRED.get(mode)

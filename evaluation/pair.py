@@ -79,13 +79,17 @@ def heal_quietly(
     return Run.start(request).run()
 
 
-def continue_quietly(state: HealState, *, provider: Any, executor: Executor | None = None) -> Any:
+def continue_quietly(
+    state: HealState, *, provider: Any, executor: Executor | None = None, asker: Any = None
+) -> Any:
     """Go on with a run from ``state`` (a branch of an earlier run: ``evaluation.paired``),
     without a frontend, as ``heal_quietly`` does for a new one."""
     from selfheal import Run
     from selfheal.graph.build import make_context
 
-    ctx = make_context(state.config, provider, spec=state.spec.text, executor=executor)
+    ctx = make_context(
+        state.config, provider, spec=state.spec.text, executor=executor, asker=asker
+    )
     return Run.new(state, ctx).run()
 
 
@@ -129,14 +133,16 @@ def run_pair(
     recorder = RecordingProvider(provider)
     started = clock()
     error = ""
+    # the task's reference answers heal's questions
+    asker = SimulatedUser(task, executor, limits=score_limits) if asks_of(mode) else None
     try:
         if start is not None:
-            result = continue_quietly(start, provider=recorder)
+            result = continue_quietly(start, provider=recorder, asker=asker)
         else:
             # starting code goes only where a task has it (a heal function may not take it)
             given: dict[str, Any] = {"code": task.code} if task.code is not None else {}
-            if asks_of(mode):  # the task's reference answers heal's questions
-                given["asker"] = SimulatedUser(task, executor, limits=score_limits)
+            if asker is not None:
+                given["asker"] = asker
             result = heal(
                 task.prompt,
                 provider=recorder,

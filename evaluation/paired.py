@@ -25,13 +25,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from evaluation.honesty import HonestyReport
-from evaluation.modes import PAIRED
+from evaluation.modes import asks_of, base_of
 from evaluation.recording import RecordedCall
 from evaluation.records import PairInfo, TaskRecord
 from evaluation.suites import Task
 from selfheal.config import HealConfig
 from selfheal.errors import SelfHealError
-from selfheal.graph.branch import branch_point
+from selfheal.graph.branch import branch_point, question_point
 from selfheal.graph.checkpoint import find_run, read_states
 from selfheal.llm.base import Completion
 from selfheal.state import HealState
@@ -113,9 +113,11 @@ def paired_record(
     over ``shared_calls(state)`` and its own calls). ``config`` is the
     mode's own (its seed is the base run's, so the continuation samples like a fresh run of
     the mode would)."""
-    base_mode = PAIRED[mode]
+    base_mode = base_of(mode)
+    assert base_mode is not None  # (called for paired modes only)
     config = config.changed(seed=history[0].config.generation.seed)
-    start = branch_point(history, config)
+    # a mode with a simulated user parts where the first question would have been open
+    start = (question_point if asks_of(mode) else branch_point)(history, config)
     if start is None:
         info = PairInfo(base=base_mode, base_run_id=base.run_id, diverged=False)
         return base.model_copy(

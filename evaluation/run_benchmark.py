@@ -118,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--paired",
         action="store_true",
         help="a role's mode (heal-critic, heal-debugger, ...) continues heal's run of the task "
-        "from where its switch first matters, instead of a run of its own (evaluation.paired)",
+        "from where its switch first matters, and a +askN mode from where its first question "
+        "is open, instead of a run of its own (evaluation.paired)",
     )
     parser.add_argument("--out", type=Path, default=None, help="output directory")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

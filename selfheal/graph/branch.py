@@ -89,3 +89,22 @@ def branch_point(history: Sequence[HealState], config: HealConfig) -> HealState 
         if nxt is not None:
             return fork_at(s, nxt)
     return None
+
+
+def question_point(history: Sequence[HealState], config: HealConfig) -> HealState | None:
+    """The state a run that could ask you (with ``config``: an asker given, ``autonomy`` not
+    ``full_auto``) continues from: the first state of ``history`` (a run without an asker)
+    where its route would have gone to ``ask``, ready to ask. None when no question would have
+    been open: the run would have done what the recorded one did. Up to that state the two
+    runs share every answer (the gate's approvals aside, which an approving ``on_headless``
+    grants unasked), so a question's effect is measured without the noise of fresh samples."""
+    for prev, s in pairwise(history):
+        if s.finished or prev.next == "done":
+            break
+        alt = s.model_copy(update={"config": config, "can_ask": True})
+        if GRAPH[prev.next].go(alt) == "ask":
+            changes = config_changes(history[0].config, config) or ("can_ask",)
+            parent = ForkInfo(run_id=s.run_id, at_iteration=s.iteration, changes=changes)
+            update = {"next": "ask", "run_id": new_run_id(), "parent": parent}
+            return alt.model_copy(update=update)
+    return None

@@ -126,3 +126,37 @@ def test_the_reference_runs_with_the_names_the_asked_call_uses(pool: KernelPool)
     )
     call = "days(date(2024, 3, 1), date(2024, 3, 5))"
     assert reference_output(days, call, pool, SimulatedUser(days, lambda: pool).limits) == "4"
+
+
+def test_a_paired_ask_mode_continues_heal_from_where_the_first_question_was_open(
+    pool: KernelPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--paired``: heal+ask1 does not sample afresh: it continues heal's own run from the
+    first state where a question was open (BUGGY and GOOD disagree below ``lo``), so the two
+    records share that run's answers and differ by the question alone."""
+    from evaluation.benchmark import BenchmarkRunner
+    from evaluation.results_file import ResultsFile
+
+    monkeypatch.setenv("SELFHEAL_RUNS_DIR", str(tmp_path / "runs"))
+    script = {"generator": [block(BUGGY), block(GOOD)] * 2, "test_writer": ["```python\n```"] * 2}
+    provider = MockProvider(script)  # type: ignore[arg-type]
+    runner = BenchmarkRunner(
+        tasks=[TASK],
+        modes=["heal", "heal+ask1"],
+        provider=provider,
+        results=ResultsFile(tmp_path / "r.jsonl"),
+        executor_factory=lambda: pool,
+        config_extra={"candidates": 2, "oracle_calls": 0, "first_answer": "instruct"},
+        progress=False,
+        paired=True,
+    )
+    runner.close = lambda: None  # type: ignore[method-assign]  # the pool is shared
+    records = {r.mode: r for r in runner.run()}
+    heal, asked = records["heal"], records["heal+ask1"]
+    assert (heal.asked, heal.passed) == (0, False)
+    assert asked.paired is not None and asked.paired.diverged
+    assert (asked.paired.base, asked.paired.base_run_id) == ("heal", heal.run_id)
+    assert asked.paired.at_node == "ask"
+    assert (asked.asked, asked.answered, asked.passed) == (1, 1, True)
+    # the continuation asked the model nothing new: the question settled it
+    assert asked.usage.calls == asked.paired.shared_calls
