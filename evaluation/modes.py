@@ -57,6 +57,10 @@ MODES: Mapping[str, Mapping[str, object]] = {
     "heal-r4": {"candidates": 4, "first_answer": "instruct"},
     "heal-complete": {"first_answer": "complete"},
     "heal-both": {"first_answer": "both"},
+    "heal-mixed": {
+        "population_forms": ("complete", "instruct"),
+        "population_temperatures": (0.6, 1.0),
+    },
     "heal-k1": {"candidates": 1, "first_sample": 1},
     "heal-all-at-once": {"first_sample": 4},
     "heal-greedy-first": {"first_sample": 1},
@@ -85,7 +89,10 @@ MODES: Mapping[str, Mapping[str, object]] = {
 The prompt forms (``HealConfig.first_answer``): ``single_shot-instruct`` and
 ``single_shot-complete`` name the single shot's form explicitly (``single_shot`` follows the
 default); ``heal-complete`` asks every first-round answer completing the spec's header;
-``heal-both`` the greedy answer completing, then instructed, and the samples taking turns. ``heal-r4`` is heal with round 4's
+``heal-both`` the greedy answer completing, then instructed, and the samples taking turns;
+``heal-mixed`` is ``heal`` whose samples also take turns across temperatures, completing at 0.6
+and instructed at 1.0 (the same mean as heal's 0.8; docs/loop.md, "A population drawn across
+forms"). ``heal-r4`` is heal with round 4's
 defaults (a population of 4, every answer instructed). ``sample-4`` is ``sample-5`` at heal's
 population size on this machine (4), so heal is also compared at equal candidates.
 ``heal`` is the loop with selfheal's defaults (a population of 4, the first 2 asked first);

@@ -303,6 +303,7 @@ def _candidate(c: Any, *, chosen: bool = False) -> dict[str, Any]:
         "parent": c.parent,
         "memory_id": getattr(c, "memory_id", None),
         "temperature": c.temperature,
+        "form": getattr(c, "form", None),
         "cluster": c.cluster,
         "loaded": bool(report is not None and report.load.ok),
         "outcomes": {r.test_id: r.outcome for r in report.results} if report is not None else {},

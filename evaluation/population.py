@@ -14,6 +14,10 @@ report re-scores nothing. For each mode with candidates it prints:
 * for the passed tasks, which kind of candidate was the first right one (``greedy``,
   ``sample``, a repair strategy, ``remembered``): what each part of the loop contributed;
 * how many candidates a run made, and how many of them were right;
+* the runs with a right candidate (the population ceiling), and for each draw (how a candidate
+  was asked for: origin, prompt form, temperature, e.g. ``sample/complete/0.6``) the runs with
+  a right candidate of that draw, and those only that draw got right (``heal-mixed`` against
+  ``heal``: which forms and temperatures reach which problems);
 * the ``verified`` results, and those failing the reference (false successes), as recorded and
   under the agreement rule (``HealConfig.agreement``, ``--agreement K``): a record counts as
   verified only when its chosen behaviour was shared by at least K candidates (a remembered one
@@ -35,7 +39,8 @@ import hashlib
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from evaluation.records import TaskRecord
 from evaluation.results_file import folder_command, reporting_errors, results_in
@@ -52,6 +57,7 @@ from selfheal.state import TestCase
 __all__ = [
     "PopulationReport",
     "agreed",
+    "draw",
     "population_report",
     "score_populations",
     "outputs_on",
@@ -176,6 +182,12 @@ class PopulationReport:
         """Failed with no candidate that passes them."""
         self.first_right: Counter[str] = Counter()
         """Passed runs by the origin of their first right candidate."""
+        self.reached: list[str] = []
+        """Runs with a right candidate, chosen or not (the population ceiling)."""
+        self.right_by_draw: Counter[str] = Counter()
+        """Runs with a right candidate of each :func:`draw` (one count per run and draw)."""
+        self.only_by_draw: Counter[str] = Counter()
+        """Runs whose right candidates all came from one draw, by that draw."""
         self.candidates = 0
         self.right = 0
         for r in records:
@@ -184,6 +196,12 @@ class PopulationReport:
             ]
             self.candidates += len(r.candidates)
             self.right += len(right)
+            draws = {draw(c) for c in right}
+            self.right_by_draw.update(draws)
+            if len(draws) == 1:
+                self.only_by_draw.update(draws)
+            if right:
+                self.reached.append(r.task_id)
             if not r.passed:
                 (self.misses if right else self.none_right).append(r.task_id)
             elif right:
@@ -192,6 +210,10 @@ class PopulationReport:
     def markdown(self) -> str:
         runs = max(1, self.runs)
         origins = ", ".join(f"{o} {n}" for o, n in self.first_right.most_common()) or "none"
+        by_draw = ", ".join(
+            f"{d} {n}" + (f" ({self.only_by_draw[d]} only it)" if self.only_by_draw[d] else "")
+            for d, n in sorted(self.right_by_draw.items())
+        )
         return "\n".join(
             [
                 f"### `{self.mode}`: {self.runs} runs, {len(self.passed)} passed",
@@ -202,6 +224,9 @@ class PopulationReport:
                 + (f" ({', '.join(self.misses)})" if self.misses else ""),
                 f"- failed with no right candidate: {len(self.none_right)}",
                 f"- the first right candidate of each passed run, by origin: {origins}",
+                f"- runs with a right candidate (the population ceiling): {len(self.reached)}",
+                "- runs with a right candidate from each draw (origin/form/temperature; in "
+                f"brackets, the runs only that draw got right): {by_draw or 'none'}",
                 f"- verified as recorded: {self.verified}, failing the reference: "
                 + _ids(self.false_success, self.verified),
                 f"- verified with at least {self.agreement} agreeing candidates: "
@@ -217,6 +242,15 @@ class PopulationReport:
                 "reference: " + _ids(self.false_all, self.verified_all),
             ]
         )
+
+
+def draw(candidate: Mapping[str, Any]) -> str:
+    """How a recorded candidate was asked for: ``origin/form/temperature``
+    (``sample/complete/0.6``); ``?`` for a form a record made before forms were recorded does
+    not say."""
+    temperature = candidate.get("temperature")
+    shown = f"{float(temperature):g}" if isinstance(temperature, int | float) else "?"
+    return f"{candidate.get('origin') or '?'}/{candidate.get('form') or '?'}/{shown}"
 
 
 def _ids(ids: Sequence[str], whole: int) -> str:

@@ -44,7 +44,17 @@ def _pending(s: HealState) -> dict[str, Any] | None:
     }
 
 
-_CANDIDATE_KEYS = {"id", "origin", "round", "parent", "memory_id", "cluster", "behaviour"}
+_CANDIDATE_KEYS = {
+    "id",
+    "origin",
+    "form",
+    "temperature",
+    "round",
+    "parent",
+    "memory_id",
+    "cluster",
+    "behaviour",
+}
 """The fields of a candidate in ``HealResult.to_dict`` (its code is in the attempts)."""
 
 

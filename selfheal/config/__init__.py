@@ -266,7 +266,9 @@ def config_problems(exc: ValidationError, names: Mapping[str, str] | None = None
         loc = [str(x) for x in err.get("loc", ())]
         field = ".".join(loc) or "HealConfig"
         given = err.get("input")
-        name = names.get(loc[-1]) if loc else None
-        shown = f"{name} {given}" if name else f"{field}={given!r}"
+        named = [x for x in loc if not x.isdigit()]  # a list's item: its setting's name
+        name = names.get(named[-1]) if named else None
+        item = f" (item {int(loc[-1]) + 1})" if loc and loc[-1].isdigit() else ""
+        shown = f"{name}{item} {given}" if name else f"{field}={given!r}"
         parts.append(f"{shown}: {_requirement(err)}")
     return "Invalid option: " + "; ".join(parts) + "."

@@ -94,6 +94,19 @@ class Generation(Group):
         default=0.8, ge=0.0, le=2.0
     )
     """Temperature of the sampled candidates and of fresh samples in repair rounds."""
+    population_forms: tuple[Form, ...] = Field(default=(), max_length=16)
+    """The prompt forms the first round's samples take turns across (comma-separated on the
+    command line: ``complete,instruct``). The round's n-th answer, its greedy answers counted,
+    is asked in the n-th form, the list repeated as long as needed, and a top-up goes on where
+    the round stopped. Empty: the forms of ``first_answer`` (docs/loop.md, "A population
+    drawn across forms")."""
+    population_temperatures: tuple[Annotated[float, Field(ge=0.0, le=2.0)], ...] = Field(
+        default=(), max_length=16
+    )
+    """The temperatures the first round's samples take turns across, counted as the forms are
+    (comma-separated on the command line: ``0.6,1.0``). A value repeated crosses them with the
+    forms: ``0.6,0.6,1.0,1.0`` with two forms asks each form at each temperature. Empty:
+    ``sample_temperature`` alone."""
     seed: Annotated[int | None, Reads("generate", "repair")] = Field(default=None, ge=0)
     """Base of the sampled candidates' seeds, where the backend takes one (none: random). Each
     request's seed is derived from it and the request's place in the run, so two configurations
@@ -104,6 +117,15 @@ class Generation(Group):
     prefilled as the start of its reply (a reply that does not complete it is asked again as a
     sampled repair of it); ``both``: the greedy answer in each form (completing first), and the samples
     take turns across the two."""
+
+    @field_validator("population_forms", "population_temperatures", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        """``"complete,instruct"`` (a command-line option, a ``name=value`` word) is the
+        tuple ``("complete", "instruct")``."""
+        if isinstance(value, str):
+            return tuple(item.strip() for item in value.split(",") if item.strip())
+        return value
 
     @field_validator("candidates", mode="before")
     @classmethod

@@ -48,8 +48,8 @@ def default_text(name: str) -> str:
     """``(default X)`` of a setting, read from its field so a help text cannot drift from the
     real default: on/off for a switch, none for no limit."""
     value = field_info(name).get_default(call_default_factory=True)
-    if isinstance(value, bool) or value is None:
-        return f"(default {({True: 'on', False: 'off', None: 'none'})[value]})"
+    if isinstance(value, bool) or value is None or value == ():
+        return f"(default {({True: 'on', False: 'off', None: 'none', (): 'none'})[value]})"
     return f"(default {value})"
 
 
@@ -86,6 +86,8 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
             how = {"action": argparse.BooleanOptionalAction}
         elif kinds and kinds[0] in (int, float):
             how = {"type": _number(kinds[0], words), "metavar": "N"}
+        elif kinds and kinds[0] is tuple:  # comma-separated; the field's validator splits it
+            how = {"type": str, "metavar": "LIST"}
         sections[FIELD_GROUP[name]].add_argument(flag, dest=name, help=_help(name), **how)
 
 

@@ -76,7 +76,12 @@ async def _ask_round(
 
         return asked
 
-    results = await fan_out(ctx, "generator", [job(i, r) for i, r in enumerate(requests)])
+    # the requests that share a prompt and a temperature go through the gate side by side, so
+    # that a backend that joins them (llm/together.py: llama-server's n) asks each such group
+    # as one request even when the round is wider than its slots; results in request order
+    order = _grouped(requests)
+    asked = await fan_out(ctx, "generator", [job(i, requests[i]) for i in order])
+    results = [asked[order.index(i)] for i in range(len(requests))]
     # a dead server or a bad key fails the node (the runner checkpoints and says how to go
     # on); an unusable reply only loses its candidate
     down = [
@@ -107,11 +112,25 @@ async def _ask_round(
                 round=round,
                 parent=req.parent,
                 temperature=req.temperature,
+                form=req.form,
                 rationale=prose(text),
                 cost=cost,
             )
         )
     return out
+
+
+def _grouped(requests: list[Request]) -> list[int]:
+    """The positions of ``requests`` with those that share a prompt, a prefill and a
+    temperature next to each other, each group where its first member was."""
+    first: dict[tuple[str, str, float], int] = {}
+    for i, r in enumerate(requests):
+        first.setdefault(_key(r), i)
+    return sorted(range(len(requests)), key=lambda i: first[_key(requests[i])])
+
+
+def _key(r: Request) -> tuple[str, str, float]:
+    return (r.prompt, r.prefill, r.temperature)
 
 
 def _meant(

@@ -32,6 +32,9 @@ class Request:
     """The candidate a patch starts from."""
     prefill: str = ""
     """The start of the reply the model continues (the ``complete`` form)."""
+    form: Form = "instruct"
+    """The prompt form: ``complete`` when the reply is prefilled with the header to continue,
+    else ``instruct``."""
 
 
 def seed_for(state: HealState, where: str) -> int | None:
@@ -71,7 +74,9 @@ def _in_form(state: HealState, base: dict[str, Any], form: Form, req: Request) -
     if header is None:
         return req
     variables = {**base, "header": header, "code_spec": header != f"def {state.spec.entry_point}("}
-    return replace(req, prompt="complete", variables=variables, prefill=f"```python\n{header}")
+    return replace(
+        req, prompt="complete", variables=variables, prefill=f"```python\n{header}", form=form
+    )
 
 
 def first_answers(state: HealState, base: dict[str, Any]) -> list[Request]:
@@ -81,12 +86,29 @@ def first_answers(state: HealState, base: dict[str, Any]) -> list[Request]:
     return [_in_form(state, base, f, greedy) for f in FORMS[state.config.generation.first_answer]]
 
 
+def population_draws(state: HealState) -> tuple[tuple[Form, ...], tuple[float, ...]]:
+    """The forms and the temperatures the first round's samples take turns across:
+    ``population_forms`` (empty: the forms of ``first_answer``) and
+    ``population_temperatures`` (empty: ``sample_temperature``)."""
+    g = state.config.generation
+    forms = g.population_forms or FORMS[g.first_answer]
+    return forms, g.population_temperatures or (g.sample_temperature,)
+
+
 def samples_in_turn(state: HealState, base: dict[str, Any], asked: int, n: int) -> list[Request]:
-    """``n`` sampled answers of the first round after ``asked`` model answers, taking turns
-    across the forms of ``HealConfig.first_answer``."""
-    forms = FORMS[state.config.generation.first_answer]
-    sample = Request("sample", "generator", base, state.config.generation.sample_temperature)
-    return [_in_form(state, base, forms[(asked + i) % len(forms)], sample) for i in range(n)]
+    """``n`` sampled answers of the first round after ``asked`` model answers: the round's
+    k-th answer (its greedy answers counted) is asked in the k-th form and at the k-th
+    temperature of :func:`population_draws`, each list repeated as long as needed."""
+    forms, temperatures = population_draws(state)
+    return [
+        _in_form(
+            state,
+            base,
+            forms[(asked + i) % len(forms)],
+            Request("sample", "generator", base, temperatures[(asked + i) % len(temperatures)]),
+        )
+        for i in range(n)
+    ]
 
 
 def first_round_batches(state: HealState) -> tuple[int, ...]:

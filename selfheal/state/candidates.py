@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from selfheal._record import Record
+from selfheal.config.groups import Form
 from selfheal.kernel_sandbox.types import ExecutionReport
 
 CandidateOrigin = Literal[
@@ -54,6 +55,11 @@ class Candidate(Record):
     """The candidate it was repaired from (``patch``), if any."""
     temperature: float = 0.0
     """Sampling temperature of the request that produced it."""
+    form: Form | None = None
+    """The prompt form of the request that produced it: ``complete`` (the model continued the
+    spec's header, prefilled) or ``instruct`` (a chat request for the function; a patch's
+    too); None for code no model was asked for (yours, a human's edit, a remembered
+    solution)."""
     rationale: str = ""
     """The model's explanation, if it gave one."""
     report: ExecutionReport | None = None

@@ -8,7 +8,7 @@ import importlib.util
 import json
 import lzma
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 import pytest
 
@@ -145,6 +145,10 @@ def _value(name: str) -> tuple[list[str], object]:
         kind = float if isinstance(default, float) else int
         number = next(kind(b) for b in bounds if b != default)
         return [flag, str(number)], number
+    if action.metavar == "LIST":  # comma-separated: two items of the field's kind
+        item = get_args(info.annotation)[0]
+        items = get_args(item)[::-1] if get_origin(item) is Literal else (0.5, 1.5)
+        return [flag, ",".join(map(str, items))], tuple(items)
     return [flag, "/tmp/somewhere"], "/tmp/somewhere"
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from evaluation.pair import error_record
 from evaluation.population import (
     PopulationReport,
+    draw,
     population_report,
     score_populations,
     separating_probes,
@@ -63,6 +64,57 @@ def test_misses_and_origins(builtin_tasks: list[Task], pool: KernelPool) -> None
     # known scores are not computed again
     again = score_populations(records, {t.id: t for t in builtin_tasks}, pool, scores)
     assert again == scores and len(calls) == 5
+
+
+def test_right_candidates_counted_by_the_draw_they_came_from(
+    builtin_tasks: list[Task], pool: KernelPool
+) -> None:
+    """Issue 45 item 2: per run, which form and temperature produced a right candidate (the
+    records keep both), and the runs only one draw got right; a record made before forms were
+    recorded shows ``?``."""
+    a, b, c = builtin_tasks[:3]
+    drawn = [
+        ("greedy", "complete", 0.0), ("greedy", "instruct", 0.0),
+        ("sample", "complete", 0.6), ("sample", "instruct", 1.0),
+    ]  # fmt: skip
+
+    def mixed(task: Task, passed: bool, *right: bool) -> TaskRecord:
+        r = record(task, passed, *[(o, ok) for (o, _, _), ok in zip(drawn, right, strict=True)])
+        rows = [
+            {**row, "form": form, "temperature": t}
+            for row, (_, form, t) in zip(r.candidates, drawn, strict=True)
+        ]
+        return r.model_copy(update={"candidates": tuple(rows), "mode": "heal-mixed"})
+
+    records = [
+        mixed(a, True, True, False, True, False),  # complete, greedy and sampled
+        mixed(b, False, False, False, False, True),  # only the hot instructed sample: a miss
+        mixed(c, False, False, False, False, False),  # nothing right
+    ]
+    scores = score_populations(records, {t.id: t for t in builtin_tasks}, pool)
+    (report,) = population_report(records, scores)
+    assert report.reached == [a.id, b.id]
+    assert dict(report.right_by_draw) == {
+        "greedy/complete/0": 1, "sample/complete/0.6": 1, "sample/instruct/1": 1
+    }  # fmt: skip
+    assert dict(report.only_by_draw) == {"sample/instruct/1": 1}
+    text = report.markdown()
+    assert "(the population ceiling): 2" in text
+    assert "sample/instruct/1 1 (1 only it)" in text
+    old = record(a, True, ("greedy", True))
+    assert draw(old.candidates[0]) == "greedy/?/?"
+
+
+def test_heal_mixed_is_heal_with_its_samples_across_forms_and_temperatures() -> None:
+    from evaluation.modes import config_for
+
+    heal, mixed = config_for("heal").flat(), config_for("heal-mixed").flat()
+    assert {k: v for k, v in mixed.items() if heal[k] != v} == {
+        "population_forms": ("complete", "instruct"),
+        "population_temperatures": (0.6, 1.0),
+    }
+    # the same mean temperature as heal's samples
+    assert sum(mixed["population_temperatures"]) / 2 == heal["sample_temperature"]
 
 
 def test_command_line_caches_the_scores(builtin_tasks: list[Task], tmp_path: Path) -> None:

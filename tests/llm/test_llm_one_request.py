@@ -272,3 +272,42 @@ def test_a_caller_that_leaves_a_joined_request_does_not_cancel_the_others(
     assert kept.text == "answer 10" + " w" * 20
     assert [r.json()["n"] for r in server.requests] == [2, 2]
     assert left == []
+
+
+def test_a_population_drawn_across_forms_asks_each_form_and_temperature_as_one_request(
+    http_server: Callable[..., FakeServer],
+) -> None:
+    """Issue 45 item 2: eight candidates, the samples taking turns across the two forms and
+    two temperatures; the server gets the two greedy answers alone and one request for ``n``
+    per form and temperature; each candidate says which form and temperature it came from,
+    and the timeline still shows every model call."""
+    from selfheal import HealConfig, heal
+    from selfheal.kernel_sandbox import KernelPool
+
+    server = http_server(llama_n(lambda seed: [f"```python\n{CLAMP}```"]))
+    config = HealConfig(
+        candidates=8, first_sample=8, spec_blind_tests=False, repair=False, seed=3,
+        population_forms=("complete", "instruct"), population_temperatures=(0.6, 1.0),
+    )  # fmt: skip
+    spec = "Write a function clamp(x, lo, hi): x limited to [lo, hi]. clamp(5, 0, 3) -> 3"
+    with KernelPool(size=1) as pool:
+        result = heal(spec, provider=local(server), config=config, executor=pool)
+
+    def form(body: dict[str, Any]) -> str:
+        return "complete" if body["messages"][-1]["role"] == "assistant" else "instruct"
+
+    bodies = [r.json() for r in server.requests]
+    asked = sorted((form(b), b["temperature"], b.get("n", 1)) for b in bodies)
+    assert asked == [
+        ("complete", 0.0, 1), ("complete", 0.6, 3), ("instruct", 0.0, 1), ("instruct", 1.0, 3)
+    ]  # fmt: skip
+    drawn = [(c.origin, c.form, c.temperature) for c in result.candidates]
+    assert drawn == [("greedy", "complete", 0.0), ("greedy", "instruct", 0.0)] + [
+        ("sample", "complete", 0.6), ("sample", "instruct", 1.0)
+    ] * 3  # fmt: skip
+    calls = [e for e in result.timeline if e.kind == "llm" and e.node == "generate"]
+    assert len(calls) == 8
+    assert (
+        sorted(e.detail.split(" via ")[1].split(".yaml")[0] for e in calls)
+        == ["complete"] * 4 + ["generator"] * 4
+    )
