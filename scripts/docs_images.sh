@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The screenshots in docs/img (README, docs/notebook.md): the real-browser tests run with their
-# screenshots sent to a temporary folder, then JupyterLab's approval, candidates and finished-view
-# shots are copied to docs/img. The tests themselves never write into the repository.
+# screenshots sent to a temporary folder, then JupyterLab's approval, candidates, finished-view and
+# %selfheal approval shots are copied to docs/img. The tests themselves never write into the repository.
 # Needs what scripts/install_browser.sh installs. Usage: bash scripts/docs_images.sh
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,4 +18,6 @@ mkdir -p docs/img
 cp "$SHOTS/jupyterlab_approval.png" docs/img/notebook_approval.png
 cp "$SHOTS/jupyterlab_candidates.png" docs/img/notebook_candidates.png
 cp "$SHOTS/jupyterlab_view.png" docs/img/notebook_view.png
-echo "docs/img: notebook_approval.png notebook_candidates.png notebook_view.png updated"
+cp "$SHOTS/jupyterlab_magic_approval.png" docs/img/notebook_selfheal_approval.png
+echo "docs/img: notebook_approval.png notebook_candidates.png notebook_view.png" \
+    "notebook_selfheal_approval.png updated"

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import linecache
 import sys
 import traceback
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -39,7 +39,7 @@ from selfheal.errors import ConfigError
 from selfheal.failcall import evidence_line, evidence_tests, failing_call, stated_return
 from selfheal.kernel_sandbox.types import Executor
 from selfheal.llm.base import Provider
-from selfheal.notebook import notebook_mode, start
+from selfheal.notebook import notebook_mode
 from selfheal.result import HealResult
 
 
@@ -54,7 +54,7 @@ class MagicDefaults:
     executor: Executor | None = None
     """The sandbox to run candidates in (default: the shared kernel pool)."""
     last: Any = None
-    """The last result or live handle a magic produced."""
+    """The last result a magic produced."""
 
     def heal_config(self, **overrides: Any) -> HealConfig:
         data = {**self.config, **{k: v for k, v in overrides.items() if v is not None}}
@@ -118,10 +118,18 @@ class SelfhealMagics(Magics):
         super().__init__(shell)
         self.defaults = MagicDefaults()
         self.failure: Failure | None = None
+        self.defined: list[str] = []
+        """The code the magics defined in the notebook (a verified fix), each kept in
+        ``linecache`` like a cell: a traceback through it shows its lines, and ``%selfheal``
+        heals it when it raises."""
         self.previous_handler: tuple[tuple[type[BaseException], ...], Any] = (
             shell.custom_exceptions,
             shell.CustomTB,
         )
+
+    def _cells(self) -> list[str]:
+        """The cells a failing function may come from: the notebook's, then the magics' code."""
+        return [*self._shell.user_ns.get("In", []), *self.defined]
 
     @property
     def _shell(self) -> InteractiveShell:
@@ -186,7 +194,8 @@ class SelfhealMagics(Magics):
             raise ConfigError(
                 "No error to heal: run %selfheal right after a cell that raised an exception."
             )
-        found = failing_function(failure.tb, self._shell.user_ns.get("In", []))
+        cells = self._cells()
+        found = failing_function(failure.tb, cells)
         if found is None:
             raise ConfigError(
                 f"The error ({failure.etype.__name__}) was not raised inside a function defined "
@@ -207,7 +216,7 @@ class SelfhealMagics(Magics):
             print(f"selfheal: healing {function}() from the failing cell; original:\n{original}")
         # the call that raised is evidence: it must not raise again, and a value the docstring
         # or your message states for it is expected of it (selfheal.failcall)
-        call = failing_call(failure.tb, failure.etype, function, self._shell.user_ns.get("In", []))
+        call = failing_call(failure.tb, failure.etype, function, cells)
         docstring = (ast.get_docstring(node) if node is not None else None) or ""
         stated = stated_return(docstring, line, call.exc_type) if call.call else None
         print(evidence_line(call, stated))
@@ -251,25 +260,17 @@ class SelfhealMagics(Magics):
         print(f"selfheal defaults for this notebook:\n{body}{provider}")
 
     def _heal(self, spec: str, *, cell: str | None = None, **options: Any) -> None:
-        config: HealConfig = options["config"]
-        if cell is not None:
-            # %selfheal: the run ends inside this cell, so the fixed cell rides on this cell's
-            # reply and lands directly below it; a review asks here, with input()
-            # (docs/notebook.md, "Where the fixed cell appears")
-            mode = notebook_mode()
-            if config.approval.autonomy != "full_auto" and mode != "headless":
-                options["approver"] = ask_with_input
-            self.defaults.last = result = heal(spec, executor=self.defaults.executor, **options)
-            self._finish(result, cell=cell)
-        elif notebook_mode() == "live" and config.approval.autonomy != "full_auto":
-            # the view's buttons answer: the run goes on in the kernel's loop and finishes when
-            # it ends (the code cell follows the next execution)
-            handle = start(spec, executor=self.defaults.executor, **options)
-            self.defaults.last = handle
-            handle.add_done_callback(partial(self._finish, cell=cell))
-        else:
-            self.defaults.last = result = heal(spec, executor=self.defaults.executor, **options)
-            self._finish(result, cell=cell)
+        # Both magics run to the end inside their own cell, so the offered cell rides on this
+        # cell's reply and lands directly below it (a run that ended later would offer it with
+        # the reply of whatever cell ran next, and not at all if that one raised); a review
+        # asks here, with input() (docs/notebook.md, "Where the fixed cell appears"). Outside
+        # a kernel, %selfheal asks on the terminal and %%selfheal returns the paused run.
+        mode = notebook_mode()
+        asks = mode == "live" or (mode == "none" and cell is not None)
+        if options["config"].approval.autonomy != "full_auto" and asks:
+            options["approver"] = ask_with_input
+        self.defaults.last = result = heal(spec, executor=self.defaults.executor, **options)
+        self._finish(result, cell=cell)
 
     def _finish(self, result: HealResult, *, cell: str | None = None) -> None:
         """Define the verified function in the user's namespace and offer the code as a cell."""
@@ -296,7 +297,12 @@ class SelfhealMagics(Magics):
                 print(f"selfheal: to verify it, add {how}.", file=sys.stderr)
         else:
             # The user asked for this function in their namespace; only verified code gets here.
-            exec(compile(result.code, f"<selfheal {result.run_id}>", "exec"), shell.user_ns)
+            # Its lines go to linecache, as IPython's cells do, for tracebacks and %selfheal.
+            filename = f"<selfheal {result.run_id}>"
+            lines = result.code.splitlines(keepends=True)
+            linecache.cache[filename] = (len(result.code), None, lines, filename)
+            exec(compile(result.code, filename, "exec"), shell.user_ns)
+            self.defined.append(result.code)
         name = result.entry_point or ""
         text = fixed_cell(cell, name, result.code) if cell is not None and name else result.code
         if cell is not None:

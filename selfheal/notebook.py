@@ -8,15 +8,15 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any, Literal
 
-from selfheal.approval import Approve, Edit, Reject
+from selfheal.approval import Approve, Approver, Edit, Reject
 from selfheal.errors import ApprovalRequired, ConfigError
 from selfheal.graph.runner import Run
 from selfheal.request import HealRequest
 from selfheal.result import HealResult
-from selfheal.state import Answer, HealState
+from selfheal.state import Answer, Decision, HealState, Proposal
 from selfheal.widgets.approver import FutureApprover
 from selfheal.widgets.asker import FutureAsker
 from selfheal.widgets.text import render_markdown, render_text
@@ -259,6 +259,18 @@ def _make_view(run: Run, relay: _Relay, tokens: _Relay, *, show: bool) -> HealVi
     return view
 
 
+def _showing_the_wait(view: HealView, approver: Approver) -> Approver:
+    """``approver``, after the view has redrawn the run as waiting for it (no event marks the
+    start of the wait: the header would still say ``starting`` while, e.g., ``%selfheal``'s
+    input box waits under it)."""
+
+    def ask(proposal: Proposal, state: HealState) -> Decision | Awaitable[Decision]:
+        view.refresh()
+        return approver(proposal, state)
+
+    return ask
+
+
 def heal_in_notebook(mode: NotebookMode, request: HealRequest, *, show: bool = True) -> HealResult:
     """``heal`` inside a kernel: runs to the end, the view updating live (``live``) or shown
     once done (``headless``); an approval no ``approver`` answers follows ``on_headless``
@@ -267,8 +279,11 @@ def heal_in_notebook(mode: NotebookMode, request: HealRequest, *, show: bool = T
     relay, tokens = _Relay(request.on_event), _Relay(request.on_token)
     run = Run.start(request, sink=relay, on_token=tokens)
     view = _make_view(run, relay, tokens, show=show) if mode == "live" else None
+    approver = request.approver
+    if view is not None and approver is not None:
+        approver = _showing_the_wait(view, approver)
     try:
-        result = run.run(request.approver)
+        result = run.run(approver)
     finally:
         if view is not None:
             view.finish(run.state)

@@ -98,17 +98,24 @@ class MockProvider(ProviderBase):
         default: Reply | None = None,
         name: str = "scripted",
         latency: float = 0.0,
+        token_delay: float = 0.0,
         only_spec: str | None = None,
         repeat_last: bool = False,
     ) -> None:
-        """``only_spec``: the one spec the script answers for (others are refused before a
-        run starts); ``repeat_last``: a role whose replies are used up answers its last one
-        again instead of raising ``MockScriptExhausted``."""
+        """``latency``: seconds each call takes before its reply; ``token_delay``: seconds each
+        piece of a reply (a word, about a token) takes after that, streamed or not, like a
+        model writing at a fixed speed (a progress display then sees the count grow);
+        ``only_spec``: the one spec the script answers for (others are refused before a run
+        starts); ``repeat_last``: a role whose replies are used up answers its last one again
+        instead of raising ``MockScriptExhausted``."""
+        if latency < 0 or token_delay < 0:
+            raise ConfigError("The mock provider's latency and token_delay are seconds >= 0.")
         self._script = _Script(
             {k: list(v) for k, v in (script or {}).items()}, default, repeat_last
         )
         self.model = name
         self._latency = latency
+        self._token_delay = token_delay
         self._only_spec = only_spec
         self._lock = threading.Lock()
         self.calls: list[MockCall] = []
@@ -158,16 +165,20 @@ class MockProvider(ProviderBase):
         text = text[:end]  # a model that stops where the reply is done (docs/llm.md)
         if self._latency:
             await asyncio.sleep(self._latency)
-        if request.on_token is not None:
-            for piece in text.split(" ")[:-1]:  # the pieces join to the text, as a stream's do
-                request.on_token(piece + " ")
-            request.on_token(text.split(" ")[-1])
+        words = text.split(" ")
+        # the pieces join to the text, as a stream's do
+        pieces = [w + " " for w in words[:-1]] + words[-1:]
+        for piece in pieces:
+            if self._token_delay:
+                await asyncio.sleep(self._token_delay)
+            if request.on_token is not None:
+                request.on_token(piece)
         prompt = "\n".join(m.content for m in request.messages)
         return Completion(
             text=text,
             prompt_tokens=estimate_tokens(prompt),
             completion_tokens=estimate_tokens(text),
-            latency=self._latency,
+            latency=self._latency + self._token_delay * len(pieces),
             model=self.model_id,
             finish_reason="stop",
         )
@@ -189,21 +200,26 @@ class MockProvider(ProviderBase):
     @classmethod
     def from_file(cls, path: str | Path) -> MockProvider:
         """Load a script from YAML: ``{role: [reply, ...]}``, optionally with ``latency:
-        SECONDS`` (each call then takes that long, like a slow model)."""
+        SECONDS`` (each call then takes that long, like a slow model) and ``token_delay:
+        SECONDS`` (each word of a reply streams after that long)."""
         p = Path(path)
         try:
             data = yaml.safe_load(p.read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"Cannot read mock script {p}: {exc}") from exc
-        latency = data.pop("latency", 0.0) if isinstance(data, dict) else 0.0
-        if not isinstance(latency, int | float) or latency < 0:
-            raise ConfigError(f"Mock script {p}: latency must be a number of seconds >= 0.")
+        timing = {}
+        for key in ("latency", "token_delay"):
+            value = data.pop(key, 0.0) if isinstance(data, dict) else 0.0
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ConfigError(f"Mock script {p}: {key} must be a number of seconds >= 0.")
+            timing[key] = float(value)
         if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
             raise ConfigError(f"Mock script {p} must map role names to lists of replies.")
         return cls(
             {str(k): [str(x) for x in v] for k, v in data.items()},
             name=p.stem,
-            latency=float(latency),
+            latency=timing["latency"],
+            token_delay=timing["token_delay"],
         )
 
     @classmethod

@@ -173,7 +173,12 @@ def write_notebook(root: Path, name: str, cells: list[str]) -> str:
 
 def run_cell(page: Any, index: int) -> None:
     """Run cell ``index`` with Shift+Enter, retrying while the kernel is still connecting."""
-    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    run_this_cell(page, page.locator(".jp-Notebook .jp-Cell").nth(index))
+
+
+def run_this_cell(page: Any, cell: Any) -> None:
+    """Run the cell ``cell`` (a locator) with Shift+Enter, retrying while the kernel is still
+    connecting (a cell found by its text stays the same cell when cells are inserted above)."""
     prompt = cell.locator(".jp-InputArea-prompt")
     for _ in range(6):
         cell.locator(".jp-InputArea-editor").click()
@@ -183,11 +188,28 @@ def run_cell(page: Any, index: int) -> None:
             if re.search(r"\[(\*|\d+)\]", prompt.inner_text()):
                 return
             time.sleep(0.2)
-    raise AssertionError(f"cell {index} never started running")
+    raise AssertionError(f"the cell never started running: {cell}")
+
+
+def forget_workspaces(lab: Lab) -> None:
+    """Delete JupyterLab's saved workspaces, so a page opens only the notebook asked for (a
+    workspace reopens the notebooks of earlier pages, in tabs of their own)."""
+    if lab.app != "jupyterlab":
+        return
+    api = f"{lab.url}/lab/api/workspaces"
+    found = httpx.get(api, params={"token": lab.token}, timeout=10).json()
+    for workspace in found.get("workspaces", {}).get("ids", []):
+        httpx.delete(f"{api}/{workspace}", params={"token": lab.token}, timeout=10)
 
 
 def open_notebook(page: Any, lab: Lab, name: str) -> None:
-    """Open ``name`` and wait for its cells; dismiss the "Jupyter news?" toast if shown."""
+    """Open ``name`` (alone) and wait for its cells; dismiss the "Jupyter news?" toast if
+    shown."""
+    forget_workspaces(lab)
+    # JupyterLab asks which kernel to start when its list of kernels is late (a loaded
+    # machine): take the one it proposes, the notebook's own (before any click it would block)
+    choose = page.locator(".jp-Dialog", has_text="Select Kernel")
+    page.add_locator_handler(choose, lambda d: d.locator(".jp-mod-accept").click())
     page.goto(lab.notebook_url(name), timeout=60_000)
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
     no_news = page.get_by_role("button", name="No", exact=True)

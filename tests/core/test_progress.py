@@ -118,3 +118,75 @@ def test_the_cli_feeds_the_meter_from_the_run(tmp_path, monkeypatch) -> None:  #
     assert ran.code in (0, 1), ran.err
     # the generate node's streamed tokens reached the meter, which kept its length
     assert _DONE["generate"] and _DONE["generate"][-1][0] > 0
+
+
+SLOW_SCRIPT = """token_delay: 0.05
+test_writer:
+- |-
+  ```python
+  assert mean_of_positive([4]) == 4
+  ```
+generator:
+- |-
+  ```python
+  def mean_of_positive(xs):
+      pos = [x for x in xs if x > 0]
+      return sum(pos) / len(pos) if pos else 0.0
+  ```
+- |-
+  ```python
+  def mean_of_positive(xs):
+      pos = [x for x in xs if x > 0]
+      if not pos:
+          return 0.0
+      return sum(pos) / len(pos)
+  ```
+"""
+
+
+def test_a_terminal_sees_the_count_grow_while_generate_runs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``selfheal heal`` on a terminal (a pseudo-terminal) with a model that writes slowly
+    (the scripted mock, ``token_delay``): the live line shows generate's tokens so far, and
+    the count grows while it runs."""
+    import fcntl
+    import os
+    import pty
+    import re
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    from cli_harness import ROOT
+
+    script = tmp_path / "slow.yaml"
+    script.write_text(SLOW_SCRIPT, encoding="utf-8")
+    spec = (
+        "Write mean_of_positive(xs): the mean of the positive numbers in xs, 0.0 if there "
+        "are none. Example: mean_of_positive([1, 2, -3]) -> 1.5"
+    )
+    env = dict(os.environ, SELFHEAL_RUNS_DIR=str(tmp_path / "runs"), PYTHONPATH=str(ROOT))
+    env.pop("SELFHEAL_MODEL", None)
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # 120 columns
+    argv = [sys.executable, "-m", "selfheal", "heal", "--provider", f"mock:{script}"]
+    proc = subprocess.Popen(
+        [*argv, "--no-memory", spec], stdout=follower, stderr=follower, env=env, cwd=tmp_path
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # the process closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=240) == 0
+    os.close(leader)
+    shown = b"".join(chunks).decode("utf-8", "replace")
+    counts = [int(n) for n in re.findall(r"\r\x1b\[2K  … generate \d+s · (\d+) tok", shown)]
+    assert len(set(counts)) >= 2, shown  # drawn more than once, with different counts
+    assert counts == sorted(counts), counts  # and it only grows
+    assert "✓ generate" in shown  # then the node's finished line

@@ -5,6 +5,7 @@ code, none under ``full_auto``, and the fixed cell offered from the ``%selfheal`
 from __future__ import annotations
 
 import builtins
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -271,3 +272,26 @@ def test_the_failing_call_tests_run_in_the_real_sandbox(
     )
     assert first["u2"][0] == "error"  # the call raised before a value could be compared
     assert result.test_outcomes()["u1"] == result.test_outcomes()["u2"] == "passed"
+
+
+def test_a_fix_the_magic_defined_shows_its_lines_and_heals_again_when_it_raises(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], no_input: list[str]
+) -> None:
+    """The fixed function is defined from code, not from a cell: its lines are kept as a
+    cell's are, so a later error shows them, and ``%selfheal`` finds the function again
+    (instead of "not raised inside a function defined in a cell")."""
+    first = _raise_then_heal(shell, CELL.format(args="[-1, -2]"))
+    assert first.verified and first.code
+    capsys.readouterr()
+    res = shell.run_cell("mean_of_positive(None)", store_history=True)
+    assert isinstance(res.error_in_exec, TypeError)
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)  # without colours
+    assert "pos = [x for x in xs if x > 0]" in shown  # the line that raised, in the traceback
+    assert "Could not get source" not in shown
+    res = shell.run_cell("%selfheal it should return 0.0 for None", store_history=True)
+    assert res.error_in_exec is None, res.error_in_exec
+    again: HealResult = defaults(shell).last
+    assert again.run_id != first.run_id and again.entry_point == "mean_of_positive"
+    c0 = again.candidates[0]
+    assert (c0.id, c0.origin, c0.code.strip()) == ("c0", "user", first.code.strip())
+    assert "selfheal: healing mean_of_positive() from the failing cell" in capsys.readouterr().out

@@ -216,30 +216,6 @@ def test_heal_in_a_live_kernel_cannot_wait_for_buttons(kernel: Kernel, call: str
     assert out.split() == ["APPROVAL-REQUIRED", "True", "HealResult", "verified"]
 
 
-def test_cell_magic_in_a_live_kernel_with_review(kernel: Kernel) -> None:
-    kernel.execute(PRELUDE + "\n%load_ext selfheal\n%selfheal_config autonomy=review_repairs")
-    msgs = kernel.execute(f"%%selfheal --name median\n{DEMO_SPEC}")
-    assert any(m["msg_type"] == "display_data" and WIDGET in m["content"]["data"] for m in msgs)
-    handle = "selfheal.magics.defaults(get_ipython()).last"
-    deadline = time.monotonic() + 180
-    while kernel.text(f"import selfheal.magics\nprint({handle}.status)").strip() != (
-        "awaiting_approval"
-    ):
-        assert time.monotonic() < deadline
-        time.sleep(0.5)
-    assert kernel.text("print('median' in globals())").strip() == "False"
-    kernel.execute(f"{handle}.approve()")
-    # when the run ends the function is defined, and the code cell rides on the reply of the
-    # next cell that runs (here: one of the polls)
-    while kernel.text(f"print({handle}.done())").strip() != "True":
-        assert time.monotonic() < deadline
-        time.sleep(0.5)
-    kernel.execute("x = 1")
-    assert kernel.text("print(median([4, 1, 3, 2]))").strip() == "2.5"
-    nxt = [p for p in kernel.payloads if p.get("source") == "set_next_input"]
-    assert len(nxt) == 1 and nxt[0]["text"].startswith("def median(values):")
-
-
 FAILING = '''def mean_of_positive(xs):
     """Mean of the positive numbers in xs; 0.0 if there are none."""
     pos = [x for x in xs if x > 0]
@@ -257,9 +233,9 @@ FIXED_TOO = (
 )
 
 
-def _answering(kernel: Kernel, code: str, answer: str) -> tuple[list[str], dict[str, Any]]:
+def _answering(kernel: Kernel, code: str, answer: str) -> tuple[list[str], dict[str, Any], str]:
     """Run ``code`` as a frontend that types ``answer`` into every input box: the prompts
-    asked, and the cell's execute_reply."""
+    asked, the cell's execute_reply, and the text of its stream outputs."""
     kc = kernel.kc
     msg_id = kc.execute(code, allow_stdin=True)
     prompts: list[str] = []
@@ -278,7 +254,47 @@ def _answering(kernel: Kernel, code: str, answer: str) -> tuple[list[str], dict[
         except Exception:
             continue
         if reply["parent_header"].get("msg_id") == msg_id:
-            return prompts, dict(reply["content"])
+            return prompts, dict(reply["content"]), _streams(kernel, msg_id, deadline)
+
+
+def _streams(kernel: Kernel, msg_id: str, deadline: float) -> str:
+    """The stream text of the request ``msg_id``, read from iopub until it goes idle."""
+    text = []
+    while True:
+        m = kernel.kc.get_iopub_msg(timeout=max(1.0, deadline - time.monotonic()))
+        if m["parent_header"].get("msg_id") != msg_id:
+            continue
+        if m["msg_type"] == "stream":
+            text.append(m["content"]["text"])
+        if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+            return "".join(text)
+
+
+PROMPT = "approve this change?"
+"""The approver's question: asked in the input box (stdin), never printed to the cell."""
+
+
+def test_cell_magic_with_review_asks_in_its_cell_and_offers_the_code_below_it(
+    kernel: Kernel,
+) -> None:
+    """%%selfheal under a review in a live kernel asks in its own cell (an input box) and runs
+    to the end there, as %selfheal does: the function is defined and the code cell rides on
+    the %%selfheal cell's own execute_reply (it used to come with the reply of whatever cell
+    ran after the run ended, and was lost when that cell raised)."""
+    kernel.execute(PRELUDE + "\n%load_ext selfheal\n%selfheal_config autonomy=review_repairs")
+    prompts, reply, shown = _answering(kernel, f"%%selfheal --name median\n{DEMO_SPEC}", "a")
+    assert reply["status"] == "ok"
+    assert len(prompts) == 1 and PROMPT in prompts[0]
+    # the proposal is printed once, its question only asked (a prompt in the cell's text
+    # would show twice in JupyterLab: printed, then in the answered box's line)
+    assert shown.count("proposal awaiting approval") == 1 and PROMPT not in shown, shown
+    (offered,) = [p for p in reply["payload"] if p.get("source") == "set_next_input"]
+    assert offered["replace"] is False and offered["text"].startswith("def median(values):")
+    _, later, _ = _answering(kernel, "1 / 0", "a")
+    assert later["status"] == "error" and later.get("payload", []) == []
+    assert kernel.text("print(median([4, 1, 3, 2]))").strip() == "2.5"
+    status = "selfheal.magics.defaults(get_ipython()).last.status"
+    assert kernel.text(f"import selfheal.magics\nprint({status})").strip() == "verified"
 
 
 def test_selfheal_review_asks_in_its_cell_and_offers_the_fix_below_it(kernel: Kernel) -> None:
@@ -295,15 +311,16 @@ def test_selfheal_review_asks_in_its_cell_and_offers_the_fix_below_it(kernel: Ke
         "assert mean_of_positive([1, 3]) == 2\\n```'], 'debugger': ['{}']}, repeat_last=True)\n"
         "%selfheal_config autonomy=review_all"
     )
-    _, reply = _answering(kernel, FAILING, "a")
+    _, reply, _ = _answering(kernel, FAILING, "a")
     assert reply["status"] == "error" and reply["ename"] == "ZeroDivisionError"
-    prompts, reply = _answering(kernel, "%selfheal", "a")
+    prompts, reply, shown = _answering(kernel, "%selfheal", "a")
     assert reply["status"] == "ok"
-    assert len(prompts) == 1 and "approve this change?" in prompts[0]
+    assert len(prompts) == 1 and PROMPT in prompts[0]
+    assert shown.count("proposal awaiting approval") == 1 and PROMPT not in shown, shown
     (offered,) = [p for p in reply["payload"] if p.get("source") == "set_next_input"]
     assert offered["replace"] is False
     assert "return sum(pos) / len(pos) if pos else 0.0" in offered["text"]
     assert offered["text"].rstrip().endswith("mean_of_positive([-1, -2])")
-    _, later = _answering(kernel, "1 / 0", "a")
+    _, later, _ = _answering(kernel, "1 / 0", "a")
     assert later["status"] == "error" and later.get("payload", []) == []
     assert kernel.text("print(mean_of_positive([-1, -2]))").strip() == "0.0"

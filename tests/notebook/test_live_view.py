@@ -163,3 +163,42 @@ def test_copy_as_pytest_shows_and_saves_the_tests_file(
     view.save_button.click()
     assert (tmp_path / "test_median.py").read_text() == text
     assert "saved to" in view.save_note.value
+
+
+def test_the_header_says_the_run_waits_while_an_approver_asks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An approver that asks where the run goes (``%selfheal``'s input box under the view):
+    while it asks, the header says the run waits for you, not ``starting``."""
+    from nb_fakes import InProcessExecutor
+
+    from selfheal import notebook
+    from selfheal.config import HealConfig
+    from selfheal.llm.mock import DEMO_SPEC, MockProvider
+    from selfheal.request import HealRequest
+
+    views: list[HealView] = []
+    make_view = notebook._make_view
+
+    def keep(*args: object, **kwargs: object) -> HealView:
+        view = make_view(*args, **kwargs)  # type: ignore[arg-type]
+        views.append(view)
+        return view
+
+    monkeypatch.setattr(notebook, "_make_view", keep)
+    headers: list[str] = []
+
+    def approver(proposal: object, state: object) -> object:
+        headers.append(views[0].header.value)
+        return Approve()
+
+    request = HealRequest(
+        DEMO_SPEC,
+        provider=MockProvider.demo(),
+        executor=InProcessExecutor(),
+        config=HealConfig(autonomy="review_repairs", memory=False),
+        approver=approver,  # type: ignore[arg-type]
+    )
+    result = notebook.heal_in_notebook("live", request, show=False)
+    assert result.verified and [d.kind for d in result.state.decisions] == ["approve"]
+    assert len(headers) == 1 and "median: waiting for your approval" in headers[0], headers

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from nb_fakes import InProcessExecutor
 
+from selfheal import magics
 from selfheal.cells import fixed_cell, split_spec_and_tests
 from selfheal.errors import ConfigError
 from selfheal.kernel_sandbox import KernelPool
@@ -186,6 +188,42 @@ def test_review_outside_a_kernel_returns_the_paused_result_without_defining_code
     assert last.status == "awaiting_approval"
     assert "median" not in shell.user_ns
     assert "not verified" in capsys.readouterr().err
+
+
+def test_a_review_in_a_live_notebook_asks_in_the_cell_and_offers_the_code_from_it(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """%%selfheal under a review in a live notebook runs to the end inside its own cell,
+    asking there with input(), as %selfheal does: the code is offered while the %%selfheal cell
+    runs, so it rides on that cell's reply and lands directly below it (a run left going after
+    the cell returned offered it with whatever cell ran next, or lost it when that one
+    raised)."""
+    monkeypatch.setattr(magics, "notebook_mode", lambda: "live")
+    prompts: list[str] = []
+
+    def answer(prompt: str = "") -> str:
+        prompts.append(prompt)
+        return "a"
+
+    monkeypatch.setattr(builtins, "input", answer)
+    offered: list[tuple[str, str, bool]] = []
+
+    def set_next_input(text: str, replace: bool = False) -> None:
+        offered.append((shell.user_ns["In"][-1], text, replace))  # the cell running now
+
+    monkeypatch.setattr(shell, "set_next_input", set_next_input)
+    defaults(shell).provider = MockProvider.demo()
+    _run(shell, "%selfheal_config autonomy=review_repairs")
+    _run(shell, f"%%selfheal --name median\n{DEMO_SPEC}\n")
+    last = defaults(shell).last
+    assert isinstance(last, HealResult) and last.verified and last.code
+    assert [d.kind for d in last.state.decisions] == ["approve"]
+    assert len(prompts) == 1 and "approve this change?" in prompts[0]
+    assert shell.user_ns["median"]([4, 1, 3, 2]) == 2.5  # defined before the cell returned
+    assert len(offered) == 1
+    running, text, replace = offered[0]
+    assert running.startswith("get_ipython().run_cell_magic('selfheal', '--name median'")
+    assert (text, replace) == (last.code.rstrip() + "\n", False)
 
 
 MEAN_TESTS = """```python
