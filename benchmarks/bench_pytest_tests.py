@@ -11,9 +11,12 @@ and of a test process it forks for a run.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
+
+from timing import interleaved, machine, p50_table, pct
 
 from selfheal.kernel_sandbox import KernelPool, Limits
 from selfheal.kernel_sandbox.pytest_process import START_TIMEOUT, TestServer
@@ -49,7 +52,6 @@ def _start_ms(n: int) -> tuple[list[float], list[float]]:
 
 def _rounds(n: int, candidate: str, tests: list[str], entry: str) -> dict[str, list[float]]:
     """Seconds per round of 4 candidates at once, per form, interleaved."""
-    out: dict[str, list[float]] = {}
     with KernelPool(size=2) as pool:
         assert pool.wait_ready(120)
         text = _module(tests)
@@ -58,24 +60,18 @@ def _rounds(n: int, candidate: str, tests: list[str], entry: str) -> dict[str, l
             "10 pytest functions, separate process": Limits(),
             "10 pytest functions, in the candidate's process": Limits(pytest_tests="in_process"),
         }
-        for _ in range(n + 1):
-            for name, lim in forms.items():
-                time.sleep(0.2)
-                t = time.perf_counter()
-                reports = pool.run_many([(candidate, items)] * 4, limits=lim)
-                assert all(r.passed for r in reports)
-                out.setdefault(name, []).append(time.perf_counter() - t)
+
+        def round_of(lim: Limits) -> Callable[[], None]:
+            def run() -> None:
+                assert all(r.passed for r in pool.run_many([(candidate, items)] * 4, limits=lim))
+
+            return run
+
+        out = interleaved({name: round_of(lim) for name, lim in forms.items()}, n + 1, pause=0.2)
     return {k: v[1:] for k, v in out.items()}  # the first round starts the spares
 
 
-def pytest_cost(
-    runs: int,
-    candidate: str,
-    tests: list[str],
-    entry: str,
-    pct: Callable[[list[float], float], float],
-    machine: Callable[[], str],
-) -> None:
+def pytest_cost(runs: int, candidate: str, tests: list[str], entry: str) -> None:
     """Print the tables (see the module docstring)."""
     with KernelPool(size=1) as pool:
         assert pool.wait_ready(120)
@@ -92,25 +88,17 @@ def pytest_cost(
         }
         for ts, lim in forms.values():
             assert pool.run(candidate, ts, limits=lim).passed
-        times: dict[str, list[float]] = {f: [] for f in forms}
-        for _ in range(runs):
-            for name, (ts, lim) in forms.items():
-                time.sleep(0.05)  # the next standby (and the spare test process) is ready
-                t = time.perf_counter()
-                pool.run(candidate, ts, limits=lim)
-                times[name].append(time.perf_counter() - t)
+        calls = {
+            n: functools.partial(pool.run, candidate, ts, limits=lim)
+            for n, (ts, lim) in forms.items()
+        }
+        times = interleaved(calls, runs, pause=0.05)  # (the spare test process is ready too)
     rounds = _rounds(max(3, runs // 3), candidate, tests, entry)
     starts = _start_ms(max(3, runs // 5))
-    base = pct(times["10 assert lines (baseline)"], 0.5)
     print(f"bench_sandbox --pytest: {runs} warm runs each, interleaved; {machine()}")
     print("Workload: one candidate function plus 10 tests.\n")
-    print("| tests of one candidate | p50 ms per run | p95 ms | p50 ratio |")
-    print("|---|---:|---:|---:|")
-    for name in forms:
-        p50 = pct(times[name], 0.5)
-        print(
-            f"| {name} | {p50 * 1000:.1f} | {pct(times[name], 0.95) * 1000:.1f} | {p50 / base:.2f} |"
-        )
+    base = "10 assert lines (baseline)"
+    p50_table(times, what="tests of one candidate", base=base, ratio=True, digits=1)
     print("\nA population's round: K=4 candidates at once (`run_many`), pool size 2:\n")
     print("| tests of each candidate | p50 ms per round | candidates/s |")
     print("|---|---:|---:|")

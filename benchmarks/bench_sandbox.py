@@ -49,8 +49,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -61,6 +59,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from timing import interleaved, machine, p50_table, pct, timed
 
 from selfheal.kernel_sandbox import KernelPool, Limits
 from selfheal.kernel_sandbox.containment import netns_available
@@ -102,25 +102,6 @@ def kernel_start(**options: Any) -> float:
         return took
 
     return asyncio.run(once())
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    i = min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))
-    return xs[i]
-
-
-def timed(
-    fn: Callable[[], object], runs: int, before: Callable[[], object] | None = None
-) -> list[float]:
-    out = []
-    for _ in range(runs):
-        if before is not None:
-            before()
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
 
 
 POP_CANDIDATE = '''
@@ -262,7 +243,7 @@ def population(k: int, rounds: int, size: int) -> None:
     print(
         f"bench_sandbox --population: K={k} candidates at once, {len(tests)} tests+probes each "
         f"({len(POP_TESTS)} asserts, {len(POP_PROBES)} probes), {rounds} rounds back to back, "
-        f"pool size {size} ({started} kernels started in all); {_machine()}\n"
+        f"pool size {size} ({started} kernels started in all); {machine()}\n"
     )
     print(
         "| approach | p50 ms per candidate | p95 ms | candidates/s sustained "
@@ -292,12 +273,12 @@ def boundary_cost(runs: int) -> None:
         for p in pools.values():
             assert p.wait_ready(120)
             assert p.run(CANDIDATE, TESTS).passed
-        warm: dict[str, list[float]] = {m: [] for m in modes}
-        for _ in range(runs):
-            for m in modes:
-                pools[m].wait_ready(120)
-                time.sleep(0.02)  # the next standby is forked and waiting
-                warm[m] += timed(functools.partial(pools[m].run, CANDIDATE, TESTS), 1)
+        warm = interleaved(
+            {m: functools.partial(pools[m].run, CANDIDATE, TESTS) for m in modes},
+            runs,
+            pause=0.02,
+            ready={m: functools.partial(pools[m].wait_ready, 120) for m in modes},
+        )
         block = max(1, runs // 5)
         spent = dict.fromkeys(modes, 0.0)
         for _ in range(5):
@@ -320,9 +301,7 @@ def boundary_cost(runs: int) -> None:
     zygote.close()
     ms = 1000.0
     base = 5 * block / spent["off"]
-    print(
-        f"bench_sandbox --boundary: {runs} warm runs each, 5 x {block} back to back; {_machine()}"
-    )
+    print(f"bench_sandbox --boundary: {runs} warm runs each, 5 x {block} back to back; {machine()}")
     print("Workload: one candidate function plus 10 assertion tests.\n")
     print(
         "| boundary | warm run p50 ms | p95 ms | back to back runs/s | vs off | "
@@ -354,27 +333,18 @@ def verdict_cost(runs: int) -> None:
     in_process = ["if True:\n    " + t for t in TESTS]
     assert all(split_test(t) for t in TESTS) and not any(split_test(t) for t in in_process)
     forms = {"on the host (split)": TESTS, "in the candidate's process": in_process}
-    times: dict[str, list[float]] = {f: [] for f in forms}
     with KernelPool(size=1) as pool:
         assert pool.wait_ready(120)
         for tests in forms.values():
             assert pool.run(CANDIDATE, tests).passed
-        for _ in range(runs):
-            for name, tests in forms.items():
-                time.sleep(0.02)  # the next standby is forked and waiting
-                times[name] += timed(functools.partial(pool.run, CANDIDATE, tests), 1)
-    ms = 1000.0
-    base = pct(times["in the candidate's process"], 0.5)
-    print(f"bench_sandbox --verdict: {runs} warm runs each, interleaved; {_machine()}")
+        calls = {
+            name: functools.partial(pool.run, CANDIDATE, tests) for name, tests in forms.items()
+        }
+        times = interleaved(calls, runs, pause=0.02)
+    print(f"bench_sandbox --verdict: {runs} warm runs each, interleaved; {machine()}")
     print("Workload: one candidate function plus 10 assertion tests.\n")
-    print("| verdict decided | warm run p50 ms | p95 ms | p50 difference ms |")
-    print("|---|---:|---:|---:|")
-    for name in forms:
-        p50 = pct(times[name], 0.5)
-        print(
-            f"| {name} | {p50 * ms:.2f} | {pct(times[name], 0.95) * ms:.2f} | "
-            f"{(p50 - base) * ms:+.2f} |"
-        )
+    base = "in the candidate's process"
+    p50_table(times, what="verdict decided", base=base, ratio=False, digits=2)
 
 
 FLOODER = FLOOD
@@ -426,7 +396,7 @@ def flood_throughput(rounds: int, seconds: float) -> None:
     ms = 1000.0
     print(
         f"bench_sandbox --flood: {rounds} rounds of {seconds:.0f} s per phase, interleaved; "
-        f"pool size 2 ({started} kernels started in all); {_machine()}"
+        f"pool size 2 ({started} kernels started in all); {machine()}"
     )
     print("Workload: one candidate function plus 10 assertion tests, one run at a time.\n")
     print("| normal candidates | runs/s (median of rounds) | p50 ms | p95 ms | max ms |")
@@ -443,22 +413,6 @@ def flood_throughput(rounds: int, seconds: float) -> None:
         f"\nThe flooding candidate: {kills[0]} tests killed as floods in "
         f"{flooding[0]:.1f} s ({kills[0] / max(flooding[0], 1e-9):.1f} per second), each in a "
         "fresh process."
-    )
-
-
-def _machine() -> str:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    load1, load5, _ = os.getloadavg()
-    return (
-        f"{os.cpu_count()} cores, {cpu}; Python {platform.python_version()}; "
-        f"load average {load1:.1f} / {load5:.1f} (1 / 5 min) at the end"
     )
 
 
@@ -503,7 +457,7 @@ def main() -> None:
     if args.pytest:  # (benchmarks/bench_pytest_tests.py)
         from bench_pytest_tests import pytest_cost
 
-        pytest_cost(args.runs, CANDIDATE, TESTS, "running_max", pct, _machine)
+        pytest_cost(args.runs, CANDIDATE, TESTS, "running_max")
         return
     if args.verdict:
         verdict_cost(args.runs)
@@ -640,20 +594,7 @@ def main() -> None:
         )
     )
 
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    load1, load5, _ = os.getloadavg()
-    print(
-        f"bench_sandbox: {n} runs each; {os.cpu_count()} cores, {cpu}; "
-        f"Python {platform.python_version()}; load average {load1:.1f} / {load5:.1f} "
-        "(1 / 5 min) at the end"
-    )
+    print(f"bench_sandbox: {n} runs each; {machine()}")
     print("Workload: one candidate function plus 10 assertion tests.\n")
     print("| approach | p50 ms | p95 ms | p50 ratio vs subprocess |")
     print("|---|---:|---:|---:|")

@@ -167,11 +167,13 @@ def _twin_name(fn: Callable[..., Any]) -> str:
 
 
 def sync_twin(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
-    """The blocking twin of the coroutine function ``fn`` (see the module docstring)."""
+    """The blocking twin of the coroutine function ``fn`` (see the module docstring); of a
+    class method too: ``start = classmethod(sync_twin(astart))``."""
+    call = fn.__func__ if isinstance(fn, classmethod) else fn  # (in its class's body)
 
     @functools.wraps(fn)
     def twin(*args: P.args, **kwargs: P.kwargs) -> T:
-        return run_sync(fn(*args, **kwargs))
+        return run_sync(call(*args, **kwargs))
 
     name = _twin_name(fn)
     twin.__name__ = name

@@ -17,7 +17,7 @@ import os
 import time
 from pathlib import Path
 
-from selfheal._sync import entered, run_sync, sync_twin
+from selfheal._sync import entered, sync_twin
 from selfheal.approval import Approver
 from selfheal.asking import Asker
 from selfheal.context import Context, EventSink, TokenSink
@@ -78,19 +78,7 @@ class Run:
         ctx, state = await new_run(request, sink=sink, on_token=on_token, asker=asker)
         return cls.new(state, ctx, persist=persist)
 
-    @classmethod
-    def start(
-        cls,
-        request: HealRequest,
-        *,
-        persist: bool = True,
-        sink: EventSink | None = None,
-        on_token: TokenSink | None = None,
-        asker: Asker | None = None,
-    ) -> Run:
-        """Blocking twin of ``astart``."""
-        started = cls.astart(request, persist=persist, sink=sink, on_token=on_token, asker=asker)
-        return run_sync(started)
+    start = classmethod(sync_twin(astart))
 
     @classmethod
     def load(

@@ -139,8 +139,11 @@ def encode(v: Any, depth: int = 0) -> Any:
         return (tag, [encode(x, depth + 1) for x in v])
     if t is dict:
         return ("d", [(encode(k, depth + 1), encode(x, depth + 1)) for k, x in v.items()])
-    enc = sys.modules["selfheal.kernel_sandbox._wire"].encode_result(v)
-    if not _opaque(enc):  # dates, Decimal, NumPy, pandas: as the candidate's values come back
+    wire = sys.modules["selfheal.kernel_sandbox._wire"]
+    enc = wire.encode_result(v)
+    if not wire.holds_opaque(
+        enc
+    ):  # dates, Decimal, NumPy, pandas: as the candidate's values come back
         return enc
     raise TypeError(
         f"a {t.__qualname__} cannot be sent to the candidate's code: your test runs in a "
@@ -150,20 +153,6 @@ def encode(v: Any, depth: int = 0) -> Any:
         "returned. Pass data, or run the tests in the candidate's process: "
         "Limits(pytest_tests='in_process')"
     )
-
-
-def _opaque(e: Any) -> bool:
-    """The encoding holds a part that is not data (``("o", ...)``, ``("cut",)``)."""
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if type(x) is tuple:
-            if x and (x[0] == "o" or x[0] == "cut"):
-                return True
-            stack.extend(x)
-        elif type(x) is list:
-            stack.extend(x)
-    return False
 
 
 def call(op: str, *args: Any, **kwargs: Any) -> Any:
@@ -239,22 +228,12 @@ def _attribute(name: str) -> property:
     )
 
 
-def _op(name: str) -> Any:
+def _op(name: str, *, reflected: bool = False) -> Any:
+    """The operator ``name`` as a method of ``Remote`` (``reflected``: ``other op self``)."""
+
     def method(self: Remote, *args: Any) -> Any:
         try:
-            return call(name, self, *args)
-        except TypeError as e:
-            if "cannot be sent" in str(e):
-                return NotImplemented
-            raise
-
-    return method
-
-
-def _rop(name: str) -> Any:
-    def method(self: Remote, other: Any) -> Any:
-        try:
-            return call(name, other, self)
+            return call(name, *args, self) if reflected else call(name, self, *args)
         except TypeError as e:
             if "cannot be sent" in str(e):
                 return NotImplemented
@@ -361,10 +340,10 @@ class Remote:
     )
     __and__, __or__, __xor__ = _op("and_"), _op("or_"), _op("xor")
     __radd__, __rsub__, __rmul__, __rtruediv__ = (
-        _rop("add"),
-        _rop("sub"),
-        _rop("mul"),
-        _rop("truediv"),
+        _op("add", reflected=True),
+        _op("sub", reflected=True),
+        _op("mul", reflected=True),
+        _op("truediv", reflected=True),
     )
     __neg__, __pos__, __abs__, __invert__ = _op("neg"), _op("pos"), _op("abs"), _op("invert")
 

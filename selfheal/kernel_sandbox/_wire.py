@@ -273,3 +273,18 @@ def encode_result(v: Any) -> Any:
         return ("cut",)
     except RecursionError:
         return ("cut",)
+
+
+def holds_opaque(e: Any) -> bool:
+    """True if an encoded value holds a part that is not data (``("o", ...)``, ``("cut",)``):
+    the candidate's process keeps such a value as a handle; the test process cannot send it."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if type(x) is tuple:
+            if x and (x[0] == "o" or x[0] == "cut"):
+                return True
+            stack.extend(x)
+        elif type(x) is list:
+            stack.extend(x)
+    return False

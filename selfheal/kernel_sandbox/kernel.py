@@ -33,7 +33,7 @@ from selfheal.kernel_sandbox._frames import (
     readable,
     write_all,
 )
-from selfheal.kernel_sandbox._harness import install_code
+from selfheal.kernel_sandbox._harness import Setup, install_code
 from selfheal.kernel_sandbox._launch import cleanup, connection, launch
 from selfheal.kernel_sandbox.boundary import BoundaryKind, mount_namespace_available
 from selfheal.kernel_sandbox.containment import (
@@ -206,13 +206,15 @@ class SandboxKernel:
     async def _warm_up(self, key_file: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         code = install_code(
-            key_file,
-            str(self.work),
-            str(self.fifo),
-            str(self.out_fifo),
-            str(Path.home()),
-            self.boundary,
-            self.limits.disk_mb if self.mount_namespace else 0,
+            Setup(
+                key_file=key_file,
+                work=str(self.work),
+                fifo=str(self.fifo),
+                out_fifo=str(self.out_fifo),
+                host_home=str(Path.home()),
+                boundary=self.boundary,
+                disk_mb=self.limits.disk_mb if self.mount_namespace else 0,
+            )
         )
         # the first request is queued until the kernel is up; await its reply
         msg_id = self.kc.execute(code, silent=True, store_history=False, allow_stdin=False)

@@ -18,7 +18,7 @@ from selfheal.errors import (
     ProviderError,
     ProviderUnavailable,
 )
-from selfheal.llm.aio import PerLoop
+from selfheal.llm.aio import OwnedClient
 from selfheal.llm.base import (
     Completion,
     CompletionRequest,
@@ -144,7 +144,7 @@ class AnthropicProvider(ProviderBase):
         client_class = self._sdk.AsyncAnthropic
         if "middleware" in inspect.signature(client_class).parameters:
             self._client_args["middleware"] = [_policy_middleware(self._sdk, self.policy)]
-        self._clients: PerLoop[Any] = PerLoop()
+        self._client: OwnedClient[Any] = OwnedClient()
         # Recent SDKs dropped ``temperature`` (the newest models fix it); older ones take it.
         create = client_class(**self._client_args).messages.create
         self._takes_temperature = "temperature" in inspect.signature(create).parameters
@@ -263,7 +263,7 @@ class AnthropicProvider(ProviderBase):
 
     async def _send(self, request: CompletionRequest) -> Completion:
         body = self._request(request)
-        client = self._clients.get(None, lambda: self._sdk.AsyncAnthropic(**self._client_args))
+        client = self._client.get(None, lambda: self._sdk.AsyncAnthropic(**self._client_args))
         reply = ReplyStream(request.on_token)
         try:
             native = bool(request.tools)

@@ -6,7 +6,9 @@ providers derive from :class:`ProviderBase` and implement ``_acomplete(request)`
 ``acomplete`` builds the request, the blocking ``complete`` is derived from it, and
 ``complete_many`` asks for ``n`` answers at once. :func:`asend` sends a request record to any
 provider (the call context, ``role`` and ``node``, reaches selfheal's providers and never a
-foreign one, which gets the protocol's keywords).
+foreign one, which gets the protocol's keywords). These async entry points run on selfheal's
+one event loop whoever awaits them (``selfheal._sync.entered``): a provider's HTTP client,
+its rate gate and its joined requests live there.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
 from selfheal._record import Record
-from selfheal.llm.aio import blocking
+from selfheal.llm.aio import blocking, entered
 
 Role = Literal["system", "user", "assistant", "tool"]
 _T = TypeVar("_T")
@@ -239,6 +241,7 @@ class ProviderBase:
             [self._acomplete(request.replace(seed=base + i)) for i in range(n)]
         )
 
+    @entered
     async def acomplete(self, messages: Sequence[Message], /, **options: Any) -> Completion:
         """Generate a reply; ``options`` are :class:`CompletionRequest` fields."""
         return await self._acomplete(CompletionRequest.of(messages, **options))
@@ -318,6 +321,7 @@ def supports_tools(provider: Provider) -> bool:
     return getattr(provider, "supports_tools", False) is True
 
 
+@entered
 async def asend(provider: Provider, request: CompletionRequest) -> Completion:
     """Send ``request`` to any provider: the whole record to a :class:`ProviderBase`, the
     protocol's keywords to any other; the reply cut where its ``stop_when`` says."""
@@ -334,6 +338,7 @@ async def asend(provider: Provider, request: CompletionRequest) -> Completion:
 send = blocking(asend)
 
 
+@entered
 async def acomplete_many(
     provider: Provider, messages: Sequence[Message], /, *, n: int, **options: Any
 ) -> list[Completion]:

@@ -64,7 +64,9 @@ Dask worker)."""
 
 
 class LocalGate:
-    """The limits of one model within this process, whatever thread or event loop asks.
+    """The limits of one model within this process. Requests run on selfheal's one event loop
+    (a provider's async calls enter it: ``selfheal._sync``), so the gate's state and its
+    waiters live there too: no lock, nothing woken across threads.
 
     ``clock`` and ``sleep`` are injectable so the rate logic can be tested without waiting."""
 
@@ -79,10 +81,9 @@ class LocalGate:
         self._window = limits.window()
         self._clock = clock
         self._sleep = sleep
-        self._lock = threading.Lock()
         self._in_flight = 0
         self._granted: deque[float] = deque()
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._waiters: list[asyncio.Future[None]] = []
 
     @property
     def in_flight(self) -> int:
@@ -90,8 +91,8 @@ class LocalGate:
         return self._in_flight
 
     def _try(self) -> tuple[bool, float | None]:
-        """(Caller holds the lock.) Grant a slot, or say how long to wait: seconds until the
-        rate window frees one, or None to wait for a release."""
+        """Grant a slot, or say how long to wait: seconds until the rate window frees one, or
+        None to wait for a release."""
         now = self._clock()
         cap = self.limits.max_concurrency
         if cap is not None and self._in_flight >= cap:
@@ -108,33 +109,28 @@ class LocalGate:
 
     async def acquire(self) -> None:
         """Wait for a slot (never blocks the event loop)."""
-        loop = asyncio.get_running_loop()
         while True:
-            with self._lock:
-                granted, wait = self._try()
-                if granted:
-                    return
-                waiter: asyncio.Future[None] | None = None
-                if wait is None:
-                    waiter = loop.create_future()
-                    self._waiters.append((loop, waiter))
-            if waiter is None:
-                await self._sleep(max(wait or 0.0, 0.0))
+            granted, wait = self._try()
+            if granted:
+                return
+            if wait is not None:
+                await self._sleep(max(wait, 0.0))
                 continue
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
             try:
                 await waiter
             finally:
-                with self._lock:
-                    if (loop, waiter) in self._waiters:
-                        self._waiters.remove((loop, waiter))
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
 
     def release(self) -> None:
         """Give a slot back and wake the waiters (each checks again)."""
-        with self._lock:
-            self._in_flight -= 1
-            waiters, self._waiters = self._waiters, []
-        for loop, waiter in waiters:
-            loop.call_soon_threadsafe(_wake, waiter)
+        self._in_flight -= 1
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
@@ -143,11 +139,6 @@ class LocalGate:
             yield
         finally:
             self.release()
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 class LimitedProvider(WrapperProvider):

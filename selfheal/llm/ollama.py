@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from selfheal.errors import ConfigError, MissingDependency, ModelNotFound, ProviderUnavailable
-from selfheal.llm.aio import PerLoop, blocking
+from selfheal.llm.aio import OwnedClient, blocking, entered
 from selfheal.llm.base import Completion, CompletionRequest, ProviderBase
 from selfheal.llm.retry import (
     Failure,
@@ -78,13 +78,13 @@ class OllamaProvider(ProviderBase):
         self._ctx_floor = MIN_CTX
         self._keep_alive = keep_alive
         self._options = dict(options or {})
-        self._clients: PerLoop[Any] = PerLoop()
+        self._clients: OwnedClient[Any] = OwnedClient()
 
     def __repr__(self) -> str:
         return f"OllamaProvider(model={self.model!r}, host={self.host!r})"
 
     def _client(self) -> Any:
-        """The ``ollama.AsyncClient`` of the running event loop."""
+        """The provider's ``ollama.AsyncClient`` (on selfheal's loop)."""
         policy = self.policy
         timeout = httpx.Timeout(policy.timeout, connect=min(policy.connect_timeout, policy.timeout))
         return self._clients.get(
@@ -183,6 +183,7 @@ class OllamaProvider(ProviderBase):
             call, lambda exc: self._classify(exc, reply.streamed), self.policy
         )
 
+    @entered
     async def alist_models(self) -> list[str]:
         """The model names the server has (``/api/tags``)."""
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import openai
 
 from selfheal.errors import ConfigError, ProviderError
-from selfheal.llm.aio import PerLoop
+from selfheal.llm.aio import OwnedClient
 from selfheal.llm.base import (
     Completion,
     CompletionRequest,
@@ -146,7 +146,7 @@ class OpenAICompatible(ProviderBase):
         asked one by one; a server that refuses ``n`` turns it off); docs/llm.md, "One request
         for a population"."""
         self._together = Together(self._ask, lambda: self.max_concurrency)
-        self._clients: PerLoop[openai.AsyncOpenAI] = PerLoop()
+        self._clients: OwnedClient[openai.AsyncOpenAI] = OwnedClient()
 
     supports_tools = True
     """Native tool calling through ``tools`` / ``tool_calls`` (see the module docs)."""
@@ -175,7 +175,7 @@ class OpenAICompatible(ProviderBase):
         return f"OpenAICompatible(model={self.model!r}, base_url={where!r})"
 
     def _client(self, base_url: str | None, api_key: str) -> openai.AsyncOpenAI:
-        """An SDK client for the running event loop (an HTTP pool belongs to its loop)."""
+        """The SDK client for ``base_url`` and ``api_key`` (one, on selfheal's loop)."""
         policy = self.policy
         return self._clients.get(
             (base_url, api_key),

@@ -5,7 +5,8 @@ are concurrent requests that differ only in their seed. A backend that answers `
 to one request (llama-server's ``n_cmpl``, alias ``n``) processes their prompt once; this
 joins them: the requests that arrive together (started in the same turn of the event loop)
 with the same messages and options go out as one request for as many answers, each caller
-getting its own (docs/llm.md, "One request for a population")."""
+getting its own (docs/llm.md, "One request for a population"). It runs on selfheal's one loop
+(a provider's async calls enter it), where the pipeline's requests of a round start together."""
 
 from __future__ import annotations
 
@@ -29,7 +30,6 @@ def _same(a: CompletionRequest, b: CompletionRequest) -> bool:
 @dataclass
 class _Group:
     request: CompletionRequest
-    loop: asyncio.AbstractEventLoop
     on_tokens: list[TokenCallback | None] = field(default_factory=list)
     task: asyncio.Task[list[Completion]] | None = None
     waiting: int = 0
@@ -56,19 +56,17 @@ class Together:
 
     async def ask(self, request: CompletionRequest) -> Completion:
         """``request``'s answer, asked together with the requests like it that arrive with it."""
-        most, loop = self._most() or 0, asyncio.get_running_loop()
+        most = self._most() or 0
         group = next(
             (
                 g
                 for g in self._open
-                if g.loop is loop
-                and _same(g.request, request)
-                and (most < 1 or len(g.on_tokens) < most)
+                if _same(g.request, request) and (most < 1 or len(g.on_tokens) < most)
             ),
             None,
         )
         if group is None:
-            group = _Group(request, loop)
+            group = _Group(request)
             self._open.append(group)
             group.task = asyncio.ensure_future(self._send(group))
         index = len(group.on_tokens)

@@ -18,7 +18,7 @@ import httpx
 import openai
 
 from selfheal.errors import ProviderError, ProviderUnavailable
-from selfheal.llm.aio import PerLoop, blocking
+from selfheal.llm.aio import OwnedClient, blocking, entered
 from selfheal.llm.base import Completion, CompletionRequest, TokenCallback
 from selfheal.llm.openai_compat import OpenAICompatible
 from selfheal.llm.openai_errors import TRANSPORT_ERRORS, IncompleteStream, is_timeout
@@ -50,7 +50,7 @@ class LocalProvider(OpenAICompatible):
         self.server = server
         if server is not None:
             self._base_url = None
-        self._http: PerLoop[httpx.AsyncClient] = PerLoop()
+        self._http: OwnedClient[httpx.AsyncClient] = OwnedClient()
 
     @property
     def max_concurrency(self) -> int | None:  # type: ignore[override]
@@ -81,6 +81,7 @@ class LocalProvider(OpenAICompatible):
             endpoint = await asyncio.to_thread(self.server.ensure)
         return endpoint
 
+    @entered
     async def aforget_prompts(self) -> None:
         """Erase every slot's cached prompt on this provider's supervised llama-server, so the
         next request starts cold. The benchmark runner calls it before each (task, mode) run,

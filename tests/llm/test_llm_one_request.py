@@ -13,6 +13,7 @@ from typing import Any
 
 from llm_fakes import FakeServer, Request, Response
 
+from selfheal._sync import run_sync
 from selfheal.llm import Message, OpenAICompatible, RetryPolicy
 from selfheal.llm.parsing.code_stop import FunctionEnds
 
@@ -104,7 +105,7 @@ def test_concurrent_samples_of_one_prompt_join_into_one_request(
         ]  # fmt: skip
         return list(await asyncio.gather(*asks))
 
-    greedy, *samples = asyncio.run(round_())
+    greedy, *samples = run_sync(round_())  # on selfheal's loop, as the pipeline asks
     bodies = [r.json() for r in server.requests]
     assert sorted(b.get("n", 1) for b in bodies) == [1, 3]
     joined = next(b for b in bodies if b.get("n") == 3)
@@ -127,7 +128,7 @@ def test_requests_that_differ_do_not_join(http_server: Callable[..., FakeServer]
             )
         )
 
-    asyncio.run(round_())
+    run_sync(round_())
     assert [r.json().get("n", 1) for r in server.requests] == [1, 1, 1]
 
 
@@ -246,6 +247,7 @@ def test_a_caller_that_leaves_a_joined_request_does_not_cancel_the_others(
     p = local(server)
 
     async def scenario() -> tuple[Any, list[Any]]:
+        before = asyncio.all_tasks()  # (the loop's own, from earlier tests)
         asks = [
             asyncio.ensure_future(p.acomplete(MESSAGES, temperature=0.8, seed=9 + i))
             for i in range(2)
@@ -262,13 +264,13 @@ def test_a_caller_that_leaves_a_joined_request_does_not_cancel_the_others(
             task.cancel()
         await asyncio.gather(*gone, return_exceptions=True)
         for _ in range(500):  # the joined request's own task ends (its stream closed)
-            left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            left = [t for t in asyncio.all_tasks() - before if t is not asyncio.current_task()]
             if not left:
                 break
             await asyncio.sleep(0.01)
         return kept, left
 
-    kept, left = asyncio.run(scenario())
+    kept, left = run_sync(scenario())
     assert kept.text == "answer 10" + " w" * 20
     assert [r.json()["n"] for r in server.requests] == [2, 2]
     assert left == []

@@ -204,6 +204,25 @@ async def test_sync_call_inside_a_running_event_loop(
     assert provider(server).complete(MESSAGES).text == "fine"
 
 
+def test_a_provider_awaited_on_other_loops_runs_on_selfheals_loop(
+    http_server: Callable[..., FakeServer],
+) -> None:
+    """Awaited on loops of the caller's own (two ``asyncio.run``, as two notebook cells) and
+    called through its blocking twin, a provider runs each request on selfheal's one loop
+    (where its one HTTP client lives): its streamed fragments arrive in that loop's thread."""
+    server = http_server(lambda r: sse(["fi", "ne"]))
+    p = provider(server)
+    threads: list[str] = []
+
+    def on_token(piece: str) -> None:
+        threads.append(threading.current_thread().name)
+
+    for _ in range(2):
+        assert asyncio.run(p.acomplete(MESSAGES, on_token=on_token)).text == "fine"
+    assert p.complete(MESSAGES, on_token=on_token).text == "fine"
+    assert len(threads) == 6 and set(threads) == {"selfheal-loop"}
+
+
 async def test_generic_providers_get_n_concurrent_acomplete_calls() -> None:
     started = 0
     both = asyncio.Event()

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
+from selfheal._sync import sync_twin
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.kernel_sandbox._canon import canonical, raised
 from selfheal.kernel_sandbox._harness.compare import (
@@ -167,7 +168,7 @@ class InProcessExecutor:
             )
         return ns, LoadResult(ok=True)
 
-    def run(
+    async def arun(
         self,
         code: str,
         tests: Sequence[str | SandboxTest],
@@ -175,6 +176,7 @@ class InProcessExecutor:
         timeout: float | None = None,
         limits: Limits | None = None,
     ) -> ExecutionReport:
+        """The ``Executor`` protocol: trusted scripted code, run here (awaiting nothing)."""
         self.runs += 1
         lim = self._limits(timeout, limits)
         norm = [in_process(t) for t in normalize_tests(tests)]  # (pytest items: in its process)
@@ -191,6 +193,8 @@ class InProcessExecutor:
             return ExecutionReport(load=load, results=results, duration=time.perf_counter() - t0)
         results = [self._one(t, ns, lim.test_timeout, code) for t in norm]
         return ExecutionReport(load=load, results=tuple(results), duration=time.perf_counter() - t0)
+
+    run = sync_twin(arun)
 
     def _one(self, t: SandboxTest, ns: dict[str, Any], limit: float, code: str) -> TestResult:
         started = time.perf_counter()
@@ -224,17 +228,6 @@ class InProcessExecutor:
                 )
             return result
         return TestResult(test_id=t.id, outcome="passed", duration=time.perf_counter() - started)
-
-    async def arun(
-        self,
-        code: str,
-        tests: Sequence[str | SandboxTest],
-        *,
-        timeout: float | None = None,
-        limits: Limits | None = None,
-    ) -> ExecutionReport:
-        """``run``, awaited (the ``Executor`` protocol): trusted scripted code, run here."""
-        return self.run(code, tests, timeout=timeout, limits=limits)
 
     async def arun_snippet(
         self,

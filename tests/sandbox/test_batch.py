@@ -131,6 +131,23 @@ class _Thing:
 
     boom = sync_twin(aboom)
 
+    @classmethod
+    async def amake(cls, x: int) -> tuple[type[_Thing], int]:
+        """A thing's class and ``x``."""
+        await asyncio.sleep(0)
+        return cls, x
+
+    make = classmethod(sync_twin(amake))
+
+
+class _Other(_Thing):
+    pass
+
+
+def test_a_class_methods_twin_gets_its_class() -> None:
+    assert _Other.make(3) == (_Other, 3) and _Thing().make(1) == (_Thing, 1)
+    assert _Thing.make.__name__ == "make" and "class and" in (_Thing.make.__doc__ or "")
+
 
 def test_sync_twin_everywhere() -> None:
     t = _Thing()

@@ -15,7 +15,7 @@ import pytest
 from selfheal.kernel_sandbox import ProbeCall
 from selfheal.kernel_sandbox._canon import canonical
 from selfheal.kernel_sandbox._frames import frame_request, read_line
-from selfheal.kernel_sandbox._harness import PARTS, install_code
+from selfheal.kernel_sandbox._harness import PARTS, Setup, install_code
 from selfheal.kernel_sandbox._harness.capture import Cap, describe
 from selfheal.kernel_sandbox._harness.channel import Harness, read_request, sign
 from selfheal.kernel_sandbox._harness.compare import assert_cmp, cmp, pure, srepr, truth
@@ -196,7 +196,17 @@ def test_requests_and_result_lines_round_trip(tmp_path: Path) -> None:
 
 
 def test_install_code_ships_every_part() -> None:
-    code = install_code("/k", "/w", "/f", "/o", "/h")
+    setup = Setup(
+        key_file="/k",
+        work="/w",
+        fifo="/f",
+        out_fifo="/o",
+        host_home="/h",
+        boundary="off",
+        disk_mb=0,
+    )
+    code = install_code(setup)
+    assert repr(dict(setup)) in code  # what the kernel installs with
     compile(code, "<install>", "exec")
     for part in PARTS:
         assert repr(part.read_text())[:200] in code

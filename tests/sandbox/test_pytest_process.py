@@ -375,3 +375,44 @@ def test_what_the_candidate_prints_reaches_capsys_and_the_report(pool: KernelPoo
     report = pool.run(code, _items(pool, text), limits=FAST)
     assert [r.outcome for r in report.results] == ["passed", "passed"], report.results
     assert "inside f 2" in report.results[1].stdout
+
+
+SCALARS_CODE = """
+def describe(*xs):
+    return [(type(x).__name__, repr(x)) for x in xs]
+
+class Money:
+    def __init__(self, cents):
+        self.cents = cents
+    def __sub__(self, other):
+        return Money(self.cents - other)
+    def __rsub__(self, other):
+        return Money(other - self.cents)
+
+def money(cents):
+    return Money(cents)
+"""
+SCALARS_TESTS = """
+def test_scalars():
+    sent = (0.1, float("-inf"), 1.5 - 2j, bytearray(b"ab"), range(1, 7, 2), [b"x", (None,)])
+    assert describe(*sent) == [
+        ("float", "0.1"),
+        ("float", "-inf"),
+        ("complex", "(1.5-2j)"),
+        ("bytearray", "bytearray(b'ab')"),
+        ("range", "range(1, 7, 2)"),
+        ("list", "[b'x', (None,)]"),
+    ]
+
+def test_reflected_operators_keep_their_order():
+    assert (money(10) - 3).cents == 7
+    assert (10 - money(3)).cents == 7
+"""
+
+
+def test_scalars_and_reflected_operators_reach_the_candidate_exactly(pool: KernelPool) -> None:
+    """Floats (``0.1``, ``-inf``), complex numbers, bytearrays and ranges arrive as the same
+    values; ``10 - handle`` runs the candidate's ``__rsub__`` with 10, not ``__sub__``."""
+    items = _items(pool, SCALARS_TESTS, "describe")
+    report = pool.run(SCALARS_CODE, items, limits=FAST)
+    assert _outcomes(report) == [("passed", None)] * 2, report.results

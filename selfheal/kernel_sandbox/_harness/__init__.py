@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import TypedDict
 
-__all__ = ["PARTS", "install_code"]
+__all__ = ["PARTS", "Setup", "install_code"]
 
 _HERE = Path(__file__).parent
 PARTS = (
@@ -43,6 +44,26 @@ def __sh_boot__(parts, args):
 """
 
 
+class Setup(TypedDict):
+    """What the kernel's harness is installed with (``server.install`` reads it)."""
+
+    key_file: str
+    """The file of the HMAC key that signs the harness's messages (read, then deleted)."""
+    work: str
+    """The kernel's working folder."""
+    fifo: str
+    """The FIFO the host's run requests come through."""
+    out_fifo: str
+    """The FIFO the harness's results go out through."""
+    host_home: str
+    """The host's home folder (the guard keeps candidates out of it)."""
+    boundary: str
+    """The kind of boundary each run enters (``landlock``, ``fallback``, ``off``)."""
+    disk_mb: int
+    """The size of the tmpfs each run's folder is (0: a plain folder, where the kernel has no
+    mount namespace of its own)."""
+
+
 @functools.lru_cache(maxsize=1)
 def _sources() -> tuple[tuple[str, str], ...]:
     return tuple((f"<selfheal {p.stem}>", p.read_text()) for p in PARTS)
@@ -53,19 +74,8 @@ def _canon_source() -> str:
     return (_HERE.parent / "_canon.py").read_text()
 
 
-def install_code(
-    key_file: str,
-    work: str,
-    fifo: str,
-    out_fifo: str,
-    host_home: str,
-    boundary: str = "off",
-    disk_mb: int = 0,
-) -> str:
+def install_code(setup: Setup) -> str:
     """The warm-up execute request: install the harness in the kernel's IPython namespace
-    (only the entry point ``__selfheal__`` is left there); ``boundary`` is the kind of
-    boundary its runs enter (``landlock``, ``fallback``, ``off``); ``disk_mb``, the size
-    of the tmpfs each run's folder is (0: a plain folder, where the kernel has no mount
-    namespace of its own)."""
-    args = (key_file, work, fifo, out_fifo, host_home, _canon_source(), boundary, disk_mb)
+    (only the entry point ``__selfheal__`` is left there)."""
+    args = (_canon_source(), dict(setup))
     return f"{_BOOT}\n__sh_boot__({_sources()!r}, {args!r})\ndel __sh_boot__\n"

@@ -31,8 +31,10 @@ if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares
         _OrderedDict,
         _time,
         _timedelta,
+        decode_value,
         encode_result,
         encode_value,
+        holds_opaque,
     )
 
 _rm_loads = _rm_marshal.loads
@@ -127,17 +129,7 @@ class RmTable:
             return frozenset(self.decode(x) for x in e[1])
         if tag == "d":
             return {self.decode(k): self.decode(x) for k, x in e[1]}
-        if tag == "p":
-            return e[1]
-        if tag == "f":
-            return float.fromhex(e[1])
-        if tag == "c":
-            return complex(float.fromhex(e[1]), float.fromhex(e[2]))
-        if tag == "ba":
-            return bytearray(e[1])
-        if tag == "r":
-            return range(e[1], e[2], e[3])
-        raise ValueError(f"unknown argument tag {tag!r}")
+        return decode_value(e)  # the scalars (p, f, c, ba, r): the codec's own
 
 
 _RM_RICH: tuple[str, ...] = (
@@ -217,26 +209,11 @@ def rm_rich(table: RmTable, e: Any) -> Any:
     return frame
 
 
-def rm_opaque(e: Any) -> bool:
-    """True if the encoded value holds a part that is not data (``("o", ...)``, ``("cut",)``):
-    the value then stays in the candidate's process, as a handle."""
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if type(x) is tuple:
-            if x and (x[0] == "o" or x[0] == "cut"):
-                return True
-            stack.extend(x)
-        elif type(x) is list:
-            stack.extend(x)
-    return False
-
-
 def rm_reply(table: RmTable, v: Any) -> tuple[Any, ...]:
     """A result for the host: ``("v", encoded)``, or ``("h", handle, type name, exception
     base)`` (the base: the nearest builtin exception type of a class that is one, else None)."""
     enc = encode_result(v)
-    if not rm_opaque(enc):
+    if not holds_opaque(enc):  # data: sent back; else it stays here, as a handle
         return ("v", enc)
     base = None
     if issubclass(type(v), type):  # (``type(v)`` is its real class; ``__class__`` may lie)

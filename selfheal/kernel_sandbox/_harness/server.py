@@ -12,6 +12,7 @@ import types as _types
 from typing import Any
 
 if __name__ != "__sh_harness__":  # on the host; in the kernel every part shares one namespace
+    from selfheal.kernel_sandbox._harness import Setup
     from selfheal.kernel_sandbox._harness.boundary import prepare
     from selfheal.kernel_sandbox._harness.capture import Cap, NullOut
     from selfheal.kernel_sandbox._harness.channel import Harness
@@ -29,28 +30,17 @@ helpers tests are given and the alarm handler."""
 _PR_SET_CHILD_SUBREAPER = 36
 
 
-def install(
-    ns: dict[str, Any],
-    key_file: str,
-    work: str,
-    fifo: str,
-    out_fifo: str,
-    host_home: str,
-    canon_src: str,
-    boundary: str = "off",
-    disk_mb: int = 0,
-) -> None:
-    """Set the harness up in the kernel: read (and delete) the HMAC key, open the result
-    pipe, set up the canonicaliser's namespace, install the audit hook and put the one entry
-    point ``__selfheal__`` into the IPython namespace. ``ns`` is the harness's own namespace,
-    complete at this point (every run checks it was not changed). ``disk_mb``: each run's
-    folder is a tmpfs of that size (0: a plain folder)."""
+def install(ns: dict[str, Any], canon_src: str, setup: Setup) -> None:
+    """Set the harness up in the kernel as ``setup`` says: read (and delete) the HMAC key,
+    open the result pipe, set up the canonicaliser's namespace, install the audit hook and put
+    the one entry point ``__selfheal__`` into the IPython namespace. ``ns`` is the harness's
+    own namespace, complete at this point (every run checks it was not changed)."""
     import builtins
     import ctypes
 
-    with open(key_file, "rb") as fh:
+    with open(setup["key_file"], "rb") as fh:
         key = fh.read()
-    _os.unlink(key_file)
+    _os.unlink(setup["key_file"])
     clean = dict(builtins.__dict__)
     # the canonicaliser for probe values, in a private namespace with its own builtins
     canon_ns: dict[str, Any] = {"__builtins__": dict(clean), "__name__": "_sh_canon"}
@@ -59,7 +49,8 @@ def install(
     pt_install(APPROX_EQ)  # pytest imported and its modules snapshotted, no candidate yet
     _seal_reachable(ns, clean)
     prefixes = (_sysmod.prefix, _sysmod.base_prefix, _sysmod.exec_prefix)
-    guard = Guard(work, host_home, clean, prefixes)
+    host_home = setup["host_home"]
+    guard = Guard(setup["work"], host_home, clean, prefixes)
     guard.protected = {id(v): v for v in ns.values() if type(v) is _types.FunctionType}
     ip = get_ipython()  # type: ignore[name-defined]  # noqa: F821
     try:
@@ -73,10 +64,11 @@ def install(
         publisher = DisplayPublisher
     except ImportError:
         pass
-    out_fd = _os.open(out_fifo, _os.O_WRONLY)
+    out_fd = _os.open(setup["out_fifo"], _os.O_WRONLY)
     h = Harness(key, out_fd, guard, Checks(ns, canon_ns), ip, libc, publisher)
-    h.boundary, h.boundary_text = prepare(boundary, host_home)
-    h.disk_mb = disk_mb if libc is not None else 0
+    h.boundary, h.boundary_text = prepare(setup["boundary"], host_home)
+    h.disk_mb = setup["disk_mb"] if libc is not None else 0
+    fifo = setup["fifo"]
     _sysmod.addaudithook(make_hook(guard))
 
     def entry(mode: str) -> None:
