@@ -117,6 +117,22 @@ def test_heal_mixed_is_heal_with_its_samples_across_forms_and_temperatures() -> 
     assert sum(mixed["population_temperatures"]) / 2 == heal["sample_temperature"]
 
 
+def test_the_script_form_modes() -> None:
+    """``single_shot-script`` is the single shot in the third form; ``heal-three-forms`` is
+    ``heal`` whose round takes turns across the three forms."""
+    from evaluation.modes import config_for, parse_modes
+
+    single, script = config_for("single_shot").flat(), config_for("single_shot-script").flat()
+    assert {k: v for k, v in script.items() if single[k] != v} == {"first_answer": "script"}
+    heal, three = config_for("heal").flat(), config_for("heal-three-forms").flat()
+    assert {k: v for k, v in three.items() if heal[k] != v} == {
+        "population_forms": ("complete", "instruct", "script")
+    }
+    assert parse_modes("single_shot-complete,single_shot-instruct,single_shot-script") == (
+        "single_shot-complete", "single_shot-instruct", "single_shot-script"
+    )  # fmt: skip
+
+
 def test_command_line_caches_the_scores(builtin_tasks: list[Task], tmp_path: Path) -> None:
     a = builtin_tasks[0]
     ResultsFile(tmp_path / "results.jsonl").append(
