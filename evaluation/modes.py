@@ -53,6 +53,7 @@ MODES: Mapping[str, Mapping[str, object]] = {
     "single_shot": _single_shot_switches(),
     "single_shot-complete": {**_single_shot_switches(), "first_answer": "complete"},
     "single_shot-instruct": {**_single_shot_switches(), "first_answer": "instruct"},
+    "single_shot-script": {**_single_shot_switches(), "first_answer": "script"},
     "heal": {},
     "heal-r4": {"candidates": 4, "first_answer": "instruct"},
     "heal-complete": {"first_answer": "complete"},
@@ -61,6 +62,7 @@ MODES: Mapping[str, Mapping[str, object]] = {
         "population_forms": ("complete", "instruct"),
         "population_temperatures": (0.6, 1.0),
     },
+    "heal-three-forms": {"population_forms": ("complete", "instruct", "script")},
     "heal-k1": {"candidates": 1, "first_sample": 1},
     "heal-all-at-once": {"first_sample": 4},
     "heal-greedy-first": {"first_sample": 1},
@@ -86,13 +88,15 @@ MODES: Mapping[str, Mapping[str, object]] = {
     "heal-memory": {"memory": True},
 }
 """Mode name -> the ``HealConfig`` fields it sets on top of the shared settings.
-The prompt forms (``HealConfig.first_answer``): ``single_shot-instruct`` and
-``single_shot-complete`` name the single shot's form explicitly (``single_shot`` follows the
-default); ``heal-complete`` asks every first-round answer completing the spec's header;
-``heal-both`` the greedy answer completing, then instructed, and the samples taking turns;
-``heal-mixed`` is ``heal`` whose samples also take turns across temperatures, completing at 0.6
-and instructed at 1.0 (the same mean as heal's 0.8; docs/loop.md, "A population drawn across
-forms"). ``heal-r4`` is heal with round 4's
+The prompt forms (``HealConfig.first_answer``): ``single_shot-instruct``,
+``single_shot-complete`` and ``single_shot-script`` (EvalPlus's instruct prompt) name the
+single shot's form explicitly (``single_shot`` follows the default); ``heal-complete`` asks
+every first-round answer completing the spec's header; ``heal-both`` the greedy answer
+completing, then instructed, and the samples taking turns; ``heal-mixed`` is ``heal`` whose
+samples also take turns across temperatures, completing at 0.6 and instructed at 1.0 (the same
+mean as heal's 0.8; docs/loop.md, "A population drawn across forms"); ``heal-three-forms`` is
+``heal`` whose round takes turns across the three forms (the two greedy answers completing and
+instructed, then a sample in the ``script`` form, then completing, ...). ``heal-r4`` is heal with round 4's
 defaults (a population of 4, every answer instructed). ``sample-4`` is ``sample-5`` at heal's
 population size on this machine (4), so heal is also compared at equal candidates.
 ``heal`` is the loop with selfheal's defaults (a population of 4, the first 2 asked first);

@@ -31,6 +31,10 @@ report re-scores nothing. For each mode with candidates it prints:
   tests give them, ``selfheal.probes``), and a probe *separates* them when their outputs
   differ. A false success no probe separates is invisible to any rule that compares
   behaviour on these inputs.
+
+With more than one mode, the modes taken together (:func:`pooled`): on the tasks every one of
+them ran, those some mode passed, those some mode's population reached, and for each mode those
+it alone reached (the single shot in each prompt form: which form reaches what the others miss).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ __all__ = [
     "PopulationReport",
     "agreed",
     "draw",
+    "pooled",
     "population_report",
     "score_populations",
     "outputs_on",
@@ -175,6 +180,8 @@ class PopulationReport:
         self.false_all = [r.task_id for r in stricter if not r.passed]
         """Of those, the ones failing the reference tests."""
         self.runs = len(records)
+        self.tasks = [r.task_id for r in records]
+        """The tasks the mode ran."""
         self.passed = [r.task_id for r in records if r.passed]
         self.misses: list[str] = []
         """Failed although a candidate passed the reference tests."""
@@ -253,6 +260,40 @@ def draw(candidate: Mapping[str, Any]) -> str:
     return f"{candidate.get('origin') or '?'}/{candidate.get('form') or '?'}/{shown}"
 
 
+def pooled(reports: Sequence[PopulationReport]) -> str:
+    """Several modes' reports taken together, on the tasks every one of them ran: the tasks
+    some mode passed, those some mode's population reached (a right candidate, chosen or not),
+    and for each mode those it alone reached: which prompt form's single shot, or which
+    population, reaches problems the others miss (``single_shot-complete``,
+    ``single_shot-instruct``, ``single_shot-script``: the union of their pass sets is what a
+    population of their three greedy answers could reach)."""
+    common = set.intersection(*(set(r.tasks) for r in reports)) if reports else set()
+    reached = {r.mode: set(r.reached) & common for r in reports}
+    passed = set().union(*(set(r.passed) & common for r in reports))
+    alone = {
+        mode: sorted(tasks - set().union(*(t for m, t in reached.items() if m != mode)), key=_order)
+        for mode, tasks in reached.items()
+    }
+    modes = ", ".join(f"`{r.mode}`" for r in reports)
+    return "\n".join(
+        [
+            f"### Pooled over {modes} (the {len(common)} tasks every one of them ran)",
+            "",
+            f"- passed by some mode: {len(passed)}",
+            f"- a right candidate in some mode (the pooled ceiling): "
+            f"{len(set().union(*reached.values()))}",
+            "- reached by one mode alone: "
+            + "; ".join(f"`{m}` {_ids(ids, 0)}" for m, ids in alone.items()),
+        ]
+    )
+
+
+def _order(task: str) -> tuple[str, int, str]:
+    """``HumanEval/9`` before ``HumanEval/10``."""
+    head, _, tail = task.rpartition("/")
+    return (head, int(tail), "") if tail.isdigit() else (head, -1, tail)
+
+
 def _ids(ids: Sequence[str], whole: int) -> str:
     share = f" ({100 * len(ids) / whole:.1f}%)" if whole else ""
     return f"{len(ids)}{share}" + (f": {', '.join(ids)}" if ids else "")
@@ -311,8 +352,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if r.candidates and agreed(r, args.agreement) and not r.passed and r.task_id in tasks
         }
     cache_path.write_text(json.dumps(scores, indent=0, sort_keys=True) + "\n")
-    for report in population_report(records, scores, args.agreement, separated):
+    reports = population_report(records, scores, args.agreement, separated)
+    for report in reports:
         print(report.markdown() + "\n")
+    if len(reports) > 1:
+        print(pooled(reports) + "\n")
     return 0
 
 

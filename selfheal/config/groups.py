@@ -27,13 +27,16 @@ ROLES: tuple[RoleName, ...] = get_args(RoleName)
 
 HeadlessPolicy = Literal["error", "approve", "reject"]
 
-Form = Literal["instruct", "complete"]
-"""A prompt form of the generator: ``instruct`` (write this function) or ``complete`` (continue
-the spec's own header, prefilled as the start of the reply)."""
+Form = Literal["instruct", "complete", "script"]
+"""A prompt form of the generator: ``instruct`` (write this function), ``complete`` (continue
+the spec's own header, prefilled as the start of the reply) or ``script`` (EvalPlus's instruct
+prompt: a self-contained script for the problem, the reply prefilled with its response prefix
+and an opened python block; docs/loop.md)."""
 
 FORMS: dict[str, tuple[Form, ...]] = {
     "instruct": ("instruct",),
     "complete": ("complete",),
+    "script": ("script",),
     "both": ("complete", "instruct"),
 }
 """``first_answer`` -> the forms its first round takes turns across, the lead's first."""
@@ -111,11 +114,12 @@ class Generation(Group):
     """Base of the sampled candidates' seeds, where the backend takes one (none: random). Each
     request's seed is derived from it and the request's place in the run, so two configurations
     can be compared on the same samples."""
-    first_answer: Literal["instruct", "complete", "both"] = "both"
+    first_answer: Literal["instruct", "complete", "script", "both"] = "both"
     """How the first round asks the model (the prompt form; docs/loop.md): ``instruct`` (the
     spec, then "write this function"); ``complete``: the model completes the spec's own header,
     prefilled as the start of its reply (a reply that does not complete it is asked again as a
-    sampled repair of it); ``both``: the greedy answer in each form (completing first), and the samples
+    sampled repair of it); ``script``: EvalPlus's instruct prompt, the reply prefilled with its
+    response prefix; ``both``: the greedy answer completing, then instructed, and the samples
     take turns across the two."""
 
     @field_validator("population_forms", "population_temperatures", mode="before")

@@ -1,6 +1,6 @@
 """The requests a generator round makes: one candidate each (its origin, prompt, variables,
-temperature, and for the ``complete`` form the start of its reply), their seeds, and the
-variables every generator prompt shares."""
+temperature, and for the ``complete`` and ``script`` forms the start of its reply), their
+seeds, and the variables every generator prompt shares."""
 
 from __future__ import annotations
 
@@ -31,10 +31,19 @@ class Request:
     parent: str | None = None
     """The candidate a patch starts from."""
     prefill: str = ""
-    """The start of the reply the model continues (the ``complete`` form)."""
+    """The start of the reply the model continues (the ``complete`` and ``script`` forms)."""
     form: Form = "instruct"
     """The prompt form: ``complete`` when the reply is prefilled with the header to continue,
-    else ``instruct``."""
+    ``script`` when it is asked as EvalPlus asks it, else ``instruct``."""
+
+
+SCRIPT_REPLY = (
+    "Below is a Python script with a self-contained function that solves the problem and "
+    "passes corresponding tests:\n```python\n"
+)
+"""The start of a ``script`` form's reply: EvalPlus's response prefix and an opened python block
+(its instruct prompt is ``prompts/script.yaml``). The model continues it under the same stop
+rules as the ``complete`` form (the closing fence; the function's end, ``FunctionEnds``)."""
 
 
 def seed_for(state: HealState, where: str) -> int | None:
@@ -67,13 +76,20 @@ def base_variables(state: HealState) -> dict[str, Any]:
 
 
 def _in_form(state: HealState, base: dict[str, Any], form: Form, req: Request) -> Request:
-    """``req`` asked in ``form``: as it is (``instruct``), or as a completion of the spec's own
+    """``req`` asked in ``form``: as it is (``instruct``); as a completion of the spec's own
     header with that header prefilled as the start of the reply (``complete``; a spec with no
-    header to complete stays ``instruct``)."""
-    header = header_of(state.spec) if form == "complete" else None
+    header to complete stays ``instruct``); or as EvalPlus's instruct prompt with its response
+    prefix prefilled (``script``: :data:`SCRIPT_REPLY`)."""
+    if form == "instruct":
+        return req
+    header = header_of(state.spec)
+    code_spec = header is not None and header != f"def {state.spec.entry_point}("
+    if form == "script":
+        variables = {**base, "code_spec": code_spec}
+        return replace(req, prompt="script", variables=variables, prefill=SCRIPT_REPLY, form=form)
     if header is None:
         return req
-    variables = {**base, "header": header, "code_spec": header != f"def {state.spec.entry_point}("}
+    variables = {**base, "header": header, "code_spec": code_spec}
     return replace(
         req, prompt="complete", variables=variables, prefill=f"```python\n{header}", form=form
     )

@@ -126,7 +126,9 @@ def test_a_bad_form_or_temperature_says_which_setting_and_item() -> None:
     from selfheal.cli.heal import heal_config
     from selfheal.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"population_forms.*must be one of 'instruct' or"):
+    with pytest.raises(
+        ConfigError, match=r"population_forms.*must be one of 'instruct', 'complete' or 'script'"
+    ):
         HealConfig(population_forms=("complete", "chat"))
     args = build_parser().parse_args(["heal", "SPEC", "--population-temperatures", "0.6,3"])
     with pytest.raises(ConfigError, match=r"--population-temperatures \(item 2\) 3"):

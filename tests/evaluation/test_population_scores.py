@@ -13,6 +13,7 @@ from evaluation.pair import error_record
 from evaluation.population import (
     PopulationReport,
     draw,
+    pooled,
     population_report,
     score_populations,
     separating_probes,
@@ -115,6 +116,52 @@ def test_heal_mixed_is_heal_with_its_samples_across_forms_and_temperatures() -> 
     }
     # the same mean temperature as heal's samples
     assert sum(mixed["population_temperatures"]) / 2 == heal["sample_temperature"]
+
+
+def test_the_modes_pooled_say_what_each_alone_reaches(
+    builtin_tasks: list[Task], pool: KernelPool
+) -> None:
+    """The single shot in each of the three forms on the same tasks: the tasks some form
+    passed (the union of their pass sets), and the tasks only one form got right; a task one
+    mode did not run is left out."""
+    a, b, c, d = builtin_tasks[:4]
+
+    def shot(mode: str, task: Task, right: bool) -> TaskRecord:
+        return record(task, right, ("greedy", right)).model_copy(update={"mode": mode})
+
+    records = [
+        shot("single_shot-complete", a, True), shot("single_shot-complete", b, False),
+        shot("single_shot-complete", c, False), shot("single_shot-complete", d, True),
+        shot("single_shot-instruct", a, True), shot("single_shot-instruct", b, False),
+        shot("single_shot-instruct", c, False),
+        shot("single_shot-script", a, False), shot("single_shot-script", b, True),
+        shot("single_shot-script", c, False),
+    ]  # fmt: skip
+    scores = score_populations(records, {t.id: t for t in builtin_tasks}, pool)
+    text = pooled(population_report(records, scores))
+    assert "(the 3 tasks every one of them ran)" in text
+    assert "- passed by some mode: 2\n" in text
+    assert "(the pooled ceiling): 2\n" in text
+    assert (
+        "- reached by one mode alone: `single_shot-complete` 0; `single_shot-instruct` 0; "
+        f"`single_shot-script` 1: {b.id}"
+    ) in text
+
+
+def test_the_script_form_modes() -> None:
+    """``single_shot-script`` is the single shot in the third form; ``heal-three-forms`` is
+    ``heal`` whose round takes turns across the three forms."""
+    from evaluation.modes import config_for, parse_modes
+
+    single, script = config_for("single_shot").flat(), config_for("single_shot-script").flat()
+    assert {k: v for k, v in script.items() if single[k] != v} == {"first_answer": "script"}
+    heal, three = config_for("heal").flat(), config_for("heal-three-forms").flat()
+    assert {k: v for k, v in three.items() if heal[k] != v} == {
+        "population_forms": ("complete", "instruct", "script")
+    }
+    assert parse_modes("single_shot-complete,single_shot-instruct,single_shot-script") == (
+        "single_shot-complete", "single_shot-instruct", "single_shot-script"
+    )  # fmt: skip
 
 
 def test_command_line_caches_the_scores(builtin_tasks: list[Task], tmp_path: Path) -> None:

@@ -313,3 +313,49 @@ def test_a_population_drawn_across_forms_asks_each_form_and_temperature_as_one_r
         sorted(e.detail.split(" via ")[1].split(".yaml")[0] for e in calls)
         == ["complete"] * 4 + ["generator"] * 4
     )
+
+
+def test_the_script_form_reaches_the_server_as_evalplus_asks_and_stops_at_the_functions_end(
+    http_server: Callable[..., FakeServer],
+) -> None:
+    """The third form (``script``, issue 45 item 2): EvalPlus's instruct prompt, the reply
+    prefilled with its response prefix, the closing fence a stop string; the samples of the
+    form share its prompt, so they are one request for ``n``. The server streams the function,
+    then tests and prose: the client stops reading where the function ends."""
+    from selfheal import HealConfig, heal
+    from selfheal.kernel_sandbox import KernelPool
+
+    script = ["def clamp(x, lo, hi):\n", "    return max(lo, min(x, hi))\n", "\n",
+              "assert clamp(5, 0, 3) == 3\n", "print(clamp(9, 0, 3))\n", "```\n\n",
+              "This script defines clamp and checks it."]  # fmt: skip
+    server = http_server(llama_n(lambda seed: script))
+    config = HealConfig(
+        candidates=4, first_sample=4, first_answer="script", spec_blind_tests=False,
+        repair=False, seed=3,
+    )  # fmt: skip
+    spec = "Write a function clamp(x, lo, hi): x limited to [lo, hi]. clamp(5, 0, 3) -> 3"
+    with KernelPool(size=1) as pool:
+        result = heal(spec, provider=local(server), config=config, executor=pool)
+
+    bodies = [r.json() for r in server.requests]
+    assert sorted((b["temperature"], b.get("n", 1)) for b in bodies) == [(0.0, 1), (0.8, 3)]
+    response = (
+        "Below is a Python script with a self-contained function that solves the problem and "
+        "passes corresponding tests:\n```python\n"
+    )
+    for body in bodies:
+        assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant"]
+        assert body["messages"][1]["content"].startswith(
+            "Please provide a self-contained Python script that solves the following problem "
+            f"in a markdown code block:\n```\n{spec}\n```"
+        )
+        assert body["messages"][2]["content"] == response
+        assert "\n```" in body["stop"]
+    assert [(c.origin, c.form) for c in result.candidates] == [("greedy", "script")] + [
+        ("sample", "script")
+    ] * 3
+    assert all(c.code == CLAMP.strip() for c in result.candidates)
+    assert result.code == CLAMP.strip() and result.status == "verified"
+    calls = [e for e in result.timeline if e.kind == "llm" and e.node == "generate"]
+    assert [e.detail.split(" via ")[1] for e in calls] == ["script.yaml v1"] * 4
+    assert all(e.reply == CLAMP + "\n" for e in calls)  # no test, no prose: cut there
