@@ -87,9 +87,7 @@ def continue_quietly(
     from selfheal import Run
     from selfheal.graph.build import make_context
 
-    ctx = make_context(
-        state.config, provider, spec=state.spec.text, executor=executor, asker=asker
-    )
+    ctx = make_context(state.config, provider, spec=state.spec.text, executor=executor, asker=asker)
     return Run.new(state, ctx).run()
 
 

@@ -62,7 +62,7 @@ def test_every_option_of_every_command_has_help() -> None:
 
 
 def _shown(value: object) -> str:
-    if value is None:
+    if value is None or value == ():  # an empty list setting: none given
         return "none"
     if isinstance(value, bool):
         return "on" if value else "off"
