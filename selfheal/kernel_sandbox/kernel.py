@@ -205,18 +205,17 @@ class SandboxKernel:
 
     async def _warm_up(self, key_file: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        code = install_code(
-            Setup(
-                key_file=key_file,
-                work=str(self.work),
-                fifo=str(self.fifo),
-                out_fifo=str(self.out_fifo),
-                host_home=str(Path.home()),
-                boundary=self.boundary,
-                disk_mb=self.limits.disk_mb if self.mount_namespace else 0,
-            )
+        setup = Setup(
+            key_file=key_file,
+            work=str(self.work),
+            fifo=str(self.fifo),
+            out_fifo=str(self.out_fifo),
+            host_home=str(Path.home()),
+            boundary=self.boundary,
+            disk_mb=self.limits.disk_mb if self.mount_namespace else 0,
         )
         # the first request is queued until the kernel is up; await its reply
+        code = install_code(setup)
         msg_id = self.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
         while True:
             if self.proc.poll() is not None:
