@@ -54,7 +54,8 @@ def _value(node: ast.expr) -> Any:
     if problem is not None:
         raise ValueError(problem)
     ev = HostEval()
-    ev.run(ast.parse("\n".join(import_lines(src))).body, assert_hook=_no_assert)
+    imports = parse_or_none("\n".join(import_lines(src)))
+    ev.run(imports.body if imports else (), assert_hook=_no_assert)
     return ev.expr(node)
 
 
