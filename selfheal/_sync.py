@@ -1,22 +1,6 @@
-"""One process-wide event loop, entered at the API edge; sync twins derived in one line (as
-nbclient does with ``run_sync``): ``run = sync_twin(arun)``; an async generator's iterator
-twin: ``sync_iter_twin(agen)``.
-
-Everything selfheal does asynchronously (the engine's nodes, the model calls, the kernel pool)
-runs on one long-lived loop in one daemon thread (``selfheal-loop``), started on first use and
-kept for the life of the process, so what is bound to a loop (the kernel pool's warm kernels,
-their pipes and channels) lives from one heal to the next. It is entered once, at the edge:
-
-- a sync twin hands its coroutine to the loop and blocks on the result: from plain code, from
-  any thread (``heal_many``'s workers), and from inside a running loop (a notebook cell), where
-  ``asyncio.run`` would refuse; an exception in the waiting thread (``KeyboardInterrupt``)
-  cancels the coroutine;
-- an async entry point awaited on another loop (``await aheal(...)`` in a notebook, a test's
-  loop) awaits its coroutine on the process loop (:func:`entered`), cancellation included;
-  awaited on the process loop itself it just runs.
-
-Inside the loop nothing crosses again. Blocking work is done at its leaf with
-``asyncio.to_thread`` (docs/architecture.md, "One concurrency model")."""
+"""One process-wide event loop, entered at the API edge, and the blocking twins of its async
+entry points (``run = sync_twin(arun)``; ``sync_iter_twin`` for an async generator):
+docs/architecture.md, "One concurrency model"."""
 
 from __future__ import annotations
 

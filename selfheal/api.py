@@ -1,11 +1,5 @@
-"""The public entry points: ``heal``, ``aheal`` and ``resume``.
-
-``heal`` and ``aheal`` gather their keywords into one ``HealRequest`` and enter selfheal's
-process loop once (``selfheal._sync``), where ``Run.astart`` builds the run from it
-(``graph.build``) and the runner steps through the table. Inside a
-Jupyter kernel a *frontend* shows the run: ``selfheal.notebook`` registers one with
-``use_frontend`` when selfheal is imported in a kernel, so this module never imports the UI.
-"""
+"""The public entry points ``heal``, ``aheal`` and ``resume``: one ``HealRequest`` each, run on
+selfheal's process loop; inside a Jupyter kernel a frontend (``use_frontend``) may take over."""
 
 from __future__ import annotations
 

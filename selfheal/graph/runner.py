@@ -1,13 +1,6 @@
-"""The runner: executes the table one node at a time, checkpointing every state.
-
-``Run`` is a run in progress: ``astep()`` executes one node, ``arun()`` goes until the run is
-done or waits for a human, ``aresume(decision)`` applies a human decision and goes on,
-``Run.load(path)`` picks up a run after a crash; ``step``, ``run`` and ``resume`` are their
-blocking twins (``selfheal._sync``). Its coroutines run on selfheal's process loop whoever
-awaits them (``entered``): the nodes, the model calls and the sandbox runs of a run share it. The time budget is an ``asyncio.timeout`` around each node:
-the work in flight (a model call, a sandbox run) is cancelled when it runs out. Its services
-come built (``graph.build``); ``fork`` (time travel) lives in ``graph.fork``.
-"""
+"""The runner: ``Run`` executes the table one node at a time on selfheal's process loop,
+checkpointing every state (``step``, ``run``, ``resume`` are the blocking twins; a time
+budget is an ``asyncio.timeout`` around each node): docs/architecture.md."""
 
 from __future__ import annotations
 
