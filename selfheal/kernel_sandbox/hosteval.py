@@ -1,12 +1,7 @@
-"""The host's side of a test: a small, restricted evaluator for the parts of a test that do
-not name the candidate (expected values, comparisons, ``abs(...) < 1e-6``), over the values
-the candidate's process sent back (``values.decode``). It runs on the host, so it evaluates
-only what cannot reach the host's files, programs or state: literals, containers,
-comprehensions, arithmetic, comparisons, and calls of an allow-list (safe builtins, the
-modules of ``HOST_MODULES`` and their public attributes, public methods of the values it
-built), with no attribute or name that starts with ``_``, no string formatting by attribute,
-no file output, and bounds on sizes and steps (docs/sandbox.md, "Verdicts on the host").
-"""
+"""The host's side of a test: a small, restricted evaluator for the parts of a test that do not
+name the candidate, over the values its process sent back; it evaluates only what cannot reach
+the host's files, programs or state (an allow-list, bounds on sizes and steps: docs/sandbox.md,
+"Verdicts on the host")."""
 
 from __future__ import annotations
 

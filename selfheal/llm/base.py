@@ -1,15 +1,7 @@
-"""The Provider protocol and the records it speaks.
-
-A call is one :class:`CompletionRequest` (the messages, the options, and who asks). The public
-surface stays keyword-shaped, ``provider.complete(messages, max_tokens=64)``; selfheal's own
-providers derive from :class:`ProviderBase` and implement ``_acomplete(request)``:
-``acomplete`` builds the request, the blocking ``complete`` is derived from it, and
-``complete_many`` asks for ``n`` answers at once. :func:`asend` sends a request record to any
-provider (the call context, ``role`` and ``node``, reaches selfheal's providers and never a
-foreign one, which gets the protocol's keywords). These async entry points run on selfheal's
-one event loop whoever awaits them (``selfheal._sync.entered``): a provider's HTTP client,
-its rate gate and its joined requests live there.
-"""
+"""The Provider protocol and the records it speaks: a call is one :class:`CompletionRequest`;
+selfheal's providers derive from :class:`ProviderBase` and implement ``_acomplete``;
+:func:`asend` sends a request to any provider. The async entry points run on selfheal's one
+event loop whoever awaits them (``selfheal._sync.entered``)."""
 
 from __future__ import annotations
 
