@@ -146,8 +146,12 @@ def entered(fn: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]
     return call
 
 
-def _twin_name(fn: Callable[..., Any]) -> str:
-    return fn.__name__[1:] if fn.__name__.startswith("a") else f"{fn.__name__}_sync"
+def _named(twin: Callable[..., Any], fn: Callable[..., Any], kind: str) -> None:
+    """Name ``twin`` after ``fn`` (``arun`` -> ``run``), its docstring after ``fn``'s."""
+    name = fn.__name__[1:] if fn.__name__.startswith("a") else f"{fn.__name__}_sync"
+    twin.__name__ = name
+    twin.__qualname__ = fn.__qualname__[: -len(fn.__name__)] + name
+    twin.__doc__ = f"{kind} twin of ``{fn.__name__}``. {fn.__doc__ or ''}".strip()
 
 
 def sync_twin(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
@@ -159,10 +163,7 @@ def sync_twin(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
     def twin(*args: P.args, **kwargs: P.kwargs) -> T:
         return run_sync(call(*args, **kwargs))
 
-    name = _twin_name(fn)
-    twin.__name__ = name
-    twin.__qualname__ = fn.__qualname__[: -len(fn.__name__)] + name
-    twin.__doc__ = f"Blocking twin of ``{fn.__name__}``. {fn.__doc__ or ''}".strip()
+    _named(twin, fn, "Blocking")
     return twin
 
 
@@ -195,8 +196,5 @@ def sync_iter_twin(fn: Callable[P, AsyncIterator[T]]) -> Callable[P, Iterator[T]
         finally:
             run_sync(close())
 
-    name = _twin_name(fn)
-    twin.__name__ = name
-    twin.__qualname__ = fn.__qualname__[: -len(fn.__name__)] + name
-    twin.__doc__ = f"Iterator twin of ``{fn.__name__}``. {fn.__doc__ or ''}".strip()
+    _named(twin, fn, "Iterator")
     return twin
