@@ -1,9 +1,5 @@
-"""``HealRequest``: the options of one heal, written once.
-
-``selfheal.heal`` and ``selfheal.aheal`` take these fields as their keywords (their signature
-is this record's) and build one request; the notebook frontend, ``Run.start`` and the CLI pass
-that record along instead of copying the keyword list.
-"""
+"""``HealRequest``: the options of one heal, written once (``heal``'s and ``aheal``'s keywords
+are its fields; the notebook, ``Run.start`` and the CLI pass the record along)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The pipeline as one table: each node, the coroutine it runs, its model calls, and where it
-goes next (the diagram and what each node adds: docs/loop.md).
-
-A node is a coroutine ``(state, ctx) -> state``; a route is ``state -> next node name``.
-Routing reads only the state, so every path can be tested by scripting the provider.
-"""
+"""The pipeline as one table: each node, the coroutine ``(state, ctx) -> state`` it runs, its
+model calls, and its route (``state -> next node``, reading only the state); docs/loop.md."""
 
 from __future__ import annotations
 

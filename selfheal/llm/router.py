@@ -1,9 +1,6 @@
-"""Model strings (:data:`VALID_FORMS`), automatic resolution (``auto``: ``$SELFHEAL_MODEL``,
-then Anthropic, Ollama, the local model, in the order of docs/llm.md, "Choosing a model"; never
-the mock), and per-role routing.
-
-The ``local`` backend is :mod:`selfheal.local`, which sits above this package and registers
-itself here (:func:`use_local_engine`), so this module never imports it."""
+"""Model strings (:data:`VALID_FORMS`), automatic resolution (``auto``: docs/llm.md, "Choosing a
+model"; never the mock) and per-role routing; the ``local`` backend registers itself here
+(:func:`use_local_engine`), so this module never imports it."""
 
 from __future__ import annotations
 
