@@ -21,7 +21,7 @@ from selfheal.roles.generator import generate, repair
 from selfheal.roles.lessons import summarize
 from selfheal.roles.oracle import consult, open_questions
 from selfheal.roles.test_writer import plan_tests
-from selfheal.state import Candidate, HealState, NodeName
+from selfheal.state import HealState, NodeName
 from selfheal.testsuite import all_active_pass
 
 Node = Callable[[HealState, Context], Awaitable[HealState]]
@@ -111,15 +111,12 @@ def after_ask(s: HealState) -> NodeName:
     last = s.questions[-1] if s.questions else None
     made = last.test_id if last is not None else None
     unrun = made is not None and any(
-        c.report is not None and made not in _ran(c) for c in s.candidates
+        c.report is not None and made not in {r.test_id for r in c.report.results}
+        for c in s.candidates
     )
     if made is not None and s.test(made) is not None and unrun:
         return "execute"
     return after_select(s)
-
-
-def _ran(c: Candidate) -> set[str]:
-    return {r.test_id for r in c.report.results} if c.report is not None else set()
 
 
 def after_diagnose(s: HealState) -> NodeName:

@@ -112,7 +112,6 @@ class HostEval:
         self.steps = 0
         self.current: ast.stmt | None = None  # the statement being run, for tracebacks
 
-    # statements
     def run(
         self, stmts: Iterable[ast.stmt], assert_hook: Callable[[ast.Assert, HostEval], None]
     ) -> None:
@@ -165,7 +164,6 @@ class HostEval:
         if self.steps > MAX_STEPS:
             raise HostEvalError("the test's host side took too many steps")
 
-    # expressions
     def expr(self, node: ast.expr) -> Any:
         self.step()
         if isinstance(node, ast.Constant):

@@ -189,7 +189,6 @@ class SandboxKernel:
             self.kill()
             raise
 
-    # ---------------------------------------------------------------- lifecycle
     @property
     def alive_process(self) -> bool:
         return not self._killed and self.proc.poll() is None
@@ -298,7 +297,6 @@ class SandboxKernel:
             # (its runs' directories are <root>-r<n>: a process of one names the root too)
             _killed_roots.append(self.root)
 
-    # ---------------------------------------------------------------- requests
     async def send_request(self, req: dict[str, Any]) -> int:
         """Hand ``req`` to the serving harness (signed, numbered); returns the run number
         its messages carry. The run's process works in a fresh ``<root>-r<n>/work``."""

@@ -87,7 +87,6 @@ class KernelPool:
         self._cond = asyncio.Condition()  # (bound to the process loop on first use)
         self._chores: set[asyncio.Task[None]] = set()  # kernel starts and kills in flight
 
-    # ------------------------------------------------------------------ lifecycle
     def start(self) -> KernelPool:
         """Start warming ``size`` kernels in the background (``run`` does it too). The first
         pool of a process first removes what killed hosts left behind (``leftovers``)."""
@@ -166,7 +165,6 @@ class KernelPool:
         with contextlib.suppress(Exception):
             self.close()
 
-    # ------------------------------------------------------------------ kernels
     # (everything below runs on the process loop)
     def _get_zygote(self) -> Zygote | None:
         if not self.fast_start:
@@ -288,7 +286,6 @@ class KernelPool:
         await kernel.akill()
         self._dying.discard(kernel)
 
-    # ------------------------------------------------------------------ Executor
     def _limits(self, timeout: float | None, limits: Limits | None) -> Limits:
         lim = limits or self.limits
         if timeout is not None:

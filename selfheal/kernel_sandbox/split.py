@@ -113,7 +113,8 @@ class _Splitter:
         return name not in SAFE_BUILTINS and name not in HOST_MODULES
 
     def names_candidate(self, node: ast.AST) -> bool:
-        return any(self.is_candidate_name(n) for n in _free_names(_wrap(node)))
+        tree = ast.Expression(body=node) if isinstance(node, ast.expr) else node
+        return any(self.is_candidate_name(n) for n in _free_names(tree))
 
     def is_object(self, node: ast.expr) -> bool:
         """An expression whose value lives in the candidate's process."""
@@ -232,10 +233,6 @@ class _Splitter:
             else:
                 out.append(ln)
         return "\n".join(out) or "pass"
-
-
-def _wrap(node: ast.AST) -> ast.AST:
-    return ast.Expression(body=node) if isinstance(node, ast.expr) else node
 
 
 def _plain_target(t: ast.expr) -> bool:

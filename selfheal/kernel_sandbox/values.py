@@ -52,13 +52,8 @@ def _int(x: Any) -> int:
     return x
 
 
-def _opt_int(x: Any) -> int | None:
-    return None if x is None else _int(x)
-
-
 def _tz(micro: Any) -> dt.tzinfo | None:
-    m = _opt_int(micro)
-    return None if m is None else dt.timezone(dt.timedelta(microseconds=m))
+    return None if micro is None else dt.timezone(dt.timedelta(microseconds=_int(micro)))
 
 
 class _Decoder:

@@ -73,7 +73,7 @@ class HealView(w.VBox):  # type: ignore[misc]
         self._lock = threading.RLock()
         self.meter = TokenMeter()
         """Tokens and seconds of the node in flight, for the header."""
-        self.on_token = progress_only(self._on_token)
+        self.on_token = progress_only(self.meter.on_token)
         """The run's token sink (it counts; it shows no text)."""
         self._ticker: threading.Thread | None = None
         self.display_handle: Any = None
@@ -215,9 +215,6 @@ class HealView(w.VBox):  # type: ignore[misc]
             self._loop.call_soon_threadsafe(self._handle_event, event)
         else:
             self._handle_event(event)
-
-    def _on_token(self, role: str, text: str) -> None:
-        self.meter.on_token(role, text)
 
     def _tick(self) -> None:
         """While the run is live, the header's in-flight part once a second."""
