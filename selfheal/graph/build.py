@@ -79,7 +79,8 @@ def services(
     if executor is None:
         from selfheal.kernel_sandbox import get_default_pool
 
-        executor = get_default_pool(config.limits.sandbox)
+        mode = config.limits.sandbox
+        executor = get_default_pool() if mode is None else get_default_pool(mode)
     return Context(
         llm=llm, executor=executor, sink=sink, on_token=on_token, memory_store=memory, asker=asker
     )

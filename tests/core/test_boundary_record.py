@@ -51,6 +51,6 @@ def test_the_config_asks_the_shared_pool_for_its_mode(monkeypatch: pytest.Monkey
     )
     make_context(HealConfig(sandbox="strict"), "mock")
     make_context(HealConfig(), "mock")
-    assert asked == [("strict",), (None,)]  # the second: None, $SELFHEAL_SANDBOX else auto
+    assert asked == [("strict",), ()]  # the second: $SELFHEAL_SANDBOX, else auto
     with pytest.raises(ConfigError, match="sandbox='loose'"):
         HealConfig(sandbox="loose")  # type: ignore[arg-type]
