@@ -172,7 +172,9 @@ class Run:
                 f"Nothing is lost: the run is checkpointed at {self.path}; fix the cause and "
                 f"continue with `selfheal runs resume {s.run_id}` or Run.load(...).run()."
             )
-            if _nothing_done(s):  # nothing worth resuming: the run is over, not left "running"
+            # no candidate and no model-written test yet: nothing a resume would keep, so the
+            # run is over, not left "running"
+            if not s.candidates and all(t.origin in ("example", "user") for t in s.tests):
                 failed = failed.model_copy(
                     update={"status": "failed", "next": "done", "error": detail}
                 )
@@ -264,12 +266,6 @@ class Run:
 
     fork = fork
     """``run.fork(at_iteration, lessons=..., code=..., model=...)``: see ``graph.fork.fork``."""
-
-
-def _nothing_done(state: HealState) -> bool:
-    """No candidate and no model-written test yet: a run that fails now has nothing a
-    resume would keep."""
-    return not state.candidates and all(t.origin in ("example", "user") for t in state.tests)
 
 
 def _end_detail(state: HealState, node: str, first_new_event: int) -> str:

@@ -290,7 +290,8 @@ class HostEval:
                 kwargs[k.arg] = self.expr(k.value)
         for v in (*args, *kwargs.values()):
             _no_candidate_object(v)
-        if _sizes_too_large(args, kwargs) and _is_library(fn):
+        sized = _sizes_too_large(args, kwargs)
+        if sized and (getattr(fn, "__module__", None) or "").startswith(("numpy", "pandas")):
             raise HostEvalError("a size too large for the host")
         return _check_size(fn(*args, **kwargs))
 
@@ -328,11 +329,6 @@ class HostEval:
         if isinstance(node, ast.SetComp):
             return set(out)
         return dict(out)
-
-
-def _is_library(fn: Any) -> bool:
-    mod = getattr(fn, "__module__", None) or ""
-    return mod.startswith(("numpy", "pandas"))
 
 
 def _sizes_too_large(args: list[Any], kwargs: dict[str, Any]) -> bool:

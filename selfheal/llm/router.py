@@ -158,8 +158,10 @@ def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | No
     """
     env = os.environ if env is None else env
     parsed = parse_model_string(spec or "") or parse_model_string(env.get("SELFHEAL_MODEL", ""))
+    if parsed is not None and parsed.provider == "anthropic" and not parsed.model:
+        return f"anthropic:{_anthropic_model(env)}"
     if parsed is not None:
-        return _canonical(parsed, env)
+        return parsed.model_string
     if env.get("ANTHROPIC_API_KEY", "").strip():
         return f"anthropic:{_anthropic_model(env)}"
 
@@ -188,12 +190,6 @@ def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | No
 
 def _anthropic_model(env: Mapping[str, str]) -> str:
     return env.get("SELFHEAL_ANTHROPIC_MODEL") or DEFAULT_ANTHROPIC_MODEL
-
-
-def _canonical(spec: ModelSpec, env: Mapping[str, str]) -> str:
-    if spec.provider == "anthropic" and not spec.model:
-        return f"anthropic:{_anthropic_model(env)}"
-    return spec.model_string
 
 
 def build_provider(model_string: str, *, env: Mapping[str, str] | None = None) -> Provider:
