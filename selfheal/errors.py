@@ -97,8 +97,7 @@ class ApprovalRequired(SelfHealError):
 
     Raised when an approval is needed and nothing can answer it (for example a headless
     notebook run with ``on_headless="error"``). ``state`` is the paused state, which can be
-    resumed with ``Run.resume(decision)``.
-    """
+    resumed with ``Run.resume(decision)``."""
 
     def __init__(self, message: str, *, state: object = None) -> None:
         self.state = state

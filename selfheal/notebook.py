@@ -113,8 +113,7 @@ class LiveHeal:
     ``await handle`` gives the ``HealResult``; ``handle.result()`` gives it once done;
     ``handle.code``, ``.status``, ``.verified``, ``.iterations`` (any ``HealResult`` field)
     reflect the latest state. ``approve()``, ``edit(code)``, ``reject(reason)`` answer a
-    waiting proposal from code, like the buttons do.
-    """
+    waiting proposal from code, like the buttons do."""
 
     def __init__(
         self,

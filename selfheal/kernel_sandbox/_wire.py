@@ -48,8 +48,7 @@ def encode_value(v: Any) -> Any:
     """Encode a plain Python value as tagged tuples (what ``decode_value`` reads).
 
     Raises ``TypeError`` for values that are not plain builtin data. Types are checked by
-    identity: ``t in (int, ...)`` would ask the metaclass of a candidate's type.
-    """
+    identity: ``t in (int, ...)`` would ask the metaclass of a candidate's type."""
     t = type(v)
     if t is _float:
         return ("f", v.hex())

@@ -1,8 +1,7 @@
 """One sandbox kernel: an ipykernel in its own process (group, cgroup, network namespace),
 spoken to over jupyter_client only at warm-up. After that it serves runs: each run is one
 request written into a FIFO, served by a process the harness forks for it (see
-``_harness/server.py``), and its results come back as signed lines on a second FIFO.
-"""
+``_harness/server.py``), and its results come back as signed lines on a second FIFO."""
 
 from __future__ import annotations
 

@@ -154,8 +154,7 @@ def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | No
     """Decide which model a string means, without loading anything.
 
     An explicit string is checked and returned in canonical form; ``auto``/None follows
-    the resolution order of docs/llm.md (it may probe an Ollama server briefly).
-    """
+    the resolution order of docs/llm.md (it may probe an Ollama server briefly)."""
     env = os.environ if env is None else env
     parsed = parse_model_string(spec or "") or parse_model_string(env.get("SELFHEAL_MODEL", ""))
     if parsed is not None and parsed.provider == "anthropic" and not parsed.model:
@@ -255,8 +254,7 @@ class Router:
 
     For a role: ``per_role[role]``, then ``$SELFHEAL_MODEL_<ROLE>`` (e.g.
     ``SELFHEAL_MODEL_DEBUGGER``), then ``default`` (itself ``auto`` when None). Providers
-    are cached by model string, so a local model used by several roles is loaded once.
-    """
+    are cached by model string, so a local model used by several roles is loaded once."""
 
     def __init__(
         self,

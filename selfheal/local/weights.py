@@ -99,8 +99,7 @@ def find_model(
 
     An explicit ``path`` or ``$SELFHEAL_MODEL_PATH`` that names a missing file is a
     :class:`ConfigError` (you asked for that file); the cache location simply returns
-    ``None`` when empty. Does not hash the file (see :func:`verify_model`).
-    """
+    ``None`` when empty. Does not hash the file (see :func:`verify_model`)."""
     env = os.environ.get("SELFHEAL_MODEL_PATH")
     if path is not None or env:
         p = Path(path if path is not None else env or "").expanduser()
@@ -159,8 +158,7 @@ def verify_model(
     """True when ``path`` has exactly ``spec``'s size and sha256.
 
     With ``use_cache`` a previous successful check is reused while the file's size and
-    mtime are unchanged (a small ``<file>.verified.json`` next to it), so re-runs are instant.
-    """
+    mtime are unchanged (a small ``<file>.verified.json`` next to it), so re-runs are instant."""
     p = Path(path)
     try:
         if p.stat().st_size != spec.size:
@@ -209,8 +207,7 @@ def _progress(total: int, desc: str, *, enabled: bool) -> Iterator[Callable[[int
 def find_parts(spec: WeightsSpec = DEFAULT_MODEL) -> list[Path]:
     """The installed part files of ``spec`` in order.
 
-    Raises :class:`ConfigError` naming the pip command when any part is not installed.
-    """
+    Raises :class:`ConfigError` naming the pip command when any part is not installed."""
     parts: list[Path] = []
     missing: list[str] = []
     for i in range(1, spec.part_count + 1):
@@ -247,8 +244,7 @@ def assemble_model(
 
     Writes to a temporary file in ``dest``'s directory, checks it, fsyncs it and renames it
     into place; on any failure (wrong checksum, full disk, Ctrl-C) the temporary file is
-    removed and ``dest`` is untouched. Returns ``dest``.
-    """
+    removed and ``dest`` is untouched. Returns ``dest``."""
     target = Path(dest)
     target.parent.mkdir(parents=True, exist_ok=True)
     sizes = [Path(p).stat().st_size for p in parts]
@@ -315,8 +311,7 @@ def ensure_model(
     against ``spec``). Otherwise the cached file is verified (instant after the first check);
     a corrupt one is replaced. When absent it is assembled from the installed part packages,
     or, if those are missing and ``huggingface_hub`` is installed and ``download`` is true,
-    downloaded from the hub. Raises :class:`ConfigError` saying what to install otherwise.
-    """
+    downloaded from the hub. Raises :class:`ConfigError` saying what to install otherwise."""
     explicit = path is not None or bool(os.environ.get("SELFHEAL_MODEL_PATH"))
     found = find_model(path, spec=spec)
     if found is not None and explicit:

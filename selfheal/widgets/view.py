@@ -2,8 +2,7 @@
 
 It only turns the rows of ``viewmodel`` (rendered by ``fragments``) into widgets and wires the
 approval buttons to a ``FutureApprover``. Events may arrive from a worker thread; they are handed to the kernel's
-event loop when one is attached, so widget updates happen on the loop's thread.
-"""
+event loop when one is attached, so widget updates happen on the loop's thread."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ class HealView(w.VBox):  # type: ignore[misc]
     proposal waits.
 
     ``HealView(state)`` shows a finished state; a live run feeds it with ``on_event`` (the
-    run's event sink) and ``refresh()``; ``bind(approver)`` wires the buttons.
-    """
+    run's event sink) and ``refresh()``; ``bind(approver)`` wires the buttons."""
 
     def __init__(
         self, state: HealState, *, state_getter: StateGetter | None = None, live: bool = False
