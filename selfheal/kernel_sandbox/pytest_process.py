@@ -240,7 +240,6 @@ class PytestRun:
     def __init__(
         self,
         source: KernelSource,
-        code: str,
         items: Sequence[PytestItem],
         calls: CandidateCalls,
         deadline: float,
