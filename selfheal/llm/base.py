@@ -334,14 +334,9 @@ send = blocking(asend)
 async def acomplete_many(
     provider: Provider, messages: Sequence[Message], /, *, n: int, **options: Any
 ) -> list[Completion]:
-    """``n`` completions of one prompt, in index order, from any provider.
-
-    A :class:`ProviderBase` answers itself (the OpenAI-compatible provider: ``n`` concurrent
-    requests with seeds ``seed, seed + 1, ...``; the scripted mock: its replies in order); a
-    foreign provider with its own ``acomplete_many`` is asked with the protocol's keywords and
-    ``seed``; any other gets ``n`` concurrent ``acomplete`` calls (without the seed: the
-    protocol has none). An error in any of the ``n`` calls is raised (the others are
-    cancelled)."""
+    """``n`` completions of one prompt, in index order, from any provider (a foreign one
+    without ``acomplete_many``: ``n`` concurrent ``acomplete`` calls, no seed); an error in any
+    is raised, the others cancelled (docs/llm.md, "n answers to one prompt")."""
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     request = CompletionRequest.of(messages, **options)

@@ -250,11 +250,8 @@ _NOT_ROLES = frozenset({"PATH", "DIR", "URL", "SHA256", "LIMITS"})
 
 
 class Router:
-    """Which provider serves which role.
-
-    For a role: ``per_role[role]``, then ``$SELFHEAL_MODEL_<ROLE>`` (e.g.
-    ``SELFHEAL_MODEL_DEBUGGER``), then ``default`` (itself ``auto`` when None). Providers
-    are cached by model string, so a local model used by several roles is loaded once."""
+    """Which provider serves which role: ``per_role[role]``, then ``$SELFHEAL_MODEL_<ROLE>``, then
+    ``default``; providers cached by model string (docs/llm.md, "Choosing a model")."""
 
     def __init__(
         self,
