@@ -68,15 +68,13 @@ def live_kernels() -> list[SandboxKernel]:
         return [k for k in _live if k.alive_process]
 
 
+@atexit.register
 def shutdown_all_kernels() -> None:
     """Kill every sandbox kernel this process started (also registered with ``atexit``)."""
     with _live_lock:
         ks = list(_live)
     for k in ks:
         k.kill()
-
-
-atexit.register(shutdown_all_kernels)
 
 
 @dataclass(frozen=True)
