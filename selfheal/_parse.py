@@ -1,14 +1,6 @@
-"""Python source parsed into an AST, one thread at a time.
-
-CPython 3.11 (and 3.12) keep the AST constructor's recursion depth per interpreter, not per
-thread, so two threads building AST objects at once can fail with ``SystemError: AST
-constructor recursion depth mismatch`` (python/cpython#106905). With one event loop, selfheal
-still parses on several threads at once: a ``HealRequest`` checks its spec in the caller's
-thread (``heal_many``'s workers, your own threads, a notebook cell) while the process loop
-parses candidates and verdict frames, and ``to_thread`` workers parse too (the scripted demo
-model's oracle). So every parse of a string goes through :func:`ast_parse` or
-:func:`literal`, which hold one lock (tests/core/test_parse.py checks that nothing else in the
-package calls ``ast.parse`` or ``ast.literal_eval`` on text)."""
+"""Python source parsed into an AST, one thread at a time: CPython 3.11's AST constructor is not
+safe on two threads at once (python/cpython#106905), so every parse of a string goes through
+:func:`ast_parse` or :func:`literal` (tests/core/test_parse.py checks it)."""
 
 from __future__ import annotations
 

@@ -1,22 +1,6 @@
-"""One process-wide event loop, entered at the API edge; sync twins derived in one line (as
-nbclient does with ``run_sync``): ``run = sync_twin(arun)``; an async generator's iterator
-twin: ``sync_iter_twin(agen)``.
-
-Everything selfheal does asynchronously (the engine's nodes, the model calls, the kernel pool)
-runs on one long-lived loop in one daemon thread (``selfheal-loop``), started on first use and
-kept for the life of the process, so what is bound to a loop (the kernel pool's warm kernels,
-their pipes and channels) lives from one heal to the next. It is entered once, at the edge:
-
-- a sync twin hands its coroutine to the loop and blocks on the result: from plain code, from
-  any thread (``heal_many``'s workers), and from inside a running loop (a notebook cell), where
-  ``asyncio.run`` would refuse; an exception in the waiting thread (``KeyboardInterrupt``)
-  cancels the coroutine;
-- an async entry point awaited on another loop (``await aheal(...)`` in a notebook, a test's
-  loop) awaits its coroutine on the process loop (:func:`entered`), cancellation included;
-  awaited on the process loop itself it just runs.
-
-Inside the loop nothing crosses again. Blocking work is done at its leaf with
-``asyncio.to_thread`` (docs/architecture.md, "One concurrency model")."""
+"""One process-wide event loop, entered at the API edge, and the blocking twins of its async
+entry points (``run = sync_twin(arun)``; ``sync_iter_twin`` for an async generator):
+docs/architecture.md, "One concurrency model"."""
 
 from __future__ import annotations
 
@@ -162,8 +146,12 @@ def entered(fn: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]
     return call
 
 
-def _twin_name(fn: Callable[..., Any]) -> str:
-    return fn.__name__[1:] if fn.__name__.startswith("a") else f"{fn.__name__}_sync"
+def _named(twin: Callable[..., Any], fn: Callable[..., Any], kind: str) -> None:
+    """Name ``twin`` after ``fn`` (``arun`` -> ``run``), its docstring after ``fn``'s."""
+    name = fn.__name__[1:] if fn.__name__.startswith("a") else f"{fn.__name__}_sync"
+    twin.__name__ = name
+    twin.__qualname__ = fn.__qualname__[: -len(fn.__name__)] + name
+    twin.__doc__ = f"{kind} twin of ``{fn.__name__}``. {fn.__doc__ or ''}".strip()
 
 
 def sync_twin(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
@@ -175,10 +163,7 @@ def sync_twin(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
     def twin(*args: P.args, **kwargs: P.kwargs) -> T:
         return run_sync(call(*args, **kwargs))
 
-    name = _twin_name(fn)
-    twin.__name__ = name
-    twin.__qualname__ = fn.__qualname__[: -len(fn.__name__)] + name
-    twin.__doc__ = f"Blocking twin of ``{fn.__name__}``. {fn.__doc__ or ''}".strip()
+    _named(twin, fn, "Blocking")
     return twin
 
 
@@ -211,8 +196,5 @@ def sync_iter_twin(fn: Callable[P, AsyncIterator[T]]) -> Callable[P, Iterator[T]
         finally:
             run_sync(close())
 
-    name = _twin_name(fn)
-    twin.__name__ = name
-    twin.__qualname__ = fn.__qualname__[: -len(fn.__name__)] + name
-    twin.__doc__ = f"Iterator twin of ``{fn.__name__}``. {fn.__doc__ or ''}".strip()
+    _named(twin, fn, "Iterator")
     return twin

@@ -1,11 +1,6 @@
 """Agreement as evidence: cluster candidates by behaviour, dispute model-written tests the
-agreeing candidates fail, and choose by standing: trusted tests (passed while reading the
-input), then cluster size plus spec-oracle votes, then credible model-written tests, then the
-greedy answer and the earliest candidate (docs/loop.md, "The tournament"). Pure functions over
-the state.
-
-A model-written test is *disputed* when a cluster of at least two candidates that pass every
-trusted test all fail it: it is kept and shown, but no longer blocks."""
+agreeing candidates fail (kept and shown, no longer blocking), and choose by standing
+(docs/loop.md, "The tournament"). Pure functions over the state."""
 
 from __future__ import annotations
 

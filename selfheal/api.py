@@ -1,11 +1,5 @@
-"""The public entry points: ``heal``, ``aheal`` and ``resume``.
-
-``heal`` and ``aheal`` gather their keywords into one ``HealRequest`` and enter selfheal's
-process loop once (``selfheal._sync``), where ``Run.astart`` builds the run from it
-(``graph.build``) and the runner steps through the table. Inside a
-Jupyter kernel a *frontend* shows the run: ``selfheal.notebook`` registers one with
-``use_frontend`` when selfheal is imported in a kernel, so this module never imports the UI.
-"""
+"""The public entry points ``heal``, ``aheal`` and ``resume``: one ``HealRequest`` each, run on
+selfheal's process loop; inside a Jupyter kernel a frontend (``use_frontend``) may take over."""
 
 from __future__ import annotations
 
@@ -101,16 +95,8 @@ def heal(request: HealRequest) -> HealResult:
     auto-detection), or a Provider object. ``tests``: your own assertions (trusted).
     ``approver``: answers repair proposals when ``config.approval.autonomy`` asks for review;
     without one the result comes back with status ``awaiting_approval`` and
-    ``selfheal.resume(result, Approve())`` continues it.
-
-    The run (its nodes, model calls and sandbox runs) goes on selfheal's one process loop
-    (``selfheal._sync``) and this call waits for it. In a Jupyter kernel (see
-    ``selfheal.notebook``) the frontend takes the call first, in the cell's thread, and shows
-    the live view. If a human must approve and no ``approver`` is given, the running cell
-    cannot wait for a click: it raises ``ApprovalRequired`` unless ``config.approval.on_headless``
-    decides (in a live notebook, ``selfheal.notebook.start(...)`` returns a handle whose
-    buttons answer).
-    """
+    ``selfheal.resume(result, Approve())`` continues it. In a Jupyter kernel the notebook's
+    frontend takes the call and shows the live view (docs/notebook.md: approvals there)."""
     frontend = _here()
     if frontend is not None:
         return frontend.heal(request)

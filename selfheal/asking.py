@@ -1,9 +1,5 @@
-"""Asking you when the evidence runs out: the ``Asker`` protocol (like ``Approver``), the
-answers it gives, and the asker of a terminal (docs/loop.md, "Asking you").
-
-A question shows one input and the outputs the candidates compete with; the answer is one of
-them, a value you type ("none of these"), or a skip. An answer becomes a trusted test of yours
-(``selfheal.questions.answer_test``) and the run goes on with it."""
+"""Asking you when the evidence runs out: the ``Asker`` protocol, the answers it gives (``Pick``,
+``NoneOfThese``, ``Skip``) and the asker of a terminal (docs/loop.md, "Asking you")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """``Context``: the effectful services a node may use (models, sandbox, memory, clock, event
-sink).
-
-Nodes are coroutines ``(state, ctx) -> state``: everything that talks to the world goes
-through ``ctx``, so tests swap in a scripted provider and a real (or fake) executor.
-"""
+sink); everything that talks to the world goes through it, so tests swap in fakes."""
 
 from __future__ import annotations
 

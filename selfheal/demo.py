@@ -2,8 +2,7 @@
 median function) with the mock provider replaying ``DEMO_SCRIPT``: a first population that
 fails the even-length example, then a repair round that agrees.
 
-The command line and the notebooks take the demo from here, not from the test double.
-"""
+The command line and the notebooks take the demo from here, not from the test double."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""``selfheal doctor``: what can run here, and does the local model actually work?
-
-:func:`doctor` collects a :class:`DoctorReport` (which providers are usable, where the local
-model is, the llama-server build and its flags, whether the server starts and generates and how
-fast, the Jupyter kernels, a GPU); :func:`format_report` renders it for a terminal.
-
-The model runs in llama-server, a separate process, so a broken llama.cpp build (the SIGSEGV of
-a native-CPU build on AVX-512 Xeons) is reported instead of killing the caller.
-"""
+"""``selfheal doctor``: what can run here, and does the local model actually work? :func:`doctor`
+collects a :class:`DoctorReport`; :func:`format_report` renders it for a terminal. The model
+runs in llama-server, a separate process, so a broken llama.cpp build (the SIGSEGV of a
+native-CPU build on AVX-512 Xeons) is reported instead of killing the caller."""
 
 from __future__ import annotations
 

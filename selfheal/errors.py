@@ -1,23 +1,5 @@
-"""The exceptions selfheal raises.
-
-The tree is small on purpose::
-
-    SelfHealError
-    ├── ConfigError                  you asked for something that cannot work as asked
-    │   ├── MissingDependency        an optional extra is not installed (also an ImportError)
-    │   └── MemoryUnavailable        the memory across runs cannot be opened or written
-    ├── ProviderError                a language-model call failed
-    │   ├── ProviderUnavailable      the server/backend cannot be reached
-    │   ├── ModelNotFound            the backend does not have that model
-    │   ├── AuthenticationFailed     the key is missing or refused
-    │   ├── ProviderTimeout          the call took longer than its timeout
-    │   └── MalformedReply           the reply could not be parsed even after salvage and retries
-    ├── SandboxError                 the kernel sandbox could not run the candidate
-    │   └── CandidateTimeout         a whole run went over its time budget
-    └── ApprovalRequired             control signal: a human must approve a repair first
-
-Every message says what happened and what to do next.
-"""
+"""The exceptions selfheal raises, all rooted at ``SelfHealError`` (the tree: docs/usage.md,
+"Errors"); every message says what happened and what to do next."""
 
 from __future__ import annotations
 
@@ -115,8 +97,7 @@ class ApprovalRequired(SelfHealError):
 
     Raised when an approval is needed and nothing can answer it (for example a headless
     notebook run with ``on_headless="error"``). ``state`` is the paused state, which can be
-    resumed with ``Run.resume(decision)``.
-    """
+    resumed with ``Run.resume(decision)``."""
 
     def __init__(self, message: str, *, state: object = None) -> None:
         self.state = state

@@ -6,8 +6,7 @@ Strict, since a misread is a trusted test failing right code: the function's sig
 parameter without a default; the arrow is a symbol (``->``, ``=>``, ``→``, ``➞``); both sides
 are values that can be built without the candidate, each holding a literal, neither a tuple
 without its parentheses (``2.5 -> 3.0, -2.5`` is two examples, not a tuple), and the arrows
-do not chain (``1 -> 2 -> 3`` is a linked list).
-"""
+do not chain (``1 -> 2 -> 3`` is a linked list)."""
 
 from __future__ import annotations
 

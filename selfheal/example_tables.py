@@ -3,8 +3,7 @@ call (``| x | f(x) |``, ``| a | b | f(a, b) |``) or says which column is which (
 output |``, ``args``/``result``/``expected``...), with or without the outer pipes.
 
 This module only finds the rows and says which call and value each one writes; the example
-reader (``selfheal.examples``) checks them like every other example.
-"""
+reader (``selfheal.examples``) checks them like every other example."""
 
 from __future__ import annotations
 

@@ -1,27 +1,8 @@
-"""The examples written in a spec: what the user says a call returns. They become trusted tests.
-
-The forms read:
-
-* doctests: ``>>> f(x)`` and the value on the lines after it (earlier ``>>> name = value``
-  lines are put in place of ``name`` in the call);
-* inline, in prose or code, several per line: ``f(x) -> y`` (or ``==>``, ``==``, ``=>``,
-  ``➞``, ``→``, ``≈``, "returns", "should return", "gives", "is", a comment ``# returns y`` /
-  ``# => y``, backticks around either side), and ``f(x) = y`` when ``y`` is the rest of its line;
-* named inputs: ``For xs = [1, 2], k = 3 the output should be 5`` (or "the result", "the
-  return value"), the names being exactly the function's parameters;
-* blocks: ``Input: xs = [1, 2], k = 3`` (or the bare arguments), then ``Output: 5``;
-* tables of inputs and outputs (``selfheal.example_tables``);
-* ``value -> value`` without the call, for a function of one argument (``selfheal.example_bare``).
-
-The arguments and the value are any expression that can be evaluated without the candidate
-(``selfheal.expected``: ``datetime.date(2024, 3, 5)``, ``Decimal('1.10')``,
-``pd.DataFrame({...})``, ...). A value written as a whole ``true``, ``false`` or ``none`` reads
-as ``True``, ``False``, ``None``. A misread example would be a trusted test failing right code,
-so every form is strict, and ``f(x) = y`` examples are dropped when a function's examples give
-values of different kinds (HumanEval/130 writes ``tri(4) = 3`` for its sequence and ``tri(3) =
-[1, 3, 2, 8]`` for the function). What looks like an example but cannot be read is kept with
-the reason (``Unread``), to tell the user.
-"""
+"""The examples written in a spec: what the user says a call returns; they become trusted tests
+(the forms read: docs/usage.md, "Examples in the spec"). Every form is strict, since a misread
+example is a trusted test failing right code: ``f(x) = y`` examples are dropped when a
+function's examples give values of different kinds (HumanEval/130's ``tri``), and what cannot
+be read is kept with the reason (``Unread``), to tell the user."""
 
 from __future__ import annotations
 

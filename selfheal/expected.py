@@ -6,8 +6,7 @@ containers, comprehensions, arithmetic, subscripts, and calls of the constructor
 allowed below (``datetime.date(2024, 3, 5)``, ``Decimal('1.10')``, ``pd.DataFrame({...})``,
 ``np.array([...])``, ``sorted({3, 1})``), and methods of such values. Nothing else: no name the
 candidate would define, no lambda, no attribute starting with ``_``, no comparison or condition
-(a value, not a claim), so the value never depends on the code under test.
-"""
+(a value, not a claim), so the value never depends on the code under test."""
 
 from __future__ import annotations
 

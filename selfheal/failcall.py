@@ -1,12 +1,6 @@
-"""The call that raised, as evidence for ``%selfheal`` (docs/notebook.md).
-
-From the traceback of a cell that raised: the call of the function being healed, with its
-arguments as the cell wrote them (literals), or as plain data read from the namespace the call
-ran in (a variable whose ``repr`` reads back as the same value). It becomes a trusted test
-"this call must not raise this exception" and a probe input; and where the function's
-docstring or the user's message states, without a model, what the function returns in that
-case (``0.0 if there are none``, ``returns None when empty``), a trusted ``assert call ==
-value``. Pure functions over a traceback and text (no IPython)."""
+"""The call that raised, as evidence for ``%selfheal``: the failing call rebuilt from the
+traceback as a trusted "must not raise" test, plus the value a docstring or your message
+states for it (docs/notebook.md). Pure functions over a traceback and text (no IPython)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Everything here turns a user's mistake into a :class:`ConfigError` that says what is wrong and
 what to do, before any model is asked or any kernel starts: text is decoded strictly as UTF-8
 (a problem is reported with its byte offset), a test must parse, a file to read must exist and
-be text, a file to write must be writable.
-"""
+be text, a file to write must be writable."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""IPython magics: ``%%selfheal``, ``%selfheal`` and ``%selfheal_config`` (docs/notebook.md).
-
-Thin on purpose: each magic builds a spec and calls ``selfheal.heal``; running, the view and
-approvals live in ``selfheal.notebook`` and ``selfheal.widgets``. ``%selfheal`` takes the last
-error from a custom exception handler (``set_custom_exc``) and finds the cell defining the
-failing function through ``linecache``, where IPython keeps every cell's source."""
+"""IPython magics: ``%%selfheal``, ``%selfheal`` and ``%selfheal_config`` (docs/notebook.md). Thin
+on purpose: each builds a spec and calls ``selfheal.heal``; ``%selfheal`` takes the last error
+from a custom exception handler and the failing function's cell from ``linecache``."""
 
 from __future__ import annotations
 

@@ -108,13 +108,9 @@ def _finish_headless(result: HealResult, why: str = _HEADLESS_WHY) -> HealResult
 
 
 class LiveHeal:
-    """A heal run going on in the kernel's event loop, with its live view.
-
-    ``await handle`` gives the ``HealResult``; ``handle.result()`` gives it once done;
-    ``handle.code``, ``.status``, ``.verified``, ``.iterations`` (any ``HealResult`` field)
-    reflect the latest state. ``approve()``, ``edit(code)``, ``reject(reason)`` answer a
-    waiting proposal from code, like the buttons do.
-    """
+    """A heal run going on in the kernel's event loop, with its live view: ``await handle``,
+    ``handle.result()``, any ``HealResult`` field of the latest state, and ``approve()``,
+    ``edit(code)``, ``reject(reason)`` as the buttons do (docs/notebook.md)."""
 
     def __init__(
         self,

@@ -1,10 +1,6 @@
-"""Probe inputs made from the spec alone: mutations of its examples, the calls inside
-model-written tests, and values drawn from the signature's type hints.
-
-Candidates run on every probe and their outputs are compared with each other; a probe never
-carries an expected value, so a wrong guess cannot overturn code (CodeT's dual agreement,
-AlphaCode's clustering by behaviour). Everything here is pure and deterministic.
-"""
+"""Probe inputs made from the spec alone (mutations of its examples, the calls inside model-written
+tests, values from the signature's type hints); a probe carries no expected value (docs/loop.md).
+Pure and deterministic."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
 """When a run asks you, what it asks, and the trusted test your answer makes (docs/loop.md,
-"Asking you"). Pure functions over the state.
-
-A question is open when the evidence runs out: candidates that pass every trusted test return
-different values for a probe input (nothing trusted separates them), or there is no trusted
-test and every candidate fails a model-written test (the code and the model's test dispute the
-value). Of the inputs in question, the one that splits the candidates most evenly is asked."""
+"Asking you"). Pure functions over the state."""
 
 from __future__ import annotations
 

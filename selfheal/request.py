@@ -1,9 +1,5 @@
-"""``HealRequest``: the options of one heal, written once.
-
-``selfheal.heal`` and ``selfheal.aheal`` take these fields as their keywords (their signature
-is this record's) and build one request; the notebook frontend, ``Run.start`` and the CLI pass
-that record along instead of copying the keyword list.
-"""
+"""``HealRequest``: the options of one heal, written once (``heal``'s and ``aheal``'s keywords
+are its fields; the notebook, ``Run.start`` and the CLI pass the record along)."""
 
 from __future__ import annotations
 
@@ -36,17 +32,10 @@ ProviderArg = str | Provider | None
 
 @dataclass(frozen=True, init=False)
 class HealRequest:
-    """One heal: the spec and everything that says how to heal it.
-
-    Not a saved record (it holds live objects: a provider, a sandbox, callbacks); what a run
-    needs again is in its state (``config``, the spec, the tests).
-
-    Read and checked once, when it is made, before any model call or kernel start: the spec
-    (UTF-8, size, names or describes a function; parsed here, once: ``parsed``), your tests
-    (each must parse; a name they import from your code must be one it defines; no two may
-    expect different values from the same call: ``selfheal.testchecks``), the entry point, the
-    config and the model string; a mistake is a ``ConfigError`` that says what to change. Each
-    field is written once, by ``__init__``, with its checked value; nothing rewrites it."""
+    """One heal: the spec and everything that says how to heal it (not a saved record: it holds
+    live objects; what a run needs again is in its state). Read and checked once, when it is
+    made, before any model call or kernel start; a mistake is a ``ConfigError`` that says what to
+    change (docs/architecture.md, "The route of one ``heal()`` call"). Each field is written once."""
 
     spec: str
     """The plain-language spec (examples in it become trusted tests); UTF-8 ``bytes`` are

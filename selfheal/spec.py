@@ -2,8 +2,7 @@
 
 A spec is either plain language ("Return the median of a list of numbers; raise ValueError
 on an empty list. Example: median([3, 1, 2]) -> 2") or Python-looking (a ``def`` line with a
-docstring, as in HumanEval). Examples become trusted tests: the user wrote them.
-"""
+docstring, as in HumanEval). Examples become trusted tests: the user wrote them."""
 
 from __future__ import annotations
 

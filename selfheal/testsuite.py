@@ -37,8 +37,7 @@ def parse_test_block(
 
     A ``def`` whose body is ``...``/``pass`` is the stub the test writer proposes (its
     signature names the function); imports are prepended to every test; each other
-    top-level statement that checks something and calls ``entry_point`` is one test.
-    """
+    top-level statement that checks something and calls ``entry_point`` is one test."""
     tree = parse_or_none(code)
     if tree is None:
         return None, []

@@ -1,13 +1,7 @@
-"""Your own tests: assert lines, or a pytest module, made into trusted test cases.
-
-A test you give (text, a path to a file, or a list of either) is **statements**, usually
-``assert`` lines (a bare comparison becomes an assert): one test; or **a pytest module**,
-collected once per run in the sandbox, every item one trusted test (``u1::test_median[even]``;
-docs/sandbox.md). Either form's imports of the code under test read it from the candidate.
-A test that neither checks nor calls anything, defines a function it never calls, or a file
-with nothing to collect or that pytest cannot collect is a ``ConfigError``, before any
-candidate runs; a test that calls the code but checks no value is a smoke test
-(``selfheal.testchecks``)."""
+"""Your own tests made trusted test cases: assert lines (one test), or a pytest module collected
+once per run in the sandbox, each item one test (``u1::test_median[even]``; docs/usage.md and
+docs/sandbox.md, "Your tests in pytest's form"); a test that can check nothing is a
+``ConfigError`` before any candidate runs, one that checks no value a smoke test."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The ``selfheal`` command line: ``heal``, ``runs``, ``memory``, ``doctor``, ``install``,
-``serve`` (``selfheal COMMAND --help``; docs/usage.md).
-
-Every command runs inside one error boundary (``main``): a mistake exits 2 with a message that
-says what to do (``--debug`` or ``SELFHEAL_DEBUG=1`` adds the traceback), and with ``--json``
-stdout holds exactly one JSON object whatever happens.
-"""
+"""The ``selfheal`` command line (``selfheal COMMAND --help``; docs/usage.md): every command runs
+inside one error boundary (``main``): a mistake exits 2 with what to do, and with ``--json``
+stdout holds exactly one JSON object whatever happens."""
 
 from __future__ import annotations
 

@@ -170,7 +170,9 @@ def finish(result: HealResult, args: argparse.Namespace) -> int:
     if failed_write and as_json:
         raise ConfigError(failed_write)  # main prints the one JSON object, code included
     out = sys.stdout
-    code = _exit_code(result)
+    code = EXIT_VERIFIED if result.verified else EXIT_NOT_VERIFIED
+    if result.status == "awaiting_approval":
+        code = EXIT_AWAITING
     if as_json:
         print(json.dumps({**result.to_dict(), "exit_code": code}), file=out)
     else:
@@ -204,12 +206,6 @@ def finish(result: HealResult, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return code
-
-
-def _exit_code(result: HealResult) -> int:
-    if result.status == "awaiting_approval":
-        return EXIT_AWAITING
-    return EXIT_VERIFIED if result.verified else EXIT_NOT_VERIFIED
 
 
 def evidence_line(result: HealResult) -> str:

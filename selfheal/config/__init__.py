@@ -31,15 +31,9 @@ from selfheal.errors import ConfigError
 
 
 class HealConfig(Record):
-    """How a heal run behaves, in groups by the part of the run that reads them. Every result
-    records the config it ran with (grouped).
-
-    A setting is read through its group, typed: ``config.generation.candidates``. Flat names
-    set it: ``HealConfig(candidates=4)``, ``config.changed(candidates=4)`` (and
-    ``model_copy(update={"candidates": 4})``) reach the field in its group (``FIELD_GROUP``,
-    derived from the groups); a stored flat config (an older run log) loads. The old flat read
-    ``config.candidates`` still works, with a ``DeprecationWarning``, and no type checker sees
-    it."""
+    """How a heal run behaves, in groups by the part of the run that reads them; every result
+    records it. A setting is read through its group (``config.generation.candidates``); flat
+    names set it (``HealConfig(candidates=4)``, ``changed``, ``model_copy``): docs/usage.md."""
 
     generation: Generation = Generation()
     """The first round's candidates."""

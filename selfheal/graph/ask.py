@@ -14,10 +14,6 @@ from selfheal.state import Answer, Asked, HealState
 NODE = "ask"
 
 
-def _asked_text(call: str, n: int) -> str:
-    return f"asked you about {call} ({n} output(s) compete)"
-
-
 def _answer_text(answer: Answer, test_id: str | None, note: str) -> str:
     if answer.kind == "skip":
         return "you skipped the question"
@@ -38,7 +34,8 @@ async def ask(state: HealState, ctx: Context) -> HealState:
         return record(ctx, state, NODE, detail=why, update={"can_ask": can})
     # what is asked is news (its row shows it while the answer is awaited); the answer is
     # your decision
-    state = record(ctx, state, NODE, "info", _asked_text(question.call, len(question.choices)))
+    news = f"asked you about {question.call} ({len(question.choices)} output(s) compete)"
+    state = record(ctx, state, NODE, "info", news)
     reply = ctx.asker(question, state)
     answer = await reply if inspect.isawaitable(reply) else reply
     test, note = answer_test(state, question, answer)

@@ -1,10 +1,6 @@
 """What-if from a finished run: the first state at which a run with another ``HealConfig`` would
-have parted from it, ready to continue from there (paired ablations, docs/evaluation.md).
-
-A switch matters at the first state where a route, asked again with the new config, answers
-another node; where the next node is one that reads the switch while it runs (``READ_BY``,
-derived from the config's groups); or where the new config's token or time budget is already
-spent where the old one's was not. Routes only read the state, so re-asking them is exact."""
+have parted from it (a route answers another node, a node that reads the switch is next, or a
+budget is spent), ready to continue from there (paired ablations, docs/evaluation.md)."""
 
 from __future__ import annotations
 

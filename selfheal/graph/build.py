@@ -1,12 +1,5 @@
-"""Building a run's services: the model router and the sandbox, from a request or a config.
-
-The one place that turns a model string or a Provider object into a router and picks the
-default kernel pool. A new run comes from one call, :func:`new_run` (``Run.astart``): its
-services and its first state, the config settled once; ``Run.load`` and ``fork`` get their
-context from :func:`make_context`; the nodes only ever see the finished ``Context``. Before
-the sandbox starts, ``check_models`` makes sure every role's model can be had for the spec, so
-a wrong model fails before the run has a log, a kernel or a model call.
-"""
+"""Building a run's services (the model router, checked against the spec, the memory and the
+sandbox) and its first state: docs/architecture.md, "The route of one ``heal()`` call"."""
 
 from __future__ import annotations
 
@@ -86,18 +79,10 @@ def services(
     if executor is None:
         from selfheal.kernel_sandbox import get_default_pool
 
-        executor = (
-            get_default_pool()
-            if config.limits.sandbox is None
-            else get_default_pool(config.limits.sandbox)
-        )
+        mode = config.limits.sandbox
+        executor = get_default_pool() if mode is None else get_default_pool(mode)
     return Context(
-        llm=llm,
-        executor=executor,
-        sink=sink,
-        on_token=on_token,
-        memory_store=memory,
-        asker=asker,
+        llm=llm, executor=executor, sink=sink, on_token=on_token, memory_store=memory, asker=asker
     )
 
 
@@ -109,12 +94,8 @@ async def new_run(
     asker: Asker | None = None,
 ) -> tuple[Context, HealState]:
     """The services and the first state of a new run for ``request`` (``Run.astart``'s one
-    call here): the router, its models resolved once and checked against the spec; the run's
-    config settled once from them (:func:`settled_config`); the memory and the sandbox; the
-    first state (your pytest tests collected in that sandbox); a backend that can warm up its
-    batch sizes asked to, off the run's path (docs/gpu.md). ``sink``/``on_token`` stand in
-    for the request's (the notebook's relays), ``asker`` for its asker (the notebook's view). What blocks (the model's auto-detection, the
-    memory's SQLite file) runs in a worker thread, off the loop."""
+    call here; docs/architecture.md, step 2). ``sink``/``on_token``/``asker`` stand in for the
+    request's (the notebook's). What blocks runs in a worker thread, off the loop."""
 
     def prepare() -> tuple[Context, HealConfig, tuple[Event, ...]]:
         llm = make_router(request.config, request.provider)
@@ -143,17 +124,9 @@ def settled_config(
     config: HealConfig, router: ModelRouter, provider: ProviderArg
 ) -> tuple[HealConfig, tuple[Event, ...]]:
     """The config a run records, settled once before its first state, and the timeline notes
-    that say why:
-
-    - the model strings its router chose (``auto``, ``$SELFHEAL_MODEL``,
-      ``$SELFHEAL_MODEL_<ROLE>``), so the run log says which models ran and reopening the run
-      uses them again (a run given a provider object keeps its config: the object is not
-      saved, and must be passed again to reopen the run);
-    - ``candidates="auto"`` resolved from the generator's backend
-      (:func:`selfheal.config.population_size` of its ``batch_hint``) and, on a backend whose
-      batch costs about one answer (``batch_free``: transformers on a GPU), a ``first_sample``
-      the config does not set raised to the whole population (the first round asks every
-      candidate at once)."""
+    that say why: the model strings its router chose (so reopening the run uses them again),
+    ``candidates="auto"`` from the generator's ``batch_hint``, and on a ``batch_free`` backend
+    an unset ``first_sample`` raised to the whole population."""
     update: dict[str, object] = _resolved_models(config, router, provider)
     generator = router.for_role("generator")
     hint = batch_hint(generator)

@@ -113,8 +113,7 @@ def apply_decision(state: HealState, decision: Decision, *, clock: float) -> Hea
 def best_attempt(state: HealState) -> Attempt | None:
     """The attempt to keep: loads, most trusted tests passed, then most others; ties -> earlier.
 
-    So a repair that only satisfies a model-written test while breaking a trusted one never wins.
-    """
+    So a repair that only satisfies a model-written test while breaking a trusted one never wins."""
     executed = [a for a in state.attempts if a.report is not None]
     if not executed:
         return state.current

@@ -1,13 +1,6 @@
-"""The runner: executes the table one node at a time, checkpointing every state.
-
-``Run`` is a run in progress: ``astep()`` executes one node, ``arun()`` goes until the run is
-done or waits for a human, ``aresume(decision)`` applies a human decision and goes on,
-``Run.load(path)`` picks up a run after a crash; ``step``, ``run`` and ``resume`` are their
-blocking twins (``selfheal._sync``). Its coroutines run on selfheal's process loop whoever
-awaits them (``entered``): the nodes, the model calls and the sandbox runs of a run share it. The time budget is an ``asyncio.timeout`` around each node:
-the work in flight (a model call, a sandbox run) is cancelled when it runs out. Its services
-come built (``graph.build``); ``fork`` (time travel) lives in ``graph.fork``.
-"""
+"""The runner: ``Run`` executes the table one node at a time on selfheal's process loop,
+checkpointing every state (``step``, ``run``, ``resume`` are the blocking twins; a time
+budget is an ``asyncio.timeout`` around each node): docs/architecture.md."""
 
 from __future__ import annotations
 
@@ -179,7 +172,9 @@ class Run:
                 f"Nothing is lost: the run is checkpointed at {self.path}; fix the cause and "
                 f"continue with `selfheal runs resume {s.run_id}` or Run.load(...).run()."
             )
-            if _nothing_done(s):  # nothing worth resuming: the run is over, not left "running"
+            # no candidate and no model-written test yet: nothing a resume would keep, so the
+            # run is over, not left "running"
+            if not s.candidates and all(t.origin in ("example", "user") for t in s.tests):
                 failed = failed.model_copy(
                     update={"status": "failed", "next": "done", "error": detail}
                 )
@@ -271,12 +266,6 @@ class Run:
 
     fork = fork
     """``run.fork(at_iteration, lessons=..., code=..., model=...)``: see ``graph.fork.fork``."""
-
-
-def _nothing_done(state: HealState) -> bool:
-    """No candidate and no model-written test yet: a run that fails now has nothing a
-    resume would keep."""
-    return not state.candidates and all(t.origin in ("example", "user") for t in state.tests)
 
 
 def _end_detail(state: HealState, node: str, first_new_event: int) -> str:

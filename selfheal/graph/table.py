@@ -1,9 +1,5 @@
-"""The pipeline as one table: each node, the coroutine it runs, its model calls, and where it
-goes next (the diagram and what each node adds: docs/loop.md).
-
-A node is a coroutine ``(state, ctx) -> state``; a route is ``state -> next node name``.
-Routing reads only the state, so every path can be tested by scripting the provider.
-"""
+"""The pipeline as one table: each node, the coroutine ``(state, ctx) -> state`` it runs, its
+model calls, and its route (``state -> next node``, reading only the state); docs/loop.md."""
 
 from __future__ import annotations
 
@@ -25,7 +21,7 @@ from selfheal.roles.generator import generate, repair
 from selfheal.roles.lessons import summarize
 from selfheal.roles.oracle import consult, open_questions
 from selfheal.roles.test_writer import plan_tests
-from selfheal.state import Candidate, HealState, NodeName
+from selfheal.state import HealState, NodeName
 from selfheal.testsuite import all_active_pass
 
 Node = Callable[[HealState, Context], Awaitable[HealState]]
@@ -115,15 +111,12 @@ def after_ask(s: HealState) -> NodeName:
     last = s.questions[-1] if s.questions else None
     made = last.test_id if last is not None else None
     unrun = made is not None and any(
-        c.report is not None and made not in _ran(c) for c in s.candidates
+        c.report is not None and made not in {r.test_id for r in c.report.results}
+        for c in s.candidates
     )
     if made is not None and s.test(made) is not None and unrun:
         return "execute"
     return after_select(s)
-
-
-def _ran(c: Candidate) -> set[str]:
-    return {r.test_id for r in c.report.results} if c.report is not None else set()
 
 
 def after_diagnose(s: HealState) -> NodeName:

@@ -1,11 +1,6 @@
-"""The kernel sandbox: the one place where candidates and tests execute.
-
-Each run loads untrusted candidate code into a fresh ipykernel (its own process group,
-cgroup and network namespace where the host allows them) from a warm ``KernelPool`` and
-runs the tests there; verdicts come only from HMAC-signed messages of a harness installed
-before the candidate existed. ``canonical`` is the text probe values are compared by (the
-host compares a spec oracle's literal the same way). See ``docs/sandbox.md``.
-"""
+"""The kernel sandbox: the one place where candidates and tests execute, in fresh processes
+forked from a warm ``KernelPool``, with verdicts only from the harness's signed messages
+(docs/sandbox.md)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The canonical text of a value, for comparing the behaviour of candidates (``ProbeCall``):
-equal values give equal text across implementations (the rules: docs/sandbox.md, "Probe
-values: canonical text").
-
-Its *source* is also executed inside each sandbox kernel, before any candidate exists: so
-it stays plain Python with no selfheal imports, and binds everything it uses to a name here
-at load (a module a candidate patches later changes nothing).
-"""
+"""The canonical text of a value, for comparing the behaviour of candidates (``ProbeCall``; the
+rules: docs/sandbox.md, "Probe values: canonical text"). Its source also runs in each kernel
+before any candidate exists: plain Python, no selfheal imports, everything bound at load."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The state of one run across one or more candidate processes: it turns the harness's
 signed messages into results and enforces the limits from the host. After a crash, or a
 test the harness could not stop, the run goes on from the next test in a fresh process
-(docs/sandbox.md, "How a run works", step 4).
-"""
+(docs/sandbox.md, "How a run works", step 4)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,7 @@
-"""The test process: your pytest-form tests run here, by pytest itself, in a process of
-their own that runs no candidate code (docs/sandbox.md, "Your tests in pytest's form").
-
-The code under test is a proxy: ``from candidate import f`` (your ``from stats import f``,
-rewritten) gives a ``Remote``, a handle to the candidate's ``f`` in the candidate's own
-process; calling it, and every attribute, call, ``len``, iteration, ``in``, index,
-arithmetic or comparison of two handles, is a call the host forwards to the candidate's
-process (``_harness/remote.py``). What comes back is plain data (decoded by
-``values.decode``, exact types only) or another handle. An exception the candidate raised is
-raised here as the same builtin type (a type of the candidate's own: a ``CandidateError``
-subclass of that name, and of its nearest builtin base). pytest decides each item's outcome;
-the host reads it from this process's pipe.
-
-Forked for each run by the test server the host starts (``pytest_process.py``) as
-``python -I -c <bootstrap>``; plain Python (only pytest and two selfheal modules loaded by
-path: importing ``selfheal`` costs a second).
-"""
+"""The test process: your pytest-form tests run here, by pytest itself, in a process that runs no
+candidate code; the code under test is a ``Remote`` handle whose every operation the host
+forwards to the candidate's process (docs/sandbox.md, "Your tests in pytest's form"). Plain
+Python, loaded by path (``_testrun.py``)."""
 
 from __future__ import annotations
 

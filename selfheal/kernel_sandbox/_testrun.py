@@ -1,8 +1,7 @@
 """The test process's main program (see ``_testproc.py``): set itself up, say ``ready``,
 take one module and the ids of its items to run, run them with pytest, and report each
 item's outcome as pytest decided it. Executed by the host's bootstrap as ``__main__`` with
-``argv = [dir, read fd, write fd]``; plain Python.
-"""
+``argv = [dir, read fd, write fd]``; plain Python."""
 
 from __future__ import annotations
 

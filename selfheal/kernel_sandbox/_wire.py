@@ -1,13 +1,7 @@
-"""The value codec shared by the host and the kernel harness: values as tagged tuples,
-written with ``repr`` and read back as a literal. Its *source* also runs inside every
-sandbox kernel (see ``_harness``), so it stays plain Python with no selfheal imports.
-
-In the kernel, ``encode_result`` turns what a candidate returned into data: exact builtin
-values, the standard library's dates, times, ``Decimal`` and ``Fraction``, NumPy scalars and
-arrays, pandas Series and DataFrames; anything else is ``("o", type name)``. The encoder runs
-in the candidate's process and is *not* trusted: the host decodes with ``values.decode``,
-which accepts only this grammar, checked by exact type, within size and depth limits.
-"""
+"""The value codec shared by the host and the kernel harness: values as tagged tuples, written
+with ``repr`` and read back as a literal; ``encode_result`` runs in the candidate's process and
+is not trusted (the host decodes with ``values.decode``; docs/sandbox.md, "Verdicts on the
+host"). Its source also runs in every kernel: plain Python, no selfheal imports."""
 
 from __future__ import annotations
 
@@ -54,8 +48,7 @@ def encode_value(v: Any) -> Any:
     """Encode a plain Python value as tagged tuples (what ``decode_value`` reads).
 
     Raises ``TypeError`` for values that are not plain builtin data. Types are checked by
-    identity: ``t in (int, ...)`` would ask the metaclass of a candidate's type.
-    """
+    identity: ``t in (int, ...)`` would ask the metaclass of a candidate's type."""
     t = type(v)
     if t is _float:
         return ("f", v.hex())

@@ -1,9 +1,6 @@
 """Which boundary the operating system enforces around candidates here (``landlock``,
-``fallback``, ``off``), and the switch that asks for one (``SELFHEAL_SANDBOX``,
-``HealConfig.sandbox``, ``KernelPool(boundary=...)``): modes ``auto``, ``strict``,
-``fallback``, ``off``. What each enforces: docs/sandbox.md, "The boundary the operating
-system enforces".
-"""
+``fallback``, ``off``) and the switch that asks for one (modes ``auto``, ``strict``,
+``fallback``, ``off``): docs/sandbox.md, "The boundary the operating system enforces"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """OS-level containment of a sandbox kernel (docs/sandbox.md, "Containment"): environment
-allow-list, rlimits, cgroups, network namespace, and killing a kernel's whole process tree.
-"""
+allow-list, rlimits, cgroups, network namespace, and killing a kernel's whole process tree."""
 
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ def nproc_budget(limits: Limits) -> int | None:
     The limit counts every process *and thread* of the user, and never binds root; so for
     root it is skipped (cgroup ``pids.max`` or the process-tree watch apply instead), and
     otherwise it is the user's current task count plus ``max_processes`` plus room for
-    the kernel's own threads.
-    """
+    the kernel's own threads."""
     if os.geteuid() == 0:
         return None
     uid = os.getuid()
@@ -180,8 +178,7 @@ class CgroupSet:
     """Per-kernel cgroups for ``pids`` and ``memory`` (v2, or v1 controllers).
 
     Created only where ``/sys/fs/cgroup`` is writable; every method is a no-op otherwise,
-    and the pool falls back to rlimits plus watching and killing the process tree.
-    """
+    and the pool falls back to rlimits plus watching and killing the process tree."""
 
     def __init__(self, dirs: dict[str, Path], version: int) -> None:
         self.dirs = dirs

@@ -163,7 +163,7 @@ async def with_pytest_items(
                 load = first
             boundary = calls.boundary or boundary
             if first.ok:
-                prun = PytestRun(source, code, items, calls, t0 + limits.run_timeout)
+                prun = PytestRun(source, items, calls, t0 + limits.run_timeout)
                 await prun.go()
                 results |= prun.results
                 exhausted = exhausted or prun.budget_exhausted

@@ -1,12 +1,7 @@
-"""The host's side of a test: a small, restricted evaluator for the parts of a test that do
-not name the candidate (expected values, comparisons, ``abs(...) < 1e-6``), over the values
-the candidate's process sent back (``values.decode``). It runs on the host, so it evaluates
-only what cannot reach the host's files, programs or state: literals, containers,
-comprehensions, arithmetic, comparisons, and calls of an allow-list (safe builtins, the
-modules of ``HOST_MODULES`` and their public attributes, public methods of the values it
-built), with no attribute or name that starts with ``_``, no string formatting by attribute,
-no file output, and bounds on sizes and steps (docs/sandbox.md, "Verdicts on the host").
-"""
+"""The host's side of a test: a small, restricted evaluator for the parts of a test that do not
+name the candidate, over the values its process sent back; it evaluates only what cannot reach
+the host's files, programs or state (an allow-list, bounds on sizes and steps: docs/sandbox.md,
+"Verdicts on the host")."""
 
 from __future__ import annotations
 
@@ -117,7 +112,6 @@ class HostEval:
         self.steps = 0
         self.current: ast.stmt | None = None  # the statement being run, for tracebacks
 
-    # statements
     def run(
         self, stmts: Iterable[ast.stmt], assert_hook: Callable[[ast.Assert, HostEval], None]
     ) -> None:
@@ -170,7 +164,6 @@ class HostEval:
         if self.steps > MAX_STEPS:
             raise HostEvalError("the test's host side took too many steps")
 
-    # expressions
     def expr(self, node: ast.expr) -> Any:
         self.step()
         if isinstance(node, ast.Constant):
@@ -297,7 +290,8 @@ class HostEval:
                 kwargs[k.arg] = self.expr(k.value)
         for v in (*args, *kwargs.values()):
             _no_candidate_object(v)
-        if _sizes_too_large(args, kwargs) and _is_library(fn):
+        sized = _sizes_too_large(args, kwargs)
+        if sized and (getattr(fn, "__module__", None) or "").startswith(("numpy", "pandas")):
             raise HostEvalError("a size too large for the host")
         return _check_size(fn(*args, **kwargs))
 
@@ -335,11 +329,6 @@ class HostEval:
         if isinstance(node, ast.SetComp):
             return set(out)
         return dict(out)
-
-
-def _is_library(fn: Any) -> bool:
-    mod = getattr(fn, "__module__", None) or ""
-    return mod.startswith(("numpy", "pandas"))
 
 
 def _sizes_too_large(args: list[Any], kwargs: dict[str, Any]) -> bool:

@@ -1,8 +1,7 @@
 """One sandbox kernel: an ipykernel in its own process (group, cgroup, network namespace),
 spoken to over jupyter_client only at warm-up. After that it serves runs: each run is one
 request written into a FIFO, served by a process the harness forks for it (see
-``_harness/server.py``), and its results come back as signed lines on a second FIFO.
-"""
+``_harness/server.py``), and its results come back as signed lines on a second FIFO."""
 
 from __future__ import annotations
 
@@ -69,15 +68,13 @@ def live_kernels() -> list[SandboxKernel]:
         return [k for k in _live if k.alive_process]
 
 
+@atexit.register
 def shutdown_all_kernels() -> None:
     """Kill every sandbox kernel this process started (also registered with ``atexit``)."""
     with _live_lock:
         ks = list(_live)
     for k in ks:
         k.kill()
-
-
-atexit.register(shutdown_all_kernels)
 
 
 @dataclass(frozen=True)
@@ -189,7 +186,6 @@ class SandboxKernel:
             self.kill()
             raise
 
-    # ---------------------------------------------------------------- lifecycle
     @property
     def alive_process(self) -> bool:
         return not self._killed and self.proc.poll() is None
@@ -297,7 +293,6 @@ class SandboxKernel:
             # (its runs' directories are <root>-r<n>: a process of one names the root too)
             _killed_roots.append(self.root)
 
-    # ---------------------------------------------------------------- requests
     async def send_request(self, req: dict[str, Any]) -> int:
         """Hand ``req`` to the serving harness (signed, numbered); returns the run number
         its messages carry. The run's process works in a fresh ``<root>-r<n>/work``."""

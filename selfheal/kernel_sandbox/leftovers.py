@@ -1,8 +1,7 @@
 """What a killed host leaves behind, and cleaning it up: every sandbox directory carries an
 *owner* marker (the host's pid and start time, the cgroups it made), and the first pool a
 later process starts removes what belonged to a host that is gone. Directories without a
-marker, or whose host still runs, are never touched (docs/sandbox.md, "orphans").
-"""
+marker, or whose host still runs, are never touched (docs/sandbox.md, "orphans")."""
 
 from __future__ import annotations
 

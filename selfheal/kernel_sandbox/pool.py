@@ -41,15 +41,9 @@ T = TypeVar("T")
 
 
 class KernelPool:
-    """A pool of warm sandbox kernels. Implements the ``Executor`` protocol.
-
-    Every run gets a fresh process forked from a warm kernel, so a kernel serves run after
-    run; at most ``size`` runs at once (one per kernel), more callers wait. Async at its
-    core: its state and work are coroutines on selfheal's process loop (``selfheal._sync``),
-    where a heal's nodes run too, so a heal's sandbox runs are plain awaits; a caller on
-    another loop enters the process loop once per call (cancelling it cancels the run there),
-    and the blocking methods are sync twins. The options: docs/sandbox.md, "API".
-    """
+    """A pool of warm sandbox kernels. Implements the ``Executor`` protocol: every run in a fresh
+    process forked from a warm kernel, at most ``size`` at once; async at its core, on selfheal's
+    process loop, with sync twins. The options: docs/sandbox.md, "API"."""
 
     def __init__(
         self,
@@ -93,7 +87,6 @@ class KernelPool:
         self._cond = asyncio.Condition()  # (bound to the process loop on first use)
         self._chores: set[asyncio.Task[None]] = set()  # kernel starts and kills in flight
 
-    # ------------------------------------------------------------------ lifecycle
     def start(self) -> KernelPool:
         """Start warming ``size`` kernels in the background (``run`` does it too). The first
         pool of a process first removes what killed hosts left behind (``leftovers``)."""
@@ -172,7 +165,6 @@ class KernelPool:
         with contextlib.suppress(Exception):
             self.close()
 
-    # ------------------------------------------------------------------ kernels
     # (everything below runs on the process loop)
     def _get_zygote(self) -> Zygote | None:
         if not self.fast_start:
@@ -294,7 +286,6 @@ class KernelPool:
         await kernel.akill()
         self._dying.discard(kernel)
 
-    # ------------------------------------------------------------------ Executor
     def _limits(self, timeout: float | None, limits: Limits | None) -> Limits:
         lim = limits or self.limits
         if timeout is not None:

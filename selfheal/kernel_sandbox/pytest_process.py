@@ -1,15 +1,6 @@
-"""Your pytest-form tests in a separate, trusted process (``Limits.pytest_tests`` =
-``"separate_process"``, the default; docs/sandbox.md, "Your tests in pytest's form").
-
-The host takes a fresh *test process* (``_testrun.py``: pytest and your module, no candidate
-code), forked for the run by the *test server* (one per host process: pytest imported,
-configured, its session started once), and loads the candidate in a fresh process of a warm
-kernel that answers calls (``candidate_calls.py``). The host is the broker: each call the
-test makes on the code under test comes up the test process's pipe and goes to the
-candidate's process; its reply (plain data, a handle, an exception) goes back down. pytest
-decides each item in the test process and the host reads the outcome from that pipe:
-nothing the candidate's process writes can set it. One test process per run and module.
-"""
+"""Your pytest-form tests in a separate, trusted process, forked per run by the test server, with
+the host as the broker of every call to the candidate's process (``Limits.pytest_tests`` =
+``"separate_process"``; docs/sandbox.md, "Your tests in pytest's form")."""
 
 from __future__ import annotations
 
@@ -249,7 +240,6 @@ class PytestRun:
     def __init__(
         self,
         source: KernelSource,
-        code: str,
         items: Sequence[PytestItem],
         calls: CandidateCalls,
         deadline: float,

@@ -1,8 +1,7 @@
 """Host-side rewriting of test code so comparisons cannot be fooled by candidate objects:
 every comparison becomes a call to the harness's ``__sh_cmp__`` and every ``assert`` one to
 ``__sh_assert__`` / ``__sh_assert_cmp__`` (docs/sandbox.md, "Comparisons that cannot be
-fooled", says what is and is not covered).
-"""
+fooled", says what is and is not covered)."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ def rewrite_test(code: str) -> tuple[str, bool]:
 
     Raises ``SyntaxError`` if ``code`` does not compile (the caller sends it unchanged so
     the harness reports the error). Cached: an agent re-runs the same tests on every
-    candidate.
-    """
+    candidate."""
     compile(code, "<test>", "exec", dont_inherit=True)
     tree = _Rewriter().visit(ast_parse(code))
     body = tree.body or [ast.Pass()]

@@ -1,14 +1,7 @@
-"""A test split in two, so that its verdict is decided on the host: the *candidate side*
-(the statements and calls that name the candidate's code, sent to its process, which returns
-the values they give) and the *host side* (everything else: expected values, comparisons,
-the assert itself), evaluated by ``hosteval`` over those values. The expected side of
-``assert f(x) == y`` never enters the candidate's process.
-
-``split_test`` returns None for a test it cannot split (loops, ``with``, functions or classes
-the test defines, comprehensions over the candidate's results, a method call on the
-candidate's result that takes test data): such a test runs whole in the candidate's process,
-as before (docs/sandbox.md, "Verdicts on the host", says what that means per form).
-"""
+"""A test split in two so that its verdict is decided on the host: the *candidate side* runs in the
+candidate's process, the *host side* (expected values, comparisons, the assert) in ``hosteval``;
+``split_test`` is None for a test that runs whole in the candidate's process (docs/sandbox.md,
+"Verdicts on the host")."""
 
 from __future__ import annotations
 
@@ -120,7 +113,8 @@ class _Splitter:
         return name not in SAFE_BUILTINS and name not in HOST_MODULES
 
     def names_candidate(self, node: ast.AST) -> bool:
-        return any(self.is_candidate_name(n) for n in _free_names(_wrap(node)))
+        tree = ast.Expression(body=node) if isinstance(node, ast.expr) else node
+        return any(self.is_candidate_name(n) for n in _free_names(tree))
 
     def is_object(self, node: ast.expr) -> bool:
         """An expression whose value lives in the candidate's process."""
@@ -239,10 +233,6 @@ class _Splitter:
             else:
                 out.append(ln)
         return "\n".join(out) or "pass"
-
-
-def _wrap(node: ast.AST) -> ast.AST:
-    return ast.Expression(body=node) if isinstance(node, ast.expr) else node
 
 
 def _plain_target(t: ast.expr) -> bool:

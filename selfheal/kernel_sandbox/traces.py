@@ -3,8 +3,7 @@ for a model's context (``trace_text``).
 
 The steps come from the tracer in the candidate's process (``_harness/trace.py``): signed by
 the harness, but built in a process that ran candidate code, so they are read defensively
-(malformed steps are dropped, every string is cut again here).
-"""
+(malformed steps are dropped, every string is cut again here)."""
 
 from __future__ import annotations
 

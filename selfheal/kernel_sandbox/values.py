@@ -1,9 +1,7 @@
-"""The host's reading of the values a candidate's process sends back (``_wire.encode_result``
-writes them): only that grammar is accepted, every part checked by exact type (identity,
-never ``==`` or ``hash`` on a type), within size and depth limits; the objects built are the
-host's own (builtins, ``datetime``, ``Decimal``, NumPy, pandas). Anything else is a
-``NotPlain``, which equals nothing. ``data_equal`` is what ``==`` in an assert means for them.
-"""
+"""The host's reading of the values a candidate's process sends back (``_wire.encode_result``'s
+grammar only, checked by exact type, within size and depth limits); anything else is a
+``NotPlain``, equal to nothing; ``data_equal`` is an assert's ``==`` (docs/sandbox.md,
+"Verdicts on the host")."""
 
 from __future__ import annotations
 
@@ -54,13 +52,8 @@ def _int(x: Any) -> int:
     return x
 
 
-def _opt_int(x: Any) -> int | None:
-    return None if x is None else _int(x)
-
-
 def _tz(micro: Any) -> dt.tzinfo | None:
-    m = _opt_int(micro)
-    return None if m is None else dt.timezone(dt.timedelta(microseconds=m))
+    return None if micro is None else dt.timezone(dt.timedelta(microseconds=_int(micro)))
 
 
 class _Decoder:

@@ -1,7 +1,6 @@
 """Verdicts decided on the host from the values a candidate's process returned: a split
 test's host side (``split.py``) evaluated over them, a ``CallTest``'s value compared with its
-``expected``. The candidate never sees what its values are compared with.
-"""
+``expected``. The candidate never sees what its values are compared with."""
 
 from __future__ import annotations
 

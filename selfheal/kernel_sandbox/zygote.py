@@ -1,7 +1,6 @@
 """A fork server for sandbox kernels: one process that has already imported ipykernel and
 IPython forks each new kernel (docs/sandbox.md, "How a run works", step 1); the host treats
-a forked kernel like any other kernel process (``ForkedProcess``).
-"""
+a forked kernel like any other kernel process (``ForkedProcess``)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ Importing this package needs only the base dependencies. The provider classes
 (``OpenAICompatible``, the local default's provider, and ``AnthropicProvider``,
 ``OllamaProvider``, ``HFProvider``, which need an optional SDK) are imported on first
 attribute access; the optional ones raise :class:`~selfheal.errors.MissingDependency` when
-built without their SDK.
-"""
+built without their SDK."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A provider for Anthropic's Messages API, through the ``anthropic`` SDK.
-
-System messages go to ``system=``, same-role neighbours are merged; a ``schema`` becomes one
-forced tool call whose input is the reply. Retries are the SDK's own, held to
-:class:`RetryPolicy` by a middleware where the SDK has middleware (docs/llm.md, "Reliability")."""
+"""A provider for Anthropic's Messages API, through the ``anthropic`` SDK (what is sent, and its
+retries held to :class:`RetryPolicy`: docs/llm.md, "Providers", "Reliability")."""
 
 from __future__ import annotations
 

@@ -242,19 +242,10 @@ async def aask_code(
     """Ask for code in a fenced block; check it parses and defines ``entry_point``; ask again
     (at most ``retries`` times) showing the reply and what was wrong. ``options`` are further
     :class:`~selfheal.llm.base.CompletionRequest` fields. Never returns code that does not
-    parse: raises :class:`MalformedReply` after the last attempt.
-
-    ``prefill``: the start of the reply (e.g. a code fence and the function's header), sent as
-    a final assistant message the model continues up to the closing fence; the code is the
-    prefill and the continuation. A retry shows the whole reply (prefill and continuation) and
-    asks for the corrected code, without a prefill.
-
-    ``retry_temperature``: a retry is asked at this temperature at least, with the next seed:
-    the same greedy request would bring the same reply back (issue 45).
-
-    The reply ends where the function is complete and what follows is not code
-    (:class:`~selfheal.llm.parsing.code_stop.FunctionEnds` as ``stop_when``): no prose, main
-    block or example calls after it."""
+    parse: raises :class:`MalformedReply` after the last attempt. ``prefill``: the start of the
+    reply, which the model continues (a retry asks without it); ``retry_temperature``: a retry's
+    least temperature, with the next seed; the reply ends with the function (``FunctionEnds``).
+    docs/llm.md: "A prefilled reply", "Answers that end with the function"."""
     request = CompletionRequest.of(
         [*messages, Message(role="assistant", content=prefill)] if prefill else messages,
         max_tokens=max_tokens,

@@ -1,15 +1,7 @@
-"""The Provider protocol and the records it speaks.
-
-A call is one :class:`CompletionRequest` (the messages, the options, and who asks). The public
-surface stays keyword-shaped, ``provider.complete(messages, max_tokens=64)``; selfheal's own
-providers derive from :class:`ProviderBase` and implement ``_acomplete(request)``:
-``acomplete`` builds the request, the blocking ``complete`` is derived from it, and
-``complete_many`` asks for ``n`` answers at once. :func:`asend` sends a request record to any
-provider (the call context, ``role`` and ``node``, reaches selfheal's providers and never a
-foreign one, which gets the protocol's keywords). These async entry points run on selfheal's
-one event loop whoever awaits them (``selfheal._sync.entered``): a provider's HTTP client,
-its rate gate and its joined requests live there.
-"""
+"""The Provider protocol and the records it speaks: a call is one :class:`CompletionRequest`;
+selfheal's providers derive from :class:`ProviderBase` and implement ``_acomplete``;
+:func:`asend` sends a request to any provider. The async entry points run on selfheal's one
+event loop whoever awaits them (``selfheal._sync.entered``)."""
 
 from __future__ import annotations
 
@@ -342,14 +334,9 @@ send = blocking(asend)
 async def acomplete_many(
     provider: Provider, messages: Sequence[Message], /, *, n: int, **options: Any
 ) -> list[Completion]:
-    """``n`` completions of one prompt, in index order, from any provider.
-
-    A :class:`ProviderBase` answers itself (the OpenAI-compatible provider: ``n`` concurrent
-    requests with seeds ``seed, seed + 1, ...``; the scripted mock: its replies in order); a
-    foreign provider with its own ``acomplete_many`` is asked with the protocol's keywords and
-    ``seed``; any other gets ``n`` concurrent ``acomplete`` calls (without the seed: the
-    protocol has none). An error in any of the ``n`` calls is raised (the others are
-    cancelled)."""
+    """``n`` completions of one prompt, in index order, from any provider (a foreign one
+    without ``acomplete_many``: ``n`` concurrent ``acomplete`` calls, no seed); an error in any
+    is raised, the others cancelled (docs/llm.md, "n answers to one prompt")."""
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     request = CompletionRequest.of(messages, **options)

@@ -152,12 +152,8 @@ class HFProvider(ProviderBase):
         return self.device == "cuda"
 
     def warm_up(self, sizes: Sequence[int], tokens: int = WARM_TOKENS) -> None:
-        """Decode a short answer once at each batch size of ``sizes`` not warmed yet, in a
-        background thread: on a GPU the first ``generate`` of a new batch size costs 2.4-3x the
-        same call repeated (an H100, docs/gpu.md), so a run should not pay it. Each size is
-        its own turn in the queue, so a request that comes meanwhile waits for one at most.
-        ``HFProvider`` warms 1 and ``batch_hint`` when it loads on CUDA (``warm=None``; ``True``
-        anywhere, ``False`` never); a run asks for its first round's sizes when it starts."""
+        """Decode a short answer once at each batch size of ``sizes`` not warmed yet, in a background
+        thread, each size its own turn in the queue (docs/gpu.md, "Each batch size warmed once")."""
         todo = [n for n in dict.fromkeys(sizes) if n >= 1 and n not in self.warmed]
         if not todo:
             return

@@ -1,8 +1,6 @@
 """Request concurrency and rate limits per model id, shared by every run in the process (on a
-Dask cluster, by every worker): set with :func:`configure_limits` or ``$SELFHEAL_MODEL_LIMITS``;
-a provider for a model with limits goes through its gate (:class:`LimitedProvider`). A gate
-grants at most ``max_concurrency`` slots at once and ``requests_per_minute`` in any 60-second
-window, and waiting for one never blocks an event loop (docs/scale.md, docs/llm.md)."""
+Dask cluster, by every worker): :func:`configure_limits` or ``$SELFHEAL_MODEL_LIMITS``; a
+provider for a model with limits goes through its gate (:class:`LimitedProvider`; docs/scale.md)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A deterministic, scriptable provider for tests and demos.
-
-Replies are scripted per role: ``MockProvider({"generator": [reply1, reply2], ...})``. A reply
-is a string, a function of the messages returning a string, or an exception to raise; a call
-without a role answers from the script of role ``"any"``. ``MockProvider.demo()`` replays the
-median demo (:mod:`selfheal.llm.mock_demo`) and refuses any other spec (docs/llm.md)."""
+"""A deterministic, scriptable provider for tests and demos: replies scripted per role (a string,
+a function of the messages, or an exception); ``MockProvider.demo()`` replays the median demo
+and refuses any other spec (docs/llm.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A provider for a running Ollama server, through the ``ollama`` client library.
-
-``schema`` is passed as Ollama's ``format``; ``num_ctx`` is sized per call from the prompt and
-never shrinks (docs/llm.md, "Providers").
-"""
+"""A provider for a running Ollama server, through the ``ollama`` client library (``schema`` as
+``format``, ``num_ctx`` sized per call: docs/llm.md, "Providers")."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """One provider for every OpenAI-compatible chat server (llama-server, vLLM, LM Studio, Ollama's
-``/v1``, TGI, OpenAI itself), on the official ``openai`` SDK.
-
-Every request is streamed on the wire, so the timeout is the longest silence between chunks;
-``schema`` goes out as ``response_format``, ``tools`` as native tool calls; retries are the
-SDK's own. What is sent and how each option maps: docs/llm.md ("Providers", "A prefilled
-reply", "Native tool calling", "Reliability")."""
+``/v1``, TGI, OpenAI itself), on the official ``openai`` SDK; what is sent and how each option
+maps: docs/llm.md ("Providers", "A prefilled reply", "Native tool calling", "Reliability")."""
 
 from __future__ import annotations
 

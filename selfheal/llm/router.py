@@ -1,9 +1,6 @@
-"""Model strings (:data:`VALID_FORMS`), automatic resolution (``auto``: ``$SELFHEAL_MODEL``,
-then Anthropic, Ollama, the local model, in the order of docs/llm.md, "Choosing a model"; never
-the mock), and per-role routing.
-
-The ``local`` backend is :mod:`selfheal.local`, which sits above this package and registers
-itself here (:func:`use_local_engine`), so this module never imports it."""
+"""Model strings (:data:`VALID_FORMS`), automatic resolution (``auto``: docs/llm.md, "Choosing a
+model"; never the mock) and per-role routing; the ``local`` backend registers itself here
+(:func:`use_local_engine`), so this module never imports it."""
 
 from __future__ import annotations
 
@@ -157,12 +154,13 @@ def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | No
     """Decide which model a string means, without loading anything.
 
     An explicit string is checked and returned in canonical form; ``auto``/None follows
-    the resolution order of docs/llm.md (it may probe an Ollama server briefly).
-    """
+    the resolution order of docs/llm.md (it may probe an Ollama server briefly)."""
     env = os.environ if env is None else env
     parsed = parse_model_string(spec or "") or parse_model_string(env.get("SELFHEAL_MODEL", ""))
+    if parsed is not None and parsed.provider == "anthropic" and not parsed.model:
+        return f"anthropic:{_anthropic_model(env)}"
     if parsed is not None:
-        return _canonical(parsed, env)
+        return parsed.model_string
     if env.get("ANTHROPIC_API_KEY", "").strip():
         return f"anthropic:{_anthropic_model(env)}"
 
@@ -191,12 +189,6 @@ def resolve_model_string(spec: str | None = None, *, env: Mapping[str, str] | No
 
 def _anthropic_model(env: Mapping[str, str]) -> str:
     return env.get("SELFHEAL_ANTHROPIC_MODEL") or DEFAULT_ANTHROPIC_MODEL
-
-
-def _canonical(spec: ModelSpec, env: Mapping[str, str]) -> str:
-    if spec.provider == "anthropic" and not spec.model:
-        return f"anthropic:{_anthropic_model(env)}"
-    return spec.model_string
 
 
 def build_provider(model_string: str, *, env: Mapping[str, str] | None = None) -> Provider:
@@ -258,12 +250,8 @@ _NOT_ROLES = frozenset({"PATH", "DIR", "URL", "SHA256", "LIMITS"})
 
 
 class Router:
-    """Which provider serves which role.
-
-    For a role: ``per_role[role]``, then ``$SELFHEAL_MODEL_<ROLE>`` (e.g.
-    ``SELFHEAL_MODEL_DEBUGGER``), then ``default`` (itself ``auto`` when None). Providers
-    are cached by model string, so a local model used by several roles is loaded once.
-    """
+    """Which provider serves which role: ``per_role[role]``, then ``$SELFHEAL_MODEL_<ROLE>``, then
+    ``default``; providers cached by model string (docs/llm.md, "Choosing a model")."""
 
     def __init__(
         self,

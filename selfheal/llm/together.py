@@ -1,12 +1,6 @@
-"""Sampled answers to one prompt asked at once, sent as one request (:class:`Together`).
-
-The pipeline asks for each candidate on its own (``roles/_calls.fan_out``): a round's samples
-are concurrent requests that differ only in their seed. A backend that answers ``n`` choices
-to one request (llama-server's ``n_cmpl``, alias ``n``) processes their prompt once; this
-joins them: the requests that arrive together (started in the same turn of the event loop)
-with the same messages and options go out as one request for as many answers, each caller
-getting its own (docs/llm.md, "One request for a population"). It runs on selfheal's one loop
-(a provider's async calls enter it), where the pipeline's requests of a round start together."""
+"""Sampled answers to one prompt asked at once, sent as one request (:class:`Together`): requests
+started in the same turn of the loop with the same messages and options go out as one request
+for ``n`` answers (docs/llm.md, "One request for a population")."""
 
 from __future__ import annotations
 

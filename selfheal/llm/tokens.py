@@ -2,8 +2,7 @@
 
 :func:`count_tokens` uses a provider's real tokenizer when it has one (a ``count_tokens``
 method, as the transformers and llama.cpp providers offer) and otherwise estimates
-(about 3.5 characters per token for code and English; rounded up, so estimates err long).
-"""
+(about 3.5 characters per token for code and English; rounded up, so estimates err long)."""
 
 from __future__ import annotations
 

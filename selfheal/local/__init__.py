@@ -1,8 +1,6 @@
-"""The local model's engine: llama.cpp's ``llama-server``, built, supervised and fed by
-selfheal, behind the OpenAI-compatible provider (its modules: docs/llm.md; how it runs:
-docs/local_model.md). On import it registers the ``local`` backend with the router of
-:mod:`selfheal.llm` (``import selfheal`` imports it); the server and the provider are imported
-when first used."""
+"""The local model's engine: llama.cpp's ``llama-server``, built, supervised and fed by selfheal,
+behind the OpenAI-compatible provider (docs/local_model.md); on import it registers the
+``local`` backend with :mod:`selfheal.llm`'s router."""
 
 from __future__ import annotations
 

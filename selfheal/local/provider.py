@@ -1,10 +1,6 @@
-"""The ``local`` provider: :class:`~selfheal.llm.openai_compat.OpenAICompatible` on a
-llama-server, with what only llama-server has (docs/local_model.md): a supervised server
-(``server=``) starts on the first request, and a request whose connection broke because the
-server died is retried once after a restart (not when tokens already reached ``on_token``);
-several answers to one prompt are one request for ``n`` (``one_request``, from the server's
-settings), so the server processes their prompt once (docs/local_model.md).
-"""
+"""The ``local`` provider: :class:`~selfheal.llm.openai_compat.OpenAICompatible` on a supervised
+llama-server, restarted and retried once when it dies, several answers to one prompt asked as
+one request (docs/local_model.md)."""
 
 from __future__ import annotations
 

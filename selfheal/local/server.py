@@ -50,8 +50,7 @@ class LocalServer:
     """One supervised llama-server process (see the module docs).
 
     Nothing starts until :meth:`ensure` (the provider calls it on its first request) or
-    :meth:`start`. ``api_key`` defaults to a random one; ``port=0`` picks a free port.
-    """
+    :meth:`start`. ``api_key`` defaults to a random one; ``port=0`` picks a free port."""
 
     _counter = 0
 

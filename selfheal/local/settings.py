@@ -43,8 +43,7 @@ def find_server_binary() -> Path | None:
 
     Order: ``$SELFHEAL_LLAMA_SERVER`` (a path; a missing file is a :class:`ConfigError`);
     the build ``make install`` made (``<cache>/llama-server/current`` names it; else the
-    newest cached build); a ``llama-server`` on ``PATH``.
-    """
+    newest cached build); a ``llama-server`` on ``PATH``."""
     explicit = os.environ.get("SELFHEAL_LLAMA_SERVER", "").strip()
     if explicit:
         p = Path(explicit).expanduser()

@@ -99,8 +99,7 @@ def find_model(
 
     An explicit ``path`` or ``$SELFHEAL_MODEL_PATH`` that names a missing file is a
     :class:`ConfigError` (you asked for that file); the cache location simply returns
-    ``None`` when empty. Does not hash the file (see :func:`verify_model`).
-    """
+    ``None`` when empty. Does not hash the file (see :func:`verify_model`)."""
     env = os.environ.get("SELFHEAL_MODEL_PATH")
     if path is not None or env:
         p = Path(path if path is not None else env or "").expanduser()
@@ -159,8 +158,7 @@ def verify_model(
     """True when ``path`` has exactly ``spec``'s size and sha256.
 
     With ``use_cache`` a previous successful check is reused while the file's size and
-    mtime are unchanged (a small ``<file>.verified.json`` next to it), so re-runs are instant.
-    """
+    mtime are unchanged (a small ``<file>.verified.json`` next to it), so re-runs are instant."""
     p = Path(path)
     try:
         if p.stat().st_size != spec.size:
@@ -209,8 +207,7 @@ def _progress(total: int, desc: str, *, enabled: bool) -> Iterator[Callable[[int
 def find_parts(spec: WeightsSpec = DEFAULT_MODEL) -> list[Path]:
     """The installed part files of ``spec`` in order.
 
-    Raises :class:`ConfigError` naming the pip command when any part is not installed.
-    """
+    Raises :class:`ConfigError` naming the pip command when any part is not installed."""
     parts: list[Path] = []
     missing: list[str] = []
     for i in range(1, spec.part_count + 1):
@@ -243,12 +240,8 @@ def assemble_model(
     spec: WeightsSpec = DEFAULT_MODEL,
     progress: bool = True,
 ) -> Path:
-    """Concatenate ``parts`` into ``dest``, atomically, and verify size and sha256.
-
-    Writes to a temporary file in ``dest``'s directory, checks it, fsyncs it and renames it
-    into place; on any failure (wrong checksum, full disk, Ctrl-C) the temporary file is
-    removed and ``dest`` is untouched. Returns ``dest``.
-    """
+    """Concatenate ``parts`` into ``dest``, atomically (a temporary file, checked, fsynced and
+    renamed; any failure leaves ``dest`` untouched), and verify size and sha256. Returns ``dest``."""
     target = Path(dest)
     target.parent.mkdir(parents=True, exist_ok=True)
     sizes = [Path(p).stat().st_size for p in parts]
@@ -309,14 +302,9 @@ def ensure_model(
     spec: WeightsSpec = DEFAULT_MODEL,
     download: bool = True,
 ) -> Path:
-    """The path of a usable model file, assembling it into the user cache when needed.
-
-    An explicit ``path`` or ``$SELFHEAL_MODEL_PATH`` is used as is (your file, not checked
-    against ``spec``). Otherwise the cached file is verified (instant after the first check);
-    a corrupt one is replaced. When absent it is assembled from the installed part packages,
-    or, if those are missing and ``huggingface_hub`` is installed and ``download`` is true,
-    downloaded from the hub. Raises :class:`ConfigError` saying what to install otherwise.
-    """
+    """The path of a usable model file, assembled into the user cache when needed (an explicit
+    ``path`` or ``$SELFHEAL_MODEL_PATH`` as is; a corrupt cached file replaced; the hub download
+    with ``download``: docs/local_model.md). Raises :class:`ConfigError` saying what to install."""
     explicit = path is not None or bool(os.environ.get("SELFHEAL_MODEL_PATH"))
     found = find_model(path, spec=spec)
     if found is not None and explicit:

@@ -1,14 +1,5 @@
-"""Memory across runs: lessons and verified solutions, remembered, recalled for new specs,
-shown and removable.
-
->>> from selfheal.memory import Memory, default_path
->>> memory = Memory(default_path())          # $SELFHEAL_MEMORY, or in the runs directory
->>> memory.lessons_for("Return the median of a list of numbers", k=3)
->>> memory.entries()                          # every lesson (L3) and verified solution (S2)
->>> memory.forget("L3"); memory.clear()
-
-A run recalls at its start (the ``recall`` node) and writes at its end (``finish``): docs/memory.md.
-"""
+"""Memory across runs: lessons and verified solutions, remembered, recalled for new specs, shown
+and removable (``Memory``, ``default_path``; docs/memory.md)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 Self-contained: ``selfheal.cli`` adds this parser (``add_parser``) and its handler comes with
 it. A mistake (an unknown id, a memory that cannot be opened) raises a ``ConfigError`` that the
-CLI prints as one line with exit code 2.
-"""
+CLI prints as one line with exit code 2."""
 
 from __future__ import annotations
 

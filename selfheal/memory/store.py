@@ -1,7 +1,6 @@
 """``Memory``: lessons and verified solutions kept across runs, in one SQLite file (WAL mode,
 FTS5 retrieval: docs/memory.md, "Where it lives"). Every connection is opened for one operation
-and closed, so a ``Memory`` can be shared by threads.
-"""
+and closed, so a ``Memory`` can be shared by threads."""
 
 from __future__ import annotations
 

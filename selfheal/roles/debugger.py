@@ -76,8 +76,7 @@ async def adjudicate(
     code, or with neither) it is quarantined: an untrusted test alone never overturns code. A
     failure only by float rounding is quarantined without asking. Oracle answers are cached in
     the state (asked once per call, within ``oracle_calls``). Returns
-    ``({test_id: reason}, {call: oracle answer asked now})``.
-    """
+    ``({test_id: reason}, {call: oracle answer asked now})``."""
     current = state.current
     assert current is not None and current.report is not None
     verdicts: dict[str, str] = {}

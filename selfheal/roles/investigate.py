@@ -1,8 +1,6 @@
-"""The debugger's investigation (``HealConfig.debugger_steps`` > 0; docs/loop.md): think, call a
-tool (``roles/debugtools/``, each run through the kernel sandbox), read what it shows, a bounded
-number of times, before the structured diagnosis. Tools are called natively where the provider
-supports it, else as structured JSON replies (``prompts/debugger_step.yaml``). It stops when
-the debugger calls ``diagnose``, repeats a call, or replies with nothing usable."""
+"""The debugger's investigation (``HealConfig.debugger_steps`` > 0): a bounded think, call a tool,
+observe loop before the structured diagnosis, natively or as JSON replies; it stops at
+``diagnose``, a repeated call, or nothing usable (docs/loop.md, "The debugger's investigation")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Scale out: heal and evaluate many specs at once, here or on a Dask cluster (docs/scale.md):
 ``heal_many``, the engines that fan jobs out to workers, and what each worker holds.
-``DaskEngine`` needs the ``dask`` extra (``pip install "selfheal[dask]"``).
-"""
+``DaskEngine`` needs the ``dask`` extra (``pip install "selfheal[dask]"``)."""
 
 from __future__ import annotations
 

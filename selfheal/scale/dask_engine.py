@@ -1,8 +1,7 @@
 """``DaskEngine``: jobs on a Dask cluster, each worker with its own resources
 (:class:`SelfhealWorker`), model limits held across the cluster (:class:`DaskGate`), each
 result released once the client has it (docs/scale.md: what a dying worker costs). Needs the
-``dask`` extra.
-"""
+``dask`` extra."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Engines: fan jobs out to workers and hand back each result as it finishes:
 :class:`LocalEngine` (threads of this process) here, ``DaskEngine`` in ``dask_engine.py``
-(docs/scale.md). Each job runs with its worker's resources (``resources.current``).
-"""
+(docs/scale.md). Each job runs with its worker's resources (``resources.current``)."""
 
 from __future__ import annotations
 

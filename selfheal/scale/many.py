@@ -1,7 +1,6 @@
 """``heal_many``: heal many specs at once, on this machine or on a Dask cluster (docs/scale.md).
 Every spec is one job (:class:`HealJob`) run on a worker with its kernel pool and provider;
-each :class:`HealOutcome` comes back as it finishes, a heal that raised as one with ``error``.
-"""
+each :class:`HealOutcome` comes back as it finishes, a heal that raised as one with ``error``."""
 
 from __future__ import annotations
 

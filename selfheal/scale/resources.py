@@ -1,6 +1,5 @@
 """What the jobs on one worker share: its kernel pools (kernels never cross machines) and one
-provider per model; a job finds them with :func:`current` while an engine runs it.
-"""
+provider per model; a job finds them with :func:`current` while an engine runs it."""
 
 from __future__ import annotations
 

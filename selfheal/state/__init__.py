@@ -1,11 +1,5 @@
-"""The immutable state of a heal run and the records inside it.
-
-Nodes never mutate a state: they return ``state.model_copy(update=...)``. Every state the
-runner produces is appended to the run log, so any of them can be reloaded or forked. The
-records it holds live beside it by concept: ``cases`` (the spec, tests and probe inputs),
-``candidates`` (the population, attempts and evidence), ``repair`` (diagnoses, reviews,
-lessons, proposals and decisions) and ``timeline`` (events and usage).
-"""
+"""The immutable state of a heal run (nodes return ``state.model_copy(update=...)``; every state
+is appended to the run log) and the records inside it, by concept (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The notebook view of a heal run.
-
-``viewmodel`` (with ``candidates`` and ``detail``) turns a state into rows (pure, no frontend
-needed), ``text`` renders them as text and markdown, ``view.HealView`` as live ipywidgets, and
-``approver.FutureApprover`` lets the view's buttons answer a proposal without blocking the kernel.
-"""
+"""The notebook view of a heal run: pure view models (``viewmodel``, ``candidates``, ``detail``),
+rendered as text (``text``) or live ipywidgets (``view.HealView``); docs/architecture.md."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """``FutureAsker``: an async asker whose answers come from the view's buttons (or code), and
-``QuestionPanel``, the panel that shows a question while the run waits for it: the input, one
-button per competing output, "none of these" with a box for the right value, "skip"
-(docs/notebook.md). Like ``FutureApprover``, the run goes on as a task on the kernel's loop and
-awaits a future that one click resolves."""
+``QuestionPanel``, the panel that shows a question while the run waits (docs/notebook.md,
+"Questions")."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 It only turns the rows of ``viewmodel`` (rendered by ``fragments``) into widgets and wires the
 approval buttons to a ``FutureApprover``. Events may arrive from a worker thread; they are handed to the kernel's
-event loop when one is attached, so widget updates happen on the loop's thread.
-"""
+event loop when one is attached, so widget updates happen on the loop's thread."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ class HealView(w.VBox):  # type: ignore[misc]
     proposal waits.
 
     ``HealView(state)`` shows a finished state; a live run feeds it with ``on_event`` (the
-    run's event sink) and ``refresh()``; ``bind(approver)`` wires the buttons.
-    """
+    run's event sink) and ``refresh()``; ``bind(approver)`` wires the buttons."""
 
     def __init__(
         self, state: HealState, *, state_getter: StateGetter | None = None, live: bool = False
@@ -73,7 +71,7 @@ class HealView(w.VBox):  # type: ignore[misc]
         self._lock = threading.RLock()
         self.meter = TokenMeter()
         """Tokens and seconds of the node in flight, for the header."""
-        self.on_token = progress_only(self._on_token)
+        self.on_token = progress_only(self.meter.on_token)
         """The run's token sink (it counts; it shows no text)."""
         self._ticker: threading.Thread | None = None
         self.display_handle: Any = None
@@ -215,9 +213,6 @@ class HealView(w.VBox):  # type: ignore[misc]
             self._loop.call_soon_threadsafe(self._handle_event, event)
         else:
             self._handle_event(event)
-
-    def _on_token(self, role: str, text: str) -> None:
-        self.meter.on_token(role, text)
 
     def _tick(self) -> None:
         """While the run is live, the header's in-flight part once a second."""

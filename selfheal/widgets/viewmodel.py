@@ -1,8 +1,5 @@
-"""The notebook view's model: pure functions from a ``HealState`` to rows.
-
-This module holds the timeline, the tests, the code, the lessons and the approval panel;
-``candidates`` the population panel; ``detail`` what a timeline row reveals when clicked.
-"""
+"""The notebook view's model: pure functions from a ``HealState`` to rows (the timeline, the tests,
+the code, the lessons, the approval panel; ``candidates`` and ``detail`` hold the rest)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The harness that runs inside every sandbox kernel: small modules whose *source* is sent
 to the kernel at warm-up and executed there, in the order of ``PARTS``, in one private
 namespace with a copy of the builtins taken before any candidate exists (docs/sandbox.md,
-"How a run works", says what each part does). ``_canon.py`` runs in a namespace of its own.
-"""
+"How a run works", says what each part does). ``_canon.py`` runs in a namespace of its own."""
 
 from __future__ import annotations
 

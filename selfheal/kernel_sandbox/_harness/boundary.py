@@ -1,12 +1,7 @@
-"""Kernel side: the boundary a run's process enters before the candidate loads
-(docs/sandbox.md, "The boundary the operating system enforces"). ``prepare`` runs once per
-kernel at warm-up, ``for_run`` in the kernel before each run's fork, ``enter`` in the run's
-process after its go, before any candidate code; ``off`` (tests only) enters nothing. A
-process that cannot enter its boundary raises, and the run is reported as a harness
-failure: it never runs the candidate with less. Both boundaries add the process rules of
-``process.py`` (the kernel's PID namespace, an unprivileged uid); ``standby`` runs in the run's
-process before it takes a request (off the run's critical path). Shipped to the kernel as source (see ``_harness/__init__.py``).
-"""
+"""Kernel side: the boundary a run's process enters before the candidate loads (``prepare`` at
+warm-up, ``for_run`` before each fork, ``enter`` in the run's process); a process that cannot
+enter it raises and never runs the candidate with less (docs/sandbox.md, "The boundary the
+operating system enforces"). Shipped to the kernel as source (see ``_harness/__init__.py``)."""
 
 from __future__ import annotations
 

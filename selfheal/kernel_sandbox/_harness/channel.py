@@ -1,13 +1,6 @@
-"""Kernel side: the two channels to the host, and the state a kernel's harness keeps.
-
-- results: one line per message on the result FIFO, ``\\n<hmac> <repr of a tuple>\\n``,
-  written with a plain ``write(2)`` (a line survives the process dying right after); the
-  leading newline ends any torn line a dying process left behind;
-- requests: from the request FIFO, an 8-byte length, then ``<hmac> <marshal of a dict>``;
-  only a request signed with the kernel's key, numbered above the last one, is taken.
-
-Shipped to the kernel as source (see ``_harness/__init__.py``).
-"""
+"""Kernel side: the two channels to the host (HMAC-signed lines on the result FIFO, signed and
+numbered requests from the request FIFO: docs/sandbox.md, "How a run works"), and the state a
+kernel's harness keeps. Shipped to the kernel as source (see ``_harness/__init__.py``)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,7 @@
-"""Kernel side: the comparison helpers rewritten test code calls, and a safe repr. A
-comparison is native only when both sides are *plain* (exact builtin value types, whose
-dunder methods a candidate cannot override); see docs/sandbox.md, "Comparisons that cannot
-be fooled". Shipped to the kernel as source (see ``_harness/__init__.py``).
-
-Three rules keep the helpers honest in the candidate's own process:
-
-- a type is checked by identity only (``t is int``), never with ``in``, ``==`` or ``hash``,
-  which a candidate's metaclass answers;
-- what is compared is a copy the harness built itself (``plain``), never the candidate's
-  live objects, which one of its threads could change between the check and the use;
-- the helpers read no global name: every function and type they use is bound as a default
-  argument, and the kernel runs copies whose globals are empty (``sealing.seal``), so a
-  helper in a candidate's hands leads to no harness state (their code and defaults cannot
-  be replaced once candidate code runs: ``guard.audit``).
-"""
+"""Kernel side: the comparison helpers rewritten test code calls, and a safe repr; only *plain*
+values (exact builtin types, checked by identity, copied by ``plain``) are compared natively,
+and the helpers read no global name (docs/sandbox.md, "Comparisons that cannot be fooled").
+Shipped to the kernel as source (see ``_harness/__init__.py``)."""
 
 from __future__ import annotations
 

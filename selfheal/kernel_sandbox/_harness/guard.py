@@ -1,8 +1,7 @@
 """Kernel side: what guards candidate code while it runs: ``Guard`` (the per-process policy),
 ``audit`` (the audit hook's policy, defence in depth behind the operating system's
 boundary) and ``guarded`` (candidate code run with its output captured, its own view of the
-builtins and a per-test alarm). Shipped to the kernel as source (see ``_harness/__init__.py``).
-"""
+builtins and a per-test alarm). Shipped to the kernel as source (see ``_harness/__init__.py``)."""
 
 from __future__ import annotations
 

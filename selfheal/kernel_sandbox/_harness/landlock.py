@@ -1,12 +1,7 @@
-"""Kernel side: the Landlock boundary around a candidate's process, in two layers applied by
-each run's process before the candidate loads (``restrict``): the run's files layer
-(``run_ruleset``, from rules opened once at warm-up by ``static_rules``) and the kernel's
-layer (``kernel_rulesets``: execution, TCP, scoping). What each allows: docs/sandbox.md,
-"The boundary the operating system enforces".
-
-Raw system calls through ``ctypes`` (no dependency). Shipped to the kernel as source (see ``_harness/__init__.py``). On the host ``landlock_abi`` is
-what ``selfheal doctor`` and the pool ask.
-"""
+"""Kernel side: the Landlock boundary around a candidate's process, in two layers applied before
+the candidate loads (``restrict``): the run's files layer and the kernel's (execution, TCP,
+scoping); what each allows: docs/sandbox.md, "The boundary the operating system enforces".
+Raw system calls through ``ctypes``; shipped to the kernel as source (``_harness/__init__.py``)."""
 
 from __future__ import annotations
 

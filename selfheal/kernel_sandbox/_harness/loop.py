@@ -1,7 +1,6 @@
 """Kernel side: the serving loop, one forked process per request: standby, go, reaping
 (docs/sandbox.md, "How a run works", steps 2 and 3). Shipped to the kernel as source (see
-``_harness/__init__.py``).
-"""
+``_harness/__init__.py``)."""
 
 from __future__ import annotations
 

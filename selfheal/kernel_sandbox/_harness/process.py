@@ -1,12 +1,7 @@
-"""Kernel side: the process rules both boundaries share (docs/sandbox.md, "Containment",
-"other processes"). A serving kernel forks its runs into a PID namespace of its own
-(``namespace``), whose init kills what a finished run left behind (``clean``); each run's
-process sees a /proc of that namespace with other uids' processes hidden (``own_proc``);
-where the kernel runs as root, the run's process takes an unprivileged uid
-(``unprivileged``), and the kernel has once arranged its mounts so that this uid can still
-read the Python installation (``kernel_mounts``). Shipped to the kernel as source (see
-``_harness/__init__.py``).
-"""
+"""Kernel side: the process rules both boundaries share: each run in the kernel's own PID
+namespace, cleaned after it, a /proc with other uids hidden, an unprivileged uid where the
+kernel is root (docs/sandbox.md, "Containment"). Shipped to the kernel as source (see
+``_harness/__init__.py``)."""
 
 from __future__ import annotations
 

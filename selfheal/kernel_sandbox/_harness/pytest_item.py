@@ -1,8 +1,7 @@
 """Kernel side: your tests in pytest's form (docs/sandbox.md, "Your tests in pytest's form").
 ``pytest_item("collect", text)`` (``pytest_collect.py``) prints pytest's collection as one
 JSON line; ``pytest_item("run", names, cls, func, k)`` runs one item with parameter set ``k``
-in a test's namespace, fixtures resolved and torn down. Shipped to the kernel as source.
-"""
+in a test's namespace, fixtures resolved and torn down. Shipped to the kernel as source."""
 
 from __future__ import annotations
 

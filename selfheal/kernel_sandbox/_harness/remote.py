@@ -1,12 +1,7 @@
-"""Kernel side: the candidate's half of a pytest-form test run in a separate process
-(docs/sandbox.md, "Your tests in pytest's form"). After the candidate loads, its process
-answers calls from the host, one at a time, until the host says ``end``: each call is an
-operation (``getattr``, ``call``, ``len``, ``eq``, ...) on values the host sent as plain data
-and on *handles*, ids into a table of the candidate's own objects kept here. A result that
-is plain data goes back encoded (``_wire.encode_result``); anything else stays in the table
-and goes back as a handle. Nothing here decides a verdict: pytest does, in the test process.
-Shipped to the kernel as source (see ``_harness/__init__.py``).
-"""
+"""Kernel side: the candidate's half of a pytest-form test run in a separate process: it answers
+the host's calls on plain data and on *handles* (ids into a table of its own objects) until
+``end``; nothing here decides a verdict (docs/sandbox.md, "Your tests in pytest's form").
+Shipped to the kernel as source (see ``_harness/__init__.py``)."""
 
 from __future__ import annotations
 

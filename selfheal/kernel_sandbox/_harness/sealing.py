@@ -1,10 +1,6 @@
-"""Kernel side: copies of the harness objects a candidate can hold (the comparison helpers
-a test is given, the alarm handler ``signal.getsignal`` returns, the class of
-``sys.stdout``) that lead to no harness state: their functions' globals are small dicts of
-their own instead of the harness's namespace, and they have no closure but the
-``__class__`` cell of ``super()``. Made at warm-up, before any candidate exists
-(``server.install``). Shipped to the kernel as source (see ``_harness/__init__.py``).
-"""
+"""Kernel side: copies of the harness objects a candidate can hold (the comparison helpers, the
+alarm handler, the class of ``sys.stdout``) whose globals lead to no harness state, made at
+warm-up (docs/sandbox.md). Shipped to the kernel as source (see ``_harness/__init__.py``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Kernel side: installing the harness at warm-up (before any candidate exists), and serving:
 ``__selfheal__('serve')`` never returns; it removes the entry point, says ``armed`` and runs
-the serving loop (``loop.py``). Shipped to the kernel as source (see ``_harness/__init__.py``).
-"""
+the serving loop (``loop.py``). Shipped to the kernel as source (see ``_harness/__init__.py``)."""
 
 from __future__ import annotations
 

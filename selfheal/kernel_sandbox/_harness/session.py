@@ -1,6 +1,5 @@
 """Kernel side: one candidate run, in the forked process that serves one request
-(docs/sandbox.md, "How a run works", step 3). Shipped to the kernel as source.
-"""
+(docs/sandbox.md, "How a run works", step 3). Shipped to the kernel as source."""
 
 from __future__ import annotations
 

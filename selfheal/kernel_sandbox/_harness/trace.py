@@ -1,9 +1,6 @@
-"""Kernel side: a line-level trace of the candidate while one test runs (the debugger's
-``trace_failure``; docs/sandbox.md, "Traces": only the candidate's own code objects are
-followed, and values are shown without running candidate code). Each step is a plain tuple
-``(kind, frame, depth, function, line, values, value)`` (``TraceStep`` on the host).
-Shipped to the kernel as source (see ``_harness/__init__.py``).
-"""
+"""Kernel side: a line-level trace of the candidate while one test runs (``trace_failure``;
+docs/sandbox.md, "Traces"), each step a plain tuple (``TraceStep`` on the host). Shipped to
+the kernel as source (see ``_harness/__init__.py``)."""
 
 from __future__ import annotations
 

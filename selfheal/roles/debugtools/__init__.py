@@ -2,8 +2,7 @@
 (``roles/investigate.py`` runs the loop). ``TOOLS`` describes each as the model reads it;
 ``run_snippet`` runs through ``_common.snippet``, the others live in a module of their own name,
 whose docstring says what it shows. Code runs only in the kernel sandbox. Every observation is
-bounded (``LIMITS``) so that a few of them fit the model's context next to the spec and the code.
-"""
+bounded (``LIMITS``) so that a few of them fit the model's context next to the spec and the code."""
 
 from __future__ import annotations
 
