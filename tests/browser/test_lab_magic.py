@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +163,24 @@ def _on_failure(page: Any, artifacts: Path, name: str) -> None:
     print("notebook text:\n" + page.locator(NOTEBOOK).first.inner_text()[-6000:])
 
 
+@contextmanager
+def _notebook(lab: Lab, name: str, artifacts: Path, label: str) -> Iterator[Any]:
+    """A Chromium page with notebook ``name`` open; on a failure, its screenshot and text as
+    ``<app>_<label>``."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page = _browser(p)
+        try:
+            open_notebook(page, lab, name)
+            yield page
+        except Exception:
+            _on_failure(page, artifacts, f"{lab.app}_{label}")
+            raise
+        finally:
+            browser.close()
+
+
 def _raise_then_heal(page: Any) -> None:
     for i in range(HEAL):
         run_this_cell(page, _cell(page, i))
@@ -179,99 +199,83 @@ def test_selfheal_asks_once_against_your_code_and_offers_the_fix_below_it(
     proposal against the user's own function; Approve (``a``), the run is verified, and the
     fixed cell appears directly below ``%selfheal``, although the cell run right after it
     raises."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     cells = _cells(lab.root, "review_all")
     name = write_notebook(lab.root, "magic_review.ipynb", cells)
     shot = artifacts / f"{lab.app}_magic_approval.png"
     done_shot = artifacts / f"{lab.app}_magic_fixed_cell.png"
     print(f"\nscreenshots: {shot} {done_shot}\nlab log: {lab.log}")
-    with sync_playwright() as p:
-        browser, page = _browser(p)
-        try:
-            open_notebook(page, lab, name)
-            _raise_then_heal(page)
-            box = page.locator(".jp-Stdin-input")
-            expect(box).to_have_count(1, timeout=180_000)
-            heal_out = _cell(page, HEAL).locator(".jp-OutputArea")
-            # the input box comes on the stdin channel, the text above it on iopub: either may
-            # be first
-            expect(heal_out).to_contain_text("approve this change?")
-            expect(heal_out).to_contain_text("proposal awaiting approval")
-            expect(heal_out.locator(".selfheal-header")).to_contain_text(
-                "mean_of_positive: waiting for your approval"
-            )
-            asked = _output(page, HEAL)
-            # one proposal, shown as the change to the user's function (not a first version,
-            # not a diff against an empty file)
-            assert asked.count("proposal awaiting approval") == 1, asked
-            assert "--- your code\n+++ proposed\n" in asked, asked
-            assert "-    return sum(pos) / len(pos)\n" in asked, asked
-            assert "+    return sum(pos) / len(pos) if pos else 0.0\n" in asked, asked
-            assert '     """Mean of the positive numbers in xs; 0.0 if there are none."""' in asked
-            assert "@@ -0,0 " not in asked and "first version" not in asked, asked
-            # the view's own approval panel stays hidden: the input box is the one approval
-            expect(page.locator(".selfheal-approve")).to_have_count(1)
-            expect(page.locator(".selfheal-approve")).to_be_hidden()
-            box.scroll_into_view_if_needed()
-            page.screenshot(path=str(shot), full_page=False)
-            box.fill("a")
-            box.press("Enter")
-            # the next cell runs at once (queued behind %selfheal if it still runs) and raises
-            later = page.locator(f"{NOTEBOOK} .jp-Cell", has_text="raises again")
-            run_this_cell(page, later)
-            expect(later.locator(".jp-OutputArea")).to_contain_text("TypeError", timeout=240_000)
-            _wait_done(page, HEAL)
-            expect(later.locator(".jp-OutputArea")).to_contain_text("LATER 3.0")
-            done = _answered(page, HEAL)
-            assert done.count("approve this change?") == 1, done  # asked once, never again
-            expect(page.locator(".jp-Stdin-input")).to_have_count(0)
-            expect(_cell(page, HEAL).locator(".selfheal-header")).to_contain_text(
-                "verified", timeout=30_000
-            )
-            assert "+    return sum(pos) / len(pos) if pos else 0.0" in done  # the cell's diff
-            # the fixed cell is directly below %selfheal; the later cell, which raised, below it
-            assert _sources(page) == [
-                *cells[: HEAL + 1],
-                FIXED,
-                *cells[HEAL + 1 :],
-            ], _sources(page)
-            _cell(page, HEAL + 1).scroll_into_view_if_needed()
-            page.screenshot(path=str(done_shot), full_page=False)
-        except Exception:
-            _on_failure(page, artifacts, f"{lab.app}_magic_review")
-            raise
-        finally:
-            browser.close()
+    with _notebook(lab, name, artifacts, "magic_review") as page:
+        _raise_then_heal(page)
+        box = page.locator(".jp-Stdin-input")
+        expect(box).to_have_count(1, timeout=180_000)
+        heal_out = _cell(page, HEAL).locator(".jp-OutputArea")
+        # the input box comes on the stdin channel, the text above it on iopub: either may
+        # be first
+        expect(heal_out).to_contain_text("approve this change?")
+        expect(heal_out).to_contain_text("proposal awaiting approval")
+        expect(heal_out.locator(".selfheal-header")).to_contain_text(
+            "mean_of_positive: waiting for your approval"
+        )
+        asked = _output(page, HEAL)
+        # one proposal, shown as the change to the user's function (not a first version,
+        # not a diff against an empty file)
+        assert asked.count("proposal awaiting approval") == 1, asked
+        assert "--- your code\n+++ proposed\n" in asked, asked
+        assert "-    return sum(pos) / len(pos)\n" in asked, asked
+        assert "+    return sum(pos) / len(pos) if pos else 0.0\n" in asked, asked
+        assert '     """Mean of the positive numbers in xs; 0.0 if there are none."""' in asked
+        assert "@@ -0,0 " not in asked and "first version" not in asked, asked
+        # the view's own approval panel stays hidden: the input box is the one approval
+        expect(page.locator(".selfheal-approve")).to_have_count(1)
+        expect(page.locator(".selfheal-approve")).to_be_hidden()
+        box.scroll_into_view_if_needed()
+        page.screenshot(path=str(shot), full_page=False)
+        box.fill("a")
+        box.press("Enter")
+        # the next cell runs at once (queued behind %selfheal if it still runs) and raises
+        later = page.locator(f"{NOTEBOOK} .jp-Cell", has_text="raises again")
+        run_this_cell(page, later)
+        expect(later.locator(".jp-OutputArea")).to_contain_text("TypeError", timeout=240_000)
+        _wait_done(page, HEAL)
+        expect(later.locator(".jp-OutputArea")).to_contain_text("LATER 3.0")
+        done = _answered(page, HEAL)
+        assert done.count("approve this change?") == 1, done  # asked once, never again
+        expect(page.locator(".jp-Stdin-input")).to_have_count(0)
+        expect(_cell(page, HEAL).locator(".selfheal-header")).to_contain_text(
+            "verified", timeout=30_000
+        )
+        assert "+    return sum(pos) / len(pos) if pos else 0.0" in done  # the cell's diff
+        # the fixed cell is directly below %selfheal; the later cell, which raised, below it
+        assert _sources(page) == [
+            *cells[: HEAL + 1],
+            FIXED,
+            *cells[HEAL + 1 :],
+        ], _sources(page)
+        _cell(page, HEAL + 1).scroll_into_view_if_needed()
+        page.screenshot(path=str(done_shot), full_page=False)
 
 
 def test_selfheal_under_full_auto_never_asks(lab: Lab, artifacts: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     cells = _cells(lab.root, "full_auto")
     name = write_notebook(lab.root, "magic_auto.ipynb", cells)
-    with sync_playwright() as p:
-        browser, page = _browser(p)
-        try:
-            open_notebook(page, lab, name)
-            _raise_then_heal(page)
-            _wait_done(page, HEAL)
-            expect(_cell(page, HEAL).locator(".selfheal-header")).to_contain_text(
-                "verified", timeout=30_000
-            )
-            out = _output(page, HEAL)
-            assert "approve this change?" not in out and "awaiting approval" not in out, out
-            expect(page.locator(".jp-Stdin-input")).to_have_count(0)
-            assert _sources(page) == [
-                *cells[: HEAL + 1],
-                FIXED,
-                *cells[HEAL + 1 :],
-            ], _sources(page)
-        except Exception:
-            _on_failure(page, artifacts, f"{lab.app}_magic_auto")
-            raise
-        finally:
-            browser.close()
+    with _notebook(lab, name, artifacts, "magic_auto") as page:
+        _raise_then_heal(page)
+        _wait_done(page, HEAL)
+        expect(_cell(page, HEAL).locator(".selfheal-header")).to_contain_text(
+            "verified", timeout=30_000
+        )
+        out = _output(page, HEAL)
+        assert "approve this change?" not in out and "awaiting approval" not in out, out
+        expect(page.locator(".jp-Stdin-input")).to_have_count(0)
+        assert _sources(page) == [
+            *cells[: HEAL + 1],
+            FIXED,
+            *cells[HEAL + 1 :],
+        ], _sources(page)
 
 
 def test_a_cell_magic_under_review_asks_in_its_cell_and_offers_its_code_below_it(
@@ -281,7 +285,7 @@ def test_a_cell_magic_under_review_asks_in_its_cell_and_offers_its_code_below_it
     healed function offered directly below it, although the cell run right after it raised
     (it used to leave the run to the view's buttons, and its code came with a later cell's
     reply, or not at all)."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from selfheal.llm.mock_demo import DEMO_SPEC
 
@@ -292,34 +296,26 @@ def test_a_cell_magic_under_review_asks_in_its_cell_and_offers_its_code_below_it
         "# the end of the notebook",
     ]
     name = write_notebook(lab.root, "cell_magic_review.ipynb", cells)
-    with sync_playwright() as p:
-        browser, page = _browser(p)
-        try:
-            open_notebook(page, lab, name)
-            run_this_cell(page, _cell(page, 0))
-            _wait_done(page, 0)
-            run_this_cell(page, _cell(page, 1))
-            box = page.locator(".jp-Stdin-input")
-            expect(box).to_have_count(1, timeout=180_000)
-            out = _cell(page, 1).locator(".jp-OutputArea")
-            expect(out).to_contain_text("repair proposal awaiting approval")
-            box.fill("a")
-            box.press("Enter")
-            later = page.locator(f"{NOTEBOOK} .jp-Cell", has_text="# raises")
-            run_this_cell(page, later)
-            expect(later.locator(".jp-OutputArea")).to_contain_text("ValueError", timeout=240_000)
-            expect(later.locator(".jp-OutputArea")).to_contain_text("LATER 2.5")
-            _wait_done(page, 1)
-            answered = _answered(page, 1)
-            assert answered.count("approve this change?") == 1, answered
-            shown = _sources(page)
-            assert shown[:2] == cells[:2] and shown[3:] == cells[2:], shown
-            assert shown[2].startswith("def median(values):"), shown
-        except Exception:
-            _on_failure(page, artifacts, f"{lab.app}_cell_magic_review")
-            raise
-        finally:
-            browser.close()
+    with _notebook(lab, name, artifacts, "cell_magic_review") as page:
+        run_this_cell(page, _cell(page, 0))
+        _wait_done(page, 0)
+        run_this_cell(page, _cell(page, 1))
+        box = page.locator(".jp-Stdin-input")
+        expect(box).to_have_count(1, timeout=180_000)
+        out = _cell(page, 1).locator(".jp-OutputArea")
+        expect(out).to_contain_text("repair proposal awaiting approval")
+        box.fill("a")
+        box.press("Enter")
+        later = page.locator(f"{NOTEBOOK} .jp-Cell", has_text="# raises")
+        run_this_cell(page, later)
+        expect(later.locator(".jp-OutputArea")).to_contain_text("ValueError", timeout=240_000)
+        expect(later.locator(".jp-OutputArea")).to_contain_text("LATER 2.5")
+        _wait_done(page, 1)
+        answered = _answered(page, 1)
+        assert answered.count("approve this change?") == 1, answered
+        shown = _sources(page)
+        assert shown[:2] == cells[:2] and shown[3:] == cells[2:], shown
+        assert shown[2].startswith("def median(values):"), shown
 
 
 FLIGHT = re.compile(r"generate (\d+)s · (\d+) tok")
@@ -328,7 +324,7 @@ FLIGHT = re.compile(r"generate (\d+)s · (\d+) tok")
 def test_the_header_counts_tokens_while_generate_runs(lab: Lab, artifacts: Path) -> None:
     """A slow model (the mock streaming a piece every 0.15 s): while ``generate`` runs, the header
     shows its seconds and the tokens streamed so far, and the count grows."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     script = _script(
         lab.root,
@@ -346,34 +342,26 @@ def test_the_header_counts_tokens_while_generate_runs(lab: Lab, artifacts: Path)
     )
     shot = artifacts / f"{lab.app}_token_counter.png"
     print(f"\nscreenshot: {shot}")
-    with sync_playwright() as p:
-        browser, page = _browser(p)
-        try:
-            open_notebook(page, lab, name)
-            run_this_cell(page, _cell(page, 0))
-            _wait_done(page, 0)
-            run_this_cell(page, _cell(page, 1))
-            flight = page.locator(".selfheal-header .selfheal-flight")
-            expect(flight).to_contain_text(FLIGHT, timeout=120_000)
-            first = FLIGHT.search(flight.inner_text())
-            assert first is not None
-            page.locator(".selfheal-view").scroll_into_view_if_needed()
-            page.screenshot(path=str(shot), full_page=False)
-            # read it again once it changed (the header redraws every second)
-            deadline = time.monotonic() + 30
-            second: re.Match[str] | None = first
-            while second is not None and second.group(0) == first.group(0):
-                assert time.monotonic() < deadline, f"the counter stayed at {first.group(0)!r}"
-                time.sleep(0.5)
-                second = FLIGHT.search(flight.inner_text()) if flight.count() else None
-            assert second is not None, "generate ended before the counter was read twice"
-            assert int(second.group(2)) > int(first.group(2)), (first.group(0), second.group(0))
-            assert int(second.group(1)) >= int(first.group(1))
-            header = page.locator(".selfheal-header")
-            expect(header).to_contain_text("verified", timeout=120_000)
-            expect(flight).to_have_count(0)  # nothing in flight once the run ended
-        except Exception:
-            _on_failure(page, artifacts, f"{lab.app}_magic_counter")
-            raise
-        finally:
-            browser.close()
+    with _notebook(lab, name, artifacts, "magic_counter") as page:
+        run_this_cell(page, _cell(page, 0))
+        _wait_done(page, 0)
+        run_this_cell(page, _cell(page, 1))
+        flight = page.locator(".selfheal-header .selfheal-flight")
+        expect(flight).to_contain_text(FLIGHT, timeout=120_000)
+        first = FLIGHT.search(flight.inner_text())
+        assert first is not None
+        page.locator(".selfheal-view").scroll_into_view_if_needed()
+        page.screenshot(path=str(shot), full_page=False)
+        # read it again once it changed (the header redraws every second)
+        deadline = time.monotonic() + 30
+        second: re.Match[str] | None = first
+        while second is not None and second.group(0) == first.group(0):
+            assert time.monotonic() < deadline, f"the counter stayed at {first.group(0)!r}"
+            time.sleep(0.5)
+            second = FLIGHT.search(flight.inner_text()) if flight.count() else None
+        assert second is not None, "generate ended before the counter was read twice"
+        assert int(second.group(2)) > int(first.group(2)), (first.group(0), second.group(0))
+        assert int(second.group(1)) >= int(first.group(1))
+        header = page.locator(".selfheal-header")
+        expect(header).to_contain_text("verified", timeout=120_000)
+        expect(flight).to_have_count(0)  # nothing in flight once the run ended
