@@ -332,6 +332,32 @@ def test_a_dispute_with_the_model_test_asks_when_the_trusted_tests_pass() -> Non
     ]  # fmt: skip
 
 
+def test_a_failing_model_test_whose_call_nothing_disputes_is_not_asked() -> None:
+    # the model's test fails every candidate, but on f(1) it expects what they all return (it
+    # fails on another line): a question with one answer to pick is no question
+    from selfheal.questions import open_question
+
+    probes = (ProbeInput(id="p1", call="f(1)", origin="model_test"),)
+    tests = (TestCase(id="sb1", origin="spec_blind", code="assert f(1) == 4\nassert 1 == 2"),)
+    candidates = tuple(
+        c.model_copy(
+            update={
+                "report": c.report.model_copy(  # type: ignore[union-attr]
+                    update={
+                        "results": c.report.results  # type: ignore[union-attr]
+                        + (TestResult(test_id="sb1", outcome="failed"),)
+                    }
+                )
+            }
+        )
+        for c in (_candidate("c1", {"p1": "4"}), _candidate("c2", {"p1": "4"}))
+    )
+    state = HealState(
+        spec=Spec(text="f", entry_point="f"), probes=probes, tests=tests, candidates=candidates
+    )
+    assert open_question(state) is None
+
+
 def test_an_asker_that_is_not_a_function_is_a_clear_error() -> None:
     with pytest.raises(ConfigError, match="asker must be a function of"):
         HealRequest(s.SPEC, provider="mock", asker="yes")  # type: ignore[arg-type]

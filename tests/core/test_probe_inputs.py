@@ -45,3 +45,13 @@ def test_calls_in_a_model_test_with_constructed_values_are_inputs() -> None:
         "    assert span(*days) == 3\n"
     )
     assert calls_in_test(source, "span") == ["span(date(2024, 1, 2), pd.Series([1, 2]))"]
+
+
+def test_a_call_whose_arguments_cannot_be_built_is_not_an_input() -> None:
+    # Feb 29 of 2021 does not exist: every candidate "raises ValueError" on it before it runs,
+    # which is nothing to compare (or to ask you about)
+    source = (
+        "assert age_on(date(2020, 2, 29), date(2021, 2, 29)) == 1\n"
+        "assert age_on(date(2020, 2, 29), date(2021, 3, 1)) == 1\n"
+    )
+    assert calls_in_test(source, "age_on") == ["age_on(date(2020, 2, 29), date(2021, 3, 1))"]
