@@ -34,13 +34,15 @@ def magic() -> None:
 
     sh = InteractiveShell.instance()
     sh.run_line_magic("load_ext", "selfheal")
-    sh.run_cell("%selfheal_config model=local memory=off")
-    sh.run_cell(
-        "def median(values):\n    ordered = sorted(values)\n    return ordered[len(ordered) // 2]"
-    )
-    sh.run_cell("median([])")
+
+    def cell(source: str) -> None:
+        sh.run_cell(source, store_history=True)  # %selfheal reads the cells from history
+
+    cell("%selfheal_config model=local memory=off")
+    cell("def median(values):\n    ordered = sorted(values)\n    return ordered[len(ordered) // 2]")
+    cell("median([])")
     t = time.monotonic()
-    sh.run_cell(MAGIC)
+    cell(MAGIC)
     r = defaults(sh).last
     print(f"04 %selfheal: {time.monotonic() - t:.1f} s, {r.status}, {r.iterations} round(s)")
     print(r.timeline_text())
