@@ -54,6 +54,15 @@ def _diverges(
     return None
 
 
+def _fork_at(
+    s: HealState, config: HealConfig, nxt: NodeName, changes: tuple[str, ...]
+) -> HealState:
+    """``s`` with ``config``, going to ``nxt``: a new run whose parent is ``s``'s run."""
+    parent = ForkInfo(run_id=s.run_id, at_iteration=s.iteration, changes=changes)
+    update = {"config": config, "next": nxt, "run_id": new_run_id(), "parent": parent}
+    return s.model_copy(update=update)
+
+
 def branch_point(history: Sequence[HealState], config: HealConfig) -> HealState | None:
     """The state a run with ``config`` continues from: the first state of ``history`` (a run,
     oldest first) from which it would have gone another way, with ``config`` and the node it
@@ -68,22 +77,17 @@ def branch_point(history: Sequence[HealState], config: HealConfig) -> HealState 
     changes = config_changes(history[0].config, config)
     read = reading_nodes(changes)
 
-    def fork_at(s: HealState, nxt: NodeName) -> HealState:
-        parent = ForkInfo(run_id=s.run_id, at_iteration=s.iteration, changes=changes or ("config",))
-        update = {"config": config, "next": nxt, "run_id": new_run_id(), "parent": parent}
-        return s.model_copy(update=update)
-
     first = history[0]
     spent = over_budget(first.model_copy(update={"config": config}))
     if read is None or first.next in read or spent:
-        return fork_at(first, first.next)
+        return _fork_at(first, config, first.next, changes or ("config",))
     for prev, s in pairwise(history):
         if s.finished or prev.next == "done":
             break
         alt = s.model_copy(update={"config": config})
         nxt = _diverges(prev, s, alt, read)
         if nxt is not None:
-            return fork_at(s, nxt)
+            return _fork_at(s, config, nxt, changes or ("config",))
     return None
 
 
@@ -100,7 +104,5 @@ def question_point(history: Sequence[HealState], config: HealConfig) -> HealStat
         alt = s.model_copy(update={"config": config, "can_ask": True})
         if GRAPH[prev.next].go(alt) == "ask":
             changes = config_changes(history[0].config, config) or ("can_ask",)
-            parent = ForkInfo(run_id=s.run_id, at_iteration=s.iteration, changes=changes)
-            update = {"next": "ask", "run_id": new_run_id(), "parent": parent}
-            return alt.model_copy(update=update)
+            return _fork_at(alt, config, "ask", changes)
     return None

@@ -9,13 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_fakes import FakeServer, Request, Response
 
 from selfheal._sync import run_sync
 from selfheal.llm import Message, OpenAICompatible, RetryPolicy
 from selfheal.llm.parsing.code_stop import FunctionEnds
+
+if TYPE_CHECKING:
+    from selfheal import HealConfig, HealResult
 
 MESSAGES = [
     Message(role="system", content="You write Python."),
@@ -185,22 +188,28 @@ def test_each_choice_stops_where_its_function_ends(http_server: Callable[..., Fa
 CLAMP = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
 
 
+def _heal_four(server: FakeServer, spec: str, form: str) -> tuple[HealResult, HealConfig]:
+    """A heal of ``spec`` against ``server`` whose first round asks four answers in ``form``
+    (no tests of the model's, no repair): the result and its config."""
+    from selfheal import HealConfig, heal
+    from selfheal.kernel_sandbox import KernelPool
+
+    config = HealConfig(
+        candidates=4, first_sample=4, first_answer=form, spec_blind_tests=False,
+        repair=False, seed=3,
+    )  # fmt: skip
+    with KernelPool(size=1) as pool:
+        return heal(spec, provider=local(server), config=config, executor=pool), config
+
+
 def test_a_heal_round_asks_its_samples_of_one_prompt_as_one_request(
     http_server: Callable[..., FakeServer],
 ) -> None:
     """In a heal, the first round's greedy answer goes alone and its samples, each asked on
     its own by the pipeline, reach the server as one request for all of them."""
-    from selfheal import HealConfig, heal
-    from selfheal.kernel_sandbox import KernelPool
-
     server = http_server(llama_n(lambda seed: [f"```python\n{CLAMP}```"]))
-    config = HealConfig(
-        candidates=4, first_sample=4, first_answer="instruct", spec_blind_tests=False,
-        repair=False, seed=3,
-    )  # fmt: skip
     spec = "Write clamp(x, lo, hi): x limited to [lo, hi]. Example: clamp(5, 0, 3) -> 3"
-    with KernelPool(size=1) as pool:
-        result = heal(spec, provider=local(server), config=config, executor=pool)
+    result, config = _heal_four(server, spec, "instruct")
     assert result.code is not None and "max(lo, min(x, hi))" in result.code
     asked = sorted((r.json().get("n", 1), r.json()["temperature"]) for r in server.requests)
     assert asked == [(1, 0.0), (3, config.sample_temperature)]
@@ -322,20 +331,12 @@ def test_the_script_form_reaches_the_server_as_evalplus_asks_and_stops_at_the_fu
     prefilled with its response prefix, the closing fence a stop string; the samples of the
     form share its prompt, so they are one request for ``n``. The server streams the function,
     then tests and prose: the client stops reading where the function ends."""
-    from selfheal import HealConfig, heal
-    from selfheal.kernel_sandbox import KernelPool
-
     script = ["def clamp(x, lo, hi):\n", "    return max(lo, min(x, hi))\n", "\n",
               "assert clamp(5, 0, 3) == 3\n", "print(clamp(9, 0, 3))\n", "```\n\n",
               "This script defines clamp and checks it."]  # fmt: skip
     server = http_server(llama_n(lambda seed: script))
-    config = HealConfig(
-        candidates=4, first_sample=4, first_answer="script", spec_blind_tests=False,
-        repair=False, seed=3,
-    )  # fmt: skip
     spec = "Write a function clamp(x, lo, hi): x limited to [lo, hi]. clamp(5, 0, 3) -> 3"
-    with KernelPool(size=1) as pool:
-        result = heal(spec, provider=local(server), config=config, executor=pool)
+    result, _ = _heal_four(server, spec, "script")
 
     bodies = [r.json() for r in server.requests]
     assert sorted((b["temperature"], b.get("n", 1)) for b in bodies) == [(0.0, 1), (0.8, 3)]
