@@ -313,12 +313,14 @@ class OpenAICompatible(ProviderBase):
         tool_calls = _ToolCalls()
         try:
             stream = await client.chat.completions.create(**body)
-            async with stream:
+            try:
                 async for chunk in stream:
                     if chunk.choices and chunk.choices[0].delta is not None:
                         tool_calls.add(chunk.choices[0].delta.tool_calls)
                     if choices.add(chunk):
                         break  # every reply is done: closing the stream ends decoding
+            finally:
+                await _close(stream)
             cut = [i for i, r in enumerate(choices.replies) if r.pieces and not choices.finish[i]]
             if cut or not any(choices.finish):
                 # a stream that stops without a finish_reason was cut (docs/llm.md)
@@ -389,3 +391,16 @@ class OpenAICompatible(ProviderBase):
             died=died,
             log=log,
         )
+
+
+async def _close(stream: openai.AsyncStream[Any]) -> None:
+    """Close ``stream`` on this loop, read to its end or left early: its response, and the
+    SDK's generator that reads it (``_iterator``), which holds the stream in a reference cycle.
+    Left open, that generator and the httpx ones under it wait for the cyclic garbage
+    collector, which finalizes them in whichever thread it runs ("async generator already
+    executing", seen in a benchmark's scoring thread); closed here, the ones under it are
+    freed at once and closed on this loop."""
+    await stream.close()
+    iterator = getattr(stream, "_iterator", None)
+    if iterator is not None:
+        await iterator.aclose()
