@@ -341,8 +341,7 @@ class OpenAICompatible(ProviderBase):
             )
             if finish
         ]
-        # llama-server processes the prompt for the first choice and copies it to the others,
-        # whose own counts say nothing was cached: their prompt was not processed again
+        # llama-server processes the prompt once, for the first choice: the others' was cached
         return [
             c.model_copy(update={"cached_tokens": c.prompt_tokens}) if i else c
             for i, c in enumerate(done)
@@ -394,13 +393,8 @@ class OpenAICompatible(ProviderBase):
 
 
 async def _close(stream: openai.AsyncStream[Any]) -> None:
-    """Close ``stream`` on this loop, read to its end or left early: its response, and the
-    SDK's generator that reads it (``_iterator``), which holds the stream in a reference cycle.
-    Left open, that generator and the httpx ones under it wait for the cyclic garbage
-    collector, which finalizes them in whichever thread it runs ("async generator already
-    executing", seen in a benchmark's scoring thread); closed here, the ones under it are
-    freed at once and closed on this loop."""
+    """Close ``stream`` and the SDK's reader of it (which holds it in a reference cycle) on this
+    loop, not in whichever thread the cyclic collector runs (docs/llm.md)."""
     await stream.close()
-    iterator = getattr(stream, "_iterator", None)
-    if iterator is not None:
+    if (iterator := getattr(stream, "_iterator", None)) is not None:
         await iterator.aclose()
