@@ -7,10 +7,13 @@ timed assertions."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import inspect
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from llm_fakes import FakeServer, Request, Response
 
 from selfheal._sync import run_sync
@@ -360,3 +363,49 @@ def test_the_script_form_reaches_the_server_as_evalplus_asks_and_stops_at_the_fu
     calls = [e for e in result.timeline if e.kind == "llm" and e.node == "generate"]
     assert [e.detail.split(" via ")[1] for e in calls] == ["script.yaml v1"] * 4
     assert all(e.reply == CLAMP + "\n" for e in calls)  # no test, no prose: cut there
+
+
+def _suspended_http_generators() -> list[str]:
+    """The HTTP stack's async generators alive and not run to their end."""
+    return [
+        o.__qualname__
+        for o in gc.get_objects()
+        if inspect.isasyncgen(o)
+        and o.ag_frame is not None
+        and any(k in o.ag_code.co_filename for k in ("openai", "httpx", "httpcore"))
+    ]
+
+
+@pytest.mark.parametrize("one_request", [False, True])
+def test_a_stream_cut_by_the_stop_rule_is_closed_on_selfheals_loop(
+    http_server: Callable[..., FakeServer], one_request: bool
+) -> None:
+    """Replies stopped where the function ends (each answer its own request, or one request
+    for all three) leave no HTTP generator for the cyclic garbage collector: the SDK's stream
+    reader holds its stream in a reference cycle, and left open it and the httpx generators
+    under it were finalized in whichever thread the collector ran ("async generator already
+    executing" in a benchmark's scoring thread). With the collector off, they are closed on
+    selfheal's loop once it has run."""
+    pieces = ["```python\n", "def f(x):\n", "    return x\n", "```", "\n"] + ["blah "] * 300
+    server = http_server(llama_n(lambda seed: pieces))
+    p = OpenAICompatible(
+        model="m",
+        base_url=server.url + "/v1",
+        api_key="k",
+        policy=RetryPolicy(timeout=10.0),
+        one_request=one_request,
+    )
+    gc.collect()
+    assert _suspended_http_generators() == []
+    gc.disable()
+    try:
+        done = p.complete_many(
+            [Message(role="user", content="f")], n=3, stop_when=FunctionEnds("f")
+        )
+        for _ in range(5):
+            run_sync(asyncio.sleep(0.01))  # the loop runs the closes it was handed
+        left = _suspended_http_generators()
+    finally:
+        gc.enable()
+    assert [d.text for d in done] == ["```python\ndef f(x):\n    return x\n"] * 3
+    assert left == []
