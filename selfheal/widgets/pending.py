@@ -36,17 +36,28 @@ class Pending(Generic[Q, A]):
 
     @property
     def waiting(self) -> bool:
-        """True while something waits for an answer."""
+        """True while something waits for an answer, from the moment its listeners have shown
+        it: the run asks on selfheal's loop thread, and whoever reads this from another thread
+        (a click, your code, a test) then finds the panel already shown. (The listeners
+        themselves, which draw the question, read ``offered``.)"""
         return self._future is not None and not self._future.done()
+
+    @property
+    def offered(self) -> bool:
+        """True from the moment something is offered (before its listeners hear it) until it
+        is answered, or the run stops waiting: what the view draws."""
+        fut = self._future
+        return self.pending is not None and (fut is None or not fut.done())
 
     def _offer(self, item: Q, state: HealState) -> asyncio.Future[A]:
         """The future that the answer to ``item`` resolves (each kind's ``__call__``)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[A] = loop.create_future()
-        self._loop, self._future, self.pending = loop, fut, item
+        self._loop, self._future, self.pending = loop, None, item
         for listener in self._listeners:
             with contextlib.suppress(Exception):  # a broken panel must not lose the answer
                 listener(item, state)
+        self._future = fut  # published last (``waiting``)
         return fut
 
     def _resolve(self, value: A) -> None:
@@ -72,5 +83,6 @@ class Pending(Generic[Q, A]):
 
     def cancel(self) -> None:
         """Stop waiting (the run task ends with ``CancelledError``)."""
+        self.pending = None
         if self._future is not None and not self._future.done():
             self._future.cancel()

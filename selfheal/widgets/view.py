@@ -265,7 +265,7 @@ class HealView(w.VBox):  # type: ignore[misc]
         flight = self.meter.now() if live else None
         if flight is not None:
             header += f' · <span class="selfheal-flight">{html.escape(flight.text())}</span>'
-        if self.question_panel is not None and self.question_panel.asker.waiting:
+        if self.question_panel is not None and self.question_panel.asker.offered:
             header += ' · <span class="selfheal-asking">waiting for your answer</span>'
         evidence = evidence_summary(state)
         if state.finished and evidence:
@@ -298,7 +298,7 @@ class HealView(w.VBox):  # type: ignore[misc]
                 parts.append(f"<b>{title}</b><ul>{listed}</ul>")
         self.lessons_html.value = "".join(parts)
         av = approval_view(state)
-        if av is not None and self._approver is not None and self._approver.waiting:
+        if av is not None and self._approver is not None and self._approver.offered:
             self.diagnosis_html.value = (
                 f"<b>Diagnosis</b>{pre(av.diagnosis)}"
                 if av.diagnosis

@@ -5,6 +5,7 @@ is a trusted test the run goes on with. Scripted mock model, real kernel pool.""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from selfheal.config import HealConfig
 from selfheal.graph.runner import Run
@@ -90,3 +91,28 @@ async def test_none_of_these_takes_the_typed_value(pool: KernelPool) -> None:
     (asked,) = result.state.questions
     assert (asked.answer.kind, asked.answer.value) == ("typed", "0")
     assert result.state.test("ua1") is not None
+
+
+async def test_waiting_is_seen_only_once_the_panel_shows(pool: KernelPool) -> None:
+    """The run asks on selfheal's loop thread: whoever reads ``waiting`` from another thread
+    (a click, your code) finds the panel already shown, never a question still being drawn."""
+    asker = FutureAsker()
+    run = _run(pool, asker)
+    view = HealView(run.state, state_getter=lambda: run.state, live=True)
+    drawing, go_on = threading.Event(), threading.Event()
+
+    def slow_listener(_question: object, _state: object) -> None:
+        drawing.set()
+        go_on.wait(30)
+
+    asker.on_question(slow_listener)
+    panel = view.bind_asker(asker)
+    task = asyncio.create_task(run.arun())
+    await _wait_for(drawing.is_set)
+    assert asker.question is not None and asker.offered
+    assert not asker.waiting  # its listeners are still drawing it
+    go_on.set()
+    await _wait_for(lambda: asker.waiting)
+    assert panel.box.layout.display == "flex" and "waiting for your answer" in view.header.value
+    next(b for b in panel.buttons if b.description == "0").click()
+    assert (await asyncio.wait_for(task, 120)).function(-5, 0, 3) == 0
