@@ -48,7 +48,7 @@ def test_a_critic_branches_where_select_would_have_finished(pool: KernelPool) ->
     base, history = base_run(pool)
     start = branch_point(history, s.chain(**{**BASE, "critic": True}))
     assert start is not None
-    assert start.next == "critic" and start.config.critic
+    assert start.next == "critic" and start.config.selection.critic
     assert start.parent is not None and start.parent.run_id == base.run_id
     assert start.parent.changes == ("config.critic",)
     assert start.run_id != base.run_id
@@ -78,7 +78,9 @@ def test_a_switch_read_inside_a_node_branches_where_that_node_runs(pool: KernelP
     names the node, so the branch starts right before the diagnosis."""
     _, history = base_run(pool)
     start = branch_point(history, s.chain(**{**BASE, "debugger_steps": 2}))
-    assert start is not None and start.next == "diagnose" and start.config.debugger_steps == 2
+    assert (
+        start is not None and start.next == "diagnose" and start.config.repairs.debugger_steps == 2
+    )
     assert not start.diagnoses and len(start.attempts) == 1
 
 

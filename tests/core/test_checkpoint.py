@@ -173,7 +173,7 @@ def test_fork_at_zero_with_another_model(pool: KernelPool) -> None:
     assert parent.run().status == "verified"
     child = parent.fork(0, model="mock")
     assert child.state.iteration == 0 and child.state.next == "generate"
-    assert child.state.config.model == "mock" and child.state.parent is not None
+    assert child.state.config.calls.model == "mock" and child.state.parent is not None
     assert child.state.parent.changes == ("model",)
     assert child.run().status == "verified"  # a fresh demo script replays from generation
 
@@ -201,11 +201,11 @@ def test_a_run_whose_model_came_from_the_environment_reopens_with_it(
     assert paused.status == "awaiting_approval"
     # the log names the model the environment chose, not "whatever SELFHEAL_MODEL says later"
     saved = read_states(list_runs()[0])[-1]
-    assert saved.config.model == "mock:demo" and not saved.config.models
+    assert saved.config.calls.model == "mock:demo" and not saved.config.calls.models
     monkeypatch.delenv("SELFHEAL_MODEL")
     reopened = Run.load(paused.run_id, executor=pool)
     assert reopened.state.status == "awaiting_approval"
-    assert reopened.state.config.model == "mock:demo"
+    assert reopened.state.config.calls.model == "mock:demo"
 
 
 def test_a_run_given_a_provider_object_must_be_given_it_again(
@@ -218,7 +218,7 @@ def test_a_run_given_a_provider_object_must_be_given_it_again(
             s.SPEC, provider=MockProvider(s.repair_script()), config=s.chain(), executor=pool
         )
     ).run()
-    assert done.state.config.model is None  # the object is not saved in the log
+    assert done.state.config.calls.model is None  # the object is not saved in the log
     with pytest.raises(ConfigError, match="provider object"):
         Run.load(done.run_id, executor=pool)
 

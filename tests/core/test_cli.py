@@ -111,9 +111,9 @@ def test_debugger_options_reach_the_config() -> None:
         ["heal", "SPEC", "--debugger-steps", "3", "--debugger-tool-calls", "structured"]
     )
     cfg = _config(args)
-    assert (cfg.debugger_steps, cfg.debugger_tool_calls) == (3, "structured")
+    assert (cfg.repairs.debugger_steps, cfg.repairs.debugger_tool_calls) == (3, "structured")
     default = _config(build_parser().parse_args(["heal", "SPEC"]))
-    assert (default.debugger_steps, default.debugger_tool_calls) == (0, "native")
+    assert (default.repairs.debugger_steps, default.repairs.debugger_tool_calls) == (0, "native")
 
 
 def test_population_options_reach_the_config() -> None:
@@ -122,7 +122,7 @@ def test_population_options_reach_the_config() -> None:
 
     def cfg(*argv: str) -> tuple[int | str, int, int]:
         c = _config(build_parser().parse_args(["heal", "SPEC", *argv]))
-        return c.candidates, c.first_sample, c.agreement
+        return c.generation.candidates, c.generation.first_sample, c.selection.agreement
 
     assert cfg() == ("auto", 2, 2)  # resolved from the backend when the run starts
     assert cfg("--candidates", "auto") == ("auto", 2, 2)

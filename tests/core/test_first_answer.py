@@ -95,7 +95,7 @@ def test_both_forms_the_lead_completes_the_header() -> None:
 
 
 def test_both_forms_are_the_default_and_instruct_asks_every_answer_as_before() -> None:
-    assert HealConfig().first_answer == "both"
+    assert HealConfig().generation.first_answer == "both"
     mock = MockProvider({"generator": ["```python\ndef add(a, b):\n    return a + b\n```"] * 2})
     heal(
         "Write a function add(a, b) returning a + b.",

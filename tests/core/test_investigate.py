@@ -199,7 +199,7 @@ def test_an_unusable_step_reply_goes_on_to_the_diagnosis(pool: KernelPool) -> No
 def test_default_config_diagnoses_without_investigating(pool: KernelPool) -> None:
     mock = MockProvider(s.repair_script([s.DIAG_CODE]))
     result = heal(s.SPEC, provider=mock, config=s.chain(), executor=pool)
-    assert HealConfig().debugger_steps == 0
+    assert HealConfig().repairs.debugger_steps == 0
     assert result.status == "verified" and len(mock.calls_for("debugger")) == 1
     assert "tool" not in mock.calls_for("debugger")[0].messages[0].content
     assert not any(e.kind == "tool" for e in result.timeline)

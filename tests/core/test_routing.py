@@ -98,7 +98,7 @@ def test_each_role_asks_for_at_most_its_completion_cap(pool: KernelPool) -> None
     assert result.status == "verified"
     caps = {c.role: c.max_tokens for c in mock.calls}
     # code: sized from its prompt (test_answer_length.py), never over the config's
-    assert CODE_TOKENS_FLOOR <= caps["generator"] <= HealConfig().max_tokens
+    assert CODE_TOKENS_FLOOR <= caps["generator"] <= HealConfig().calls.max_tokens
     assert caps["lessons"] <= 256 and caps["critic"] <= 256 and caps["oracle"] <= 320
     assert caps["debugger"] <= 384 and caps["test_writer"] <= 400 and caps["adversary"] <= 400
 
@@ -449,7 +449,7 @@ def test_every_result_records_its_config(pool: KernelPool) -> None:
         max_iterations=2,
         critic_rounds=1,
     )
-    assert result.config.max_iterations == 2
+    assert result.config.repairs.max_iterations == 2
     assert result.to_dict()["config"]["repairs"]["max_iterations"] == 2
 
 

@@ -34,7 +34,7 @@ def test_a_reply_that_does_not_parse_is_repaired_by_a_sample_not_asked_again_gre
     assert result.code is not None and "max(lo, min(x, hi))" in result.code
     first, again = mock.calls_for("generator")
     assert first.temperature == 0.0
-    assert again.temperature == config.sample_temperature and again.seed != first.seed
+    assert again.temperature == config.generation.sample_temperature and again.seed != first.seed
     # a repair: the broken reply is shown, with what was wrong
     shown = again.messages[-2]
     assert shown.role == "assistant" and shown.content.startswith(NO_COLON.removesuffix("```"))
@@ -50,7 +50,7 @@ def test_a_completion_that_does_not_parse_is_repaired_as_a_whole_reply(pool: Ker
     assert result.code is not None and "max(lo, min(x, hi))" in result.code
     first, again = mock.calls_for("generator")
     assert first.messages[-1].role == "assistant"  # the prefilled header
-    assert again.temperature == config.sample_temperature
+    assert again.temperature == config.generation.sample_temperature
     shown = again.messages[-2]
     assert shown.role == "assistant" and shown.content.startswith("```python\ndef clamp(x, lo")
     assert again.messages[-1].role == "user" and "SyntaxError" in again.messages[-1].content

@@ -207,22 +207,34 @@ def test_recording_provider_records_role_bound_calls(builtin_tasks: list[Task]) 
 def test_every_mode_builds_a_config() -> None:
     for mode in MODES:
         cfg = config_for(mode, max_iterations=3, temperature=0.0)
-        assert cfg.temperature == 0.0
+        assert cfg.calls.temperature == 0.0
     single = config_for("single_shot")
     reference = HealConfig.single_shot()
+    flat, ref = single.flat(), reference.flat()
     for field in ("max_iterations", "repair", "run_tests", "critic", "spec_blind_tests"):
-        assert getattr(single, field) == getattr(reference, field)
-    assert config_for("heal-no-critic").critic is False
-    assert config_for("heal-critic").critic is True
-    assert config_for("heal").critic is HealConfig().critic
-    assert config_for("heal-k1").candidates == 1 and config_for("heal").candidates == "auto"
+        assert flat[field] == ref[field], field
+    assert config_for("heal-no-critic").selection.critic is False
+    assert config_for("heal-critic").selection.critic is True
+    assert config_for("heal").selection.critic is HealConfig().selection.critic
+    assert (
+        config_for("heal-k1").generation.candidates == 1
+        and config_for("heal").generation.candidates == "auto"
+    )
     yardstick = config_for("sample-5")
-    assert (yardstick.candidates, yardstick.first_sample, yardstick.repair) == (5, 1, False)
-    assert not yardstick.probes and not yardstick.spec_blind_tests and not yardstick.oracle_calls
-    assert config_for("heal").debugger_steps == 0
+    assert (
+        yardstick.generation.candidates,
+        yardstick.generation.first_sample,
+        yardstick.repairs.repair,
+    ) == (5, 1, False)
+    assert (
+        not yardstick.tests.probes
+        and not yardstick.tests.spec_blind_tests
+        and not yardstick.selection.oracle_calls
+    )
+    assert config_for("heal").repairs.debugger_steps == 0
     debugger = config_for("heal-debugger")
-    assert (debugger.debugger_steps, debugger.debugger_tool_calls) == (3, "native")
-    assert config_for("heal-debugger-json").debugger_tool_calls == "structured"
+    assert (debugger.repairs.debugger_steps, debugger.repairs.debugger_tool_calls) == (3, "native")
+    assert config_for("heal-debugger-json").repairs.debugger_tool_calls == "structured"
 
 
 def _unused(_: Sequence[object]) -> None: ...

@@ -108,8 +108,8 @@ def _runner(modes: Sequence[str], path: Path, pool: KernelPool) -> BenchmarkRunn
 def test_only_the_memory_mode_remembers() -> None:
     assert parse_modes("heal,heal-memory") == ("heal", "heal-memory:1", "heal-memory:2")
     for mode in MODES:
-        assert config_for(mode).memory is (mode == "heal-memory"), mode
-    assert config_for("heal-memory:2").memory
+        assert config_for(mode).storage.memory is (mode == "heal-memory"), mode
+    assert config_for("heal-memory:2").storage.memory
     for bad in ("heal-memory:3", "heal:2", "heal-memory:x"):
         with pytest.raises(SuiteError, match="Unknown pass"):
             parse_modes(bad)

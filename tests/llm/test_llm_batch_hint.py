@@ -67,17 +67,17 @@ def resolved(provider: object, **config: object) -> tuple[HealConfig, tuple[Even
 
 def test_auto_resolves_from_the_generators_backend_and_is_recorded() -> None:
     config, events = resolved(OpenAICompatible(model="m", max_concurrency=8))
-    assert config.candidates == 8
+    assert config.generation.candidates == 8
     (note,) = events
     assert note.kind == "info" and note.detail.startswith("candidates=auto: 8")
     assert "batch_hint 8" in note.detail
     config, _ = resolved(AnthropicProvider(api_key="sk-test"))
-    assert config.candidates == 4  # a hint of 1 keeps the floor
+    assert config.generation.candidates == 4  # a hint of 1 keeps the floor
 
 
 def test_explicit_numbers_keep_working() -> None:
     config, events = resolved(OpenAICompatible(model="m", max_concurrency=8), candidates=2)
-    assert config.candidates == 2 and events == ()
+    assert config.generation.candidates == 2 and events == ()
 
 
 def test_auto_from_the_cli_and_the_magic() -> None:
@@ -86,12 +86,14 @@ def test_auto_from_the_cli_and_the_magic() -> None:
     from selfheal.config.options import setting
 
     assert (
-        _config(build_parser().parse_args(["heal", "S", "--candidates", "auto"])).candidates
+        _config(
+            build_parser().parse_args(["heal", "S", "--candidates", "auto"])
+        ).generation.candidates
         == "auto"
     )
     key, value = setting("candidates=auto")
-    assert HealConfig(**{key: value}).candidates == "auto"
-    assert HealConfig(**dict([setting("candidates=6")])).candidates == 6
+    assert HealConfig(**{key: value}).generation.candidates == "auto"
+    assert HealConfig(**dict([setting("candidates=6")])).generation.candidates == 6
     with pytest.raises(ConfigError, match="candidates=17: must be at most 16"):
         HealConfig(candidates=17)
 
@@ -104,4 +106,4 @@ def test_a_branch_asking_for_auto_keeps_the_recorded_population() -> None:
     history = [request.initial_state().model_copy(update={"next": "generate"})]
     assert branch_point(history, config.model_copy(update={"candidates": "auto"})) is None
     fork = branch_point(history, config.model_copy(update={"candidates": 6}))
-    assert fork is not None and fork.config.candidates == 6
+    assert fork is not None and fork.config.generation.candidates == 6

@@ -48,25 +48,25 @@ def started(provider: Any, **config: Any) -> HealState:
 def test_a_gpu_backend_asks_the_whole_population_in_the_first_round() -> None:
     gpu = GPUMock()
     state = started(gpu)
-    assert (state.config.candidates, state.config.first_sample) == (8, 8)
+    assert (state.config.generation.candidates, state.config.generation.first_sample) == (8, 8)
     note = state.events[-1].detail
     assert note.startswith("first_sample=8:") and "whole population" in note
     # the first round's batches: two greedy answers alone, 3 samples in each form together
     assert gpu.warm == [(1, 3)]
-    assert started(GPUMock(), first_answer="instruct").config.first_sample == 8
-    assert started(GPUMock(), candidates=5).config.first_sample == 5
+    assert started(GPUMock(), first_answer="instruct").config.generation.first_sample == 8
+    assert started(GPUMock(), candidates=5).config.generation.first_sample == 5
 
 
 def test_a_first_sample_you_set_or_a_cpu_backend_keeps_the_confirming_sample() -> None:
-    assert started(GPUMock(), first_sample=2).config.first_sample == 2
-    assert started(GPUMock(), candidates=1, first_sample=1).config.first_sample == 1
+    assert started(GPUMock(), first_sample=2).config.generation.first_sample == 2
+    assert started(GPUMock(), candidates=1, first_sample=1).config.generation.first_sample == 1
     cpu = MockProvider()
     assert not batch_free(cpu)
-    assert started(cpu).config.first_sample == 2
+    assert started(cpu).config.generation.first_sample == 2
     # behind the model limits' gate, the backend still says so and is still warmed
     gpu = GPUMock()
     gated = LimitedProvider(gpu, local_gate("gpu-mock", ModelLimits()), ModelLimits())
-    assert batch_free(gated) and started(gated).config.first_sample == 8
+    assert batch_free(gated) and started(gated).config.generation.first_sample == 8
     assert gpu.warm == [(1, 3)]
 
 
@@ -79,7 +79,7 @@ def test_the_whole_first_round_is_asked_at_once(tmp_path: Path) -> None:
     rounds = {c.round for c in result.candidates}
     assert len(result.candidates) == 8 and rounds == {1}
     assert len(gpu.calls_for("generator")) == 8
-    assert result.config.first_sample == 8
+    assert result.config.generation.first_sample == 8
 
 
 def test_a_transformers_model_warms_its_batch_sizes_when_it_loads(tmp_path: Path) -> None:

@@ -215,7 +215,7 @@ def test_a_heal_round_asks_its_samples_of_one_prompt_as_one_request(
     result, config = _heal_four(server, spec, "instruct")
     assert result.code is not None and "max(lo, min(x, hi))" in result.code
     asked = sorted((r.json().get("n", 1), r.json()["temperature"]) for r in server.requests)
-    assert asked == [(1, 0.0), (3, config.sample_temperature)]
+    assert asked == [(1, 0.0), (3, config.generation.sample_temperature)]
     assert len(result.candidates) == 4
 
 

@@ -153,7 +153,7 @@ def test_a_variable_that_is_not_plain_data_gives_no_test_and_says_so(
 
 def test_full_auto_never_asks(shell: InteractiveShell, no_input: list[str]) -> None:
     # the configured autonomy is what %selfheal_config shows: full_auto unless set
-    assert defaults(shell).heal_config().autonomy == "full_auto"
+    assert defaults(shell).heal_config().approval.autonomy == "full_auto"
     result = _raise_then_heal(shell, CELL.format(args="[-1, -2]"))
     assert result.verified and result.state.decisions == ()
     assert no_input == []

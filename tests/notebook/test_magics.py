@@ -51,7 +51,7 @@ def test_cell_magic_defines_the_function_and_offers_the_code(
         median([])
     last = defaults(shell).last
     assert isinstance(last, HealResult) and last.verified
-    assert last.config.max_iterations == 3
+    assert last.config.repairs.max_iterations == 3
     assert shell.rl_next_input == last.code.rstrip() + "\n"
 
 
@@ -143,16 +143,22 @@ def test_config_magic_shows_and_sets_defaults(
     out = capsys.readouterr().out
     assert "autonomy = 'review_repairs'" in out and "max_iterations = 3" in out
     cfg = defaults(shell).heal_config()
-    assert cfg.autonomy == "review_repairs" and cfg.max_iterations == 3 and cfg.critic is False
+    assert (
+        cfg.approval.autonomy == "review_repairs"
+        and cfg.repairs.max_iterations == 3
+        and cfg.selection.critic is False
+    )
     with pytest.raises(ConfigError, match="Unknown setting 'autonomyy'"):
         _run(shell, "%selfheal_config autonomyy=full_auto")
     with pytest.raises(ConfigError, match="autonomy='sometimes': must be one of 'full_auto'"):
         _run(shell, "%selfheal_config autonomy=sometimes")
-    assert defaults(shell).heal_config().autonomy == "review_repairs"  # unchanged by the error
+    assert (
+        defaults(shell).heal_config().approval.autonomy == "review_repairs"
+    )  # unchanged by the error
     _run(shell, "%selfheal_config sandbox=off")  # "off" is a mode here, not a boolean
-    assert defaults(shell).heal_config().sandbox == "off"
+    assert defaults(shell).heal_config().limits.sandbox == "off"
     _run(shell, "%selfheal_config --reset")
-    assert defaults(shell).heal_config().autonomy == "full_auto"
+    assert defaults(shell).heal_config().approval.autonomy == "full_auto"
 
 
 def test_config_magic_turns_the_memory_off_and_on(
@@ -168,11 +174,11 @@ def test_config_magic_turns_the_memory_off_and_on(
 
     _run(shell, "%selfheal_config memory=off")
     assert "memory = False" in capsys.readouterr().out
-    assert defaults(shell).heal_config().memory is False
+    assert defaults(shell).heal_config().storage.memory is False
     assert heal_twice().remembered == ()
     assert not memory_path.exists()  # nothing read, nothing written
     _run(shell, "%selfheal_config memory=on")
-    assert defaults(shell).heal_config().memory is True
+    assert defaults(shell).heal_config().storage.memory is True
     last = heal_twice()  # the second run recalls what the first learnt
     assert [r.kind for r in last.remembered] == ["lesson", "solution"]
     assert any(c.origin == "memory" for c in last.candidates)

@@ -108,7 +108,7 @@ class HangOnce:
         self, spec: str, *, provider: Any, config: HealConfig, entry_point: str | None
     ) -> Any:
         with open(self.log, "a", encoding="utf-8") as fh:
-            fh.write(f"{entry_point} {config.candidates}\n")
+            fh.write(f"{entry_point} {config.generation.candidates}\n")
         if entry_point == self.entry_point:
             try:
                 fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
