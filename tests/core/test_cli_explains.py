@@ -93,22 +93,13 @@ def test_the_configs_switches_have_flags() -> None:
         return _config(build_parser().parse_args(["heal", "SPEC", *argv]))
 
     assert config() == HealConfig()
-    on = config("--lessons", "--spec-tests", "--critic", "--adversarial")
-    assert (on.lessons, on.spec_blind_tests, on.critic, on.adversarial_tests) == (
-        True,
-        True,
-        True,
-        True,
-    )
+    on = config("--lessons", "--spec-tests", "--critic", "--adversarial").flat()
+    for field in ("lessons", "spec_blind_tests", "critic", "adversarial_tests"):
+        assert on[field] is True, field
     off = config("--no-spec-tests", "--no-probes", "--no-repair", "--no-diagnosis",
-                 "--no-examples", "--no-memory")  # fmt: skip
-    assert (off.spec_blind_tests, off.probes, off.repair, off.diagnosis) == (
-        False,
-        False,
-        False,
-        False,
-    )
-    assert (off.example_tests, off.memory) == (False, False)
+                 "--no-examples", "--no-memory").flat()  # fmt: skip
+    for field in ("spec_blind_tests", "probes", "repair", "diagnosis", "example_tests", "memory"):
+        assert off[field] is False, field
 
 
 def test_since_reads_dates_times_and_ages() -> None:
