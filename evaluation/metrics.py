@@ -87,6 +87,9 @@ class ModeMetrics(Record):
     cached_tokens: int = 0
     """Total prompt tokens the server reused from its prompt cache (not processed again); 0 in
     summaries written before it was kept."""
+    warm_starts: int = 0
+    """Runs whose first model call found prompt tokens already cached: a cold start
+    (``forget_prompts``) leaves none, so these ran on prompts processed before them."""
     mean_wall_time: float
     """Mean seconds per task (agent only)."""
     median_wall_time: float
@@ -184,6 +187,12 @@ def paired_use(records: Iterable[TaskRecord], mode: str) -> PairedUse | None:
     )
 
 
+def _first_call_cached(record: TaskRecord) -> int:
+    """The prompt tokens the run's first model call found cached (0 without a call)."""
+    calls = (e for e in record.timeline if e.get("kind") == "llm")
+    return int(next(calls, {}).get("cached_tokens") or 0)
+
+
 def _rate(part: float, whole: int) -> float:
     return part / whole if whole else 0.0
 
@@ -228,6 +237,7 @@ def summarise(records: Iterable[TaskRecord], mode: str) -> ModeMetrics:
         completion_tokens=usage.completion_tokens,
         tokens_per_pass=usage.total_tokens / passed if passed else None,
         cached_tokens=usage.cached_tokens,
+        warm_starts=sum(_first_call_cached(r) > 0 for r in rs),
         mean_wall_time=statistics.fmean(walls) if walls else 0.0,
         median_wall_time=statistics.median(walls) if walls else 0.0,
         total_wall_time=sum(walls),

@@ -172,6 +172,16 @@ def render_markdown(summary: Summary) -> str:
             f"{per_pass} | "
             f"{m.mean_wall_time:.1f} | {m.median_wall_time:.1f} | {m.harness_errors} | {m.leaks} |"
         )
+    warm = [f"{m.warm_starts} of `{m.mode}`" for m in summary.metrics.values() if m.warm_starts]
+    if warm:
+        lines += [
+            "",
+            f"Not cold: the first model call of {', '.join(warm)} run(s) found prompt tokens "
+            "already cached, processed before the run began (the runner's cold start, "
+            "`LocalProvider.forget_prompts`, restarts a server it supervises and reaches no "
+            "other; before it restarted it, it erased only the slots): compare these modes' "
+            "times with care.",
+        ]
     for m in summary.metrics.values():
         if m.disputed:
             lines += [

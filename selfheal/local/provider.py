@@ -10,11 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
 
 from selfheal.errors import ProviderError, ProviderUnavailable
-from selfheal.llm.aio import OwnedClient, blocking, entered
+from selfheal.llm.aio import blocking, entered
 from selfheal.llm.base import Completion, CompletionRequest, TokenCallback
 from selfheal.llm.openai_compat import OpenAICompatible
 from selfheal.llm.openai_errors import TRANSPORT_ERRORS, IncompleteStream, is_timeout
@@ -46,7 +45,6 @@ class LocalProvider(OpenAICompatible):
         self.server = server
         if server is not None:
             self._base_url = None
-        self._http: OwnedClient[httpx.AsyncClient] = OwnedClient()
 
     @property
     def max_concurrency(self) -> int | None:  # type: ignore[override]
@@ -79,25 +77,14 @@ class LocalProvider(OpenAICompatible):
 
     @entered
     async def aforget_prompts(self) -> None:
-        """Erase every slot's cached prompt on this provider's supervised llama-server, so the
-        next request starts cold. The benchmark runner calls it before each (task, mode) run,
-        so that no mode is served prompts another mode processed. Does nothing for a server
-        this provider does not supervise."""
-        endpoint = self.server.current() if self.server is not None else None
-        if self.server is None or endpoint is None:
-            return  # not ours, or not started (or died): nothing is cached
-        root = endpoint.base_url.rstrip("/").removesuffix("/v1")
-        http = self._http.get(
-            (root, endpoint.api_key),
-            lambda: httpx.AsyncClient(
-                base_url=root,
-                headers={"Authorization": f"Bearer {endpoint.api_key}"},
-                timeout=httpx.Timeout(60.0, connect=5.0),
-            ),
-        )
-        for slot in range(self.server.settings.slots):
-            r = await http.post(f"/slots/{slot}", params={"action": "erase"})
-            r.raise_for_status()
+        """Make the next request start cold: restart this provider's supervised llama-server
+        (a second or two with the model in the page cache). The benchmark runner calls it
+        before each (task, mode) run, so that no mode is served prompts another mode
+        processed. A restart, not an erase of the slots: the server also keeps prompts in a
+        cache in host memory (``--cache-ram``) that no endpoint clears (docs/evaluation.md).
+        Does nothing for a server this provider does not supervise, or one not started."""
+        if self.server is not None and self.server.current() is not None:
+            await asyncio.to_thread(self.server.restart)
 
     forget_prompts = blocking(aforget_prompts)
     """Blocking twin of :meth:`aforget_prompts`."""

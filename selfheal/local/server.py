@@ -11,10 +11,8 @@ import functools
 import os
 import secrets
 import shlex
-import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -85,7 +83,6 @@ class LocalServer:
         self._generation = 0
         self.start_seconds: float | None = None
         """How long the last start took, to healthy."""
-        self._slot_dir: str | None = None
 
     def __repr__(self) -> str:
         state = "running" if self.alive else ("stopped" if self._proc else "not started")
@@ -224,8 +221,7 @@ class LocalServer:
             # llama.cpp's OpenMP threads spin while waiting by default; on a shared 2-core
             # machine that made decoding 6x slower (docs/local_model.md).
             env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-            self._slot_dir = tempfile.mkdtemp(prefix="selfheal-slots-")  # 0700, ours alone
-            argv = self.settings.argv(port, self._slot_dir)
+            argv = self.settings.argv(port)
             with self.log_path.open("ab") as log:
                 log.write(f"=== selfheal: {shlex.join(argv)}\n".encode())
                 log.flush()
@@ -266,12 +262,7 @@ class LocalServer:
     def _close_proc(self, timeout: float = 10.0) -> None:
         proc, self._proc = self._proc, None
         self._ready = False
-        slot_dir, self._slot_dir = self._slot_dir, None
-        try:
-            self._end_proc(proc, timeout)
-        finally:
-            if slot_dir:
-                shutil.rmtree(slot_dir, ignore_errors=True)
+        self._end_proc(proc, timeout)
 
     def _end_proc(self, proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
         if proc is None:
@@ -290,6 +281,17 @@ class LocalServer:
             # the process is gone; its group may not be (llama-server starts none, but be sure)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+
+    def restart(self) -> Endpoint:
+        """Stop a running server and start a fresh one (blocking until healthy): nothing it had
+        cached survives, neither its slots nor the prompt cache it keeps in host memory
+        (``--cache-ram``), which no endpoint clears. Not counted as a restart after a death."""
+        with self._lock:
+            self._close_proc()
+            self._start_locked()
+            endpoint = self.current()
+            assert endpoint is not None
+            return endpoint
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server (SIGTERM to its process group, SIGKILL after ``timeout``). A later

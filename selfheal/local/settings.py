@@ -131,11 +131,9 @@ class ServerSettings(Record):
     the prompt once; ``OpenAICompatible.one_request``); ``$SELFHEAL_LOCAL_ONE_REQUEST=0``:
     one request an answer."""
 
-    def argv(self, port: int, slot_dir: str | None = None) -> list[str]:
-        """The command line (the API key is passed in the environment); ``slot_dir`` is the
-        server's private slot directory (llama-server answers the ``/slots`` actions, the
-        ``erase`` of ``LocalProvider.forget_prompts`` too, only with one)."""
-        saves = slot_dir.rstrip("/") + "/" if slot_dir else None
+    def argv(self, port: int) -> list[str]:
+        """The command line (the API key is passed in the environment). No
+        ``--slot-save-path``: without one llama-server refuses every ``/slots`` action."""
         options = {
             "--model": self.model_path,
             "--alias": self.alias,
@@ -145,7 +143,6 @@ class ServerSettings(Record):
             "--ctx-size": self.slots * self.ctx_per_slot,
             "--threads": self.threads,
             "--threads-batch": self.threads,
-            "--slot-save-path": saves,
             "--n-gpu-layers": self.gpu_layers,
             "--spec-type": self.drafts if self.drafts != "none" else None,
         }

@@ -16,6 +16,7 @@ from evaluation.benchmark import BenchmarkRunner
 from evaluation.metrics import summarise
 from evaluation.pair import task_seed
 from evaluation.records import TaskRecord
+from evaluation.report import Settings, build_summary, render_markdown
 from evaluation.results_file import ResultsFile
 from evaluation.run_benchmark import main
 from evaluation.suites import Task
@@ -370,6 +371,22 @@ def test_cached_prompt_tokens_reach_the_timeline_the_record_and_the_metrics(
     assert llm and all(e["cached_tokens"] == 5 for e in llm)
     m = summarise([record], "heal")
     assert m.cached_tokens == record.usage.cached_tokens
+    assert m.warm_starts == 1  # its first call found 5 tokens it had not processed
+    first = next(e for e in record.timeline if e["kind"] == "llm")
+    cold = [{**e, "cached_tokens": 0} if e is first else e for e in record.timeline]
+    cold_record = record.model_copy(update={"timeline": tuple(cold)})
+    assert summarise([cold_record], "heal").warm_starts == 0
+    settings = Settings(
+        suite="builtin", model="mock", modes=("heal",), max_iterations=2, temperature=0
+    )
+    warm, cold_report = (
+        render_markdown(
+            build_summary(settings=settings, runs=(), records=[r], task_ids=[r.task_id])
+        )
+        for r in (record, cold_record)
+    )
+    assert "Not cold: the first model call of 1 of `heal` run(s)" in warm
+    assert "Not cold" not in cold_report
 
 
 def test_records_written_with_flat_counts_still_load() -> None:

@@ -1,17 +1,13 @@
 """A stand-in for llama-server, for supervision tests without the real model.
 
-Parses the llama-server arguments selfheal passes (``--port``, ``--alias``, ``--parallel``,
-``--slot-save-path``), requires the key from ``LLAMA_API_KEY`` like the real server, answers
-``/health``, streams chat completions (one word every ``FAKE_TOKEN_DELAY`` seconds; ``n``
-choices as llama-server streams them, each chunk one choice's, each choice's usage after its
-last chunk, at most ``--parallel``) or answers them whole (``stream`` false), and speaks the slot actions as llama-server
-does (``POST /slots/{id}?action=save|restore|erase``, JSON ``{"filename": ...}``): each slot
-holds the prompt it last processed, a completion pinned to it (``id_slot``) reports the
-prompt tokens it found cached there (about 4 characters a token), ``save`` writes the slot's
-prompt to a file in the save path, ``restore`` loads one (400 for a missing file or a name with
-a path), ``erase`` empties the slot; without ``--slot-save-path`` the actions are refused with
-501, an unknown action with 400. ``FAKE_MODE=crash`` makes it exit at start with an error on
-stdout (which goes to the log), ``FAKE_MODE=hang`` never becomes healthy.
+Parses the llama-server arguments selfheal passes (``--port``, ``--alias``, ``--parallel``),
+requires the key from ``LLAMA_API_KEY`` like the real server, answers ``/health``, streams chat
+completions (one word every ``FAKE_TOKEN_DELAY`` seconds; ``n`` choices as llama-server streams
+them, each chunk one choice's, each choice's usage after its last chunk, at most
+``--parallel``) or answers them whole (``stream`` false). Each slot holds the prompt it last
+processed, and a completion (on slot 0 unless pinned with ``id_slot``) reports the prompt tokens
+it found cached there (about 4 characters a token). ``FAKE_MODE=crash`` makes it exit at start
+with an error on stdout (which goes to the log), ``FAKE_MODE=hang`` never becomes healthy.
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 
@@ -32,7 +27,6 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--alias", default="fake")
     parser.add_argument("--parallel", type=int, default=1)
-    parser.add_argument("--slot-save-path", default="")
     args, _unknown = parser.parse_known_args()
     mode = os.environ.get("FAKE_MODE", "ok")
     print(f"fake llama-server pid {os.getpid()} port {args.port} mode {mode}", flush=True)
@@ -41,7 +35,6 @@ def main() -> None:
         sys.exit(1)
     key = os.environ.get("LLAMA_API_KEY", "")
     delay = float(os.environ.get("FAKE_TOKEN_DELAY", "0.01"))
-    save_path = Path(args.slot_save_path) if args.slot_save_path else None
     slots = [""] * max(1, args.parallel)  # the prompt each slot last processed (its KV cache)
     lock = threading.Lock()
 
@@ -73,10 +66,6 @@ def main() -> None:
             body = json.loads(self.rfile.read(length) or b"{}")
             if key and self.headers.get("authorization") != f"Bearer {key}":
                 self._json(401, {"error": {"message": "Invalid API Key", "code": 401}})
-                return
-            path, _, query = self.path.partition("?")
-            if path.startswith("/slots/"):
-                self._slot_action(path.removeprefix("/slots/"), query, body)
                 return
             prompt = json.dumps(body.get("messages", []))
             slot = body.get("id_slot", -1)
@@ -150,61 +139,6 @@ def main() -> None:
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
             self.close_connection = True
-
-        def _slot_action(self, slot_id: str, query: str, body: Any) -> None:
-            """``POST /slots/{id}?action=...``, answered as llama-server answers it."""
-            if not save_path:
-                message = (
-                    "This server does not support slots action. Start it with `--slot-save-path`"
-                )
-                self._json(
-                    501, {"error": {"code": 501, "message": message, "type": "not_supported_error"}}
-                )
-                return
-            action = dict(p.partition("=")[::2] for p in query.split("&") if p).get("action", "")
-            if not slot_id.isdigit() or int(slot_id) >= len(slots):
-                self._json(400, {"error": {"code": 400, "message": "Invalid slot ID"}})
-                return
-            slot = int(slot_id)
-            if action == "erase":
-                with lock:
-                    erased, slots[slot] = len(slots[slot]) // 4, ""
-                print(f"slot {slot} erase", flush=True)
-                self._json(200, {"id_slot": slot, "n_erased": erased})
-                return
-            if action not in ("save", "restore"):
-                self._json(400, {"error": {"code": 400, "message": "Invalid action"}})
-                return
-            name = body.get("filename", "") if isinstance(body, dict) else ""
-            if not name or "/" in name or name.startswith("."):
-                self._json(400, {"error": {"code": 400, "message": "Invalid filename"}})
-                return
-            file = save_path / name
-            if action == "save":
-                with lock:
-                    text = json.dumps({"prompt": slots[slot]})
-                file.write_text(text)
-            elif file.is_file():
-                text = file.read_text()
-                with lock:
-                    slots[slot] = json.loads(text)["prompt"]
-            else:
-                message = "Unable to restore slot, no available space in KV cache or invalid slot save file"
-                self._json(400, {"error": {"code": 400, "message": message}})
-                return
-            print(f"slot {slot} {action} {name}", flush=True)
-            # llama-server's reply: n_saved/n_written for a save, n_restored/n_read for a restore
-            done, moved = ("saved", "written") if action == "save" else ("restored", "read")
-            self._json(
-                200,
-                {
-                    "id_slot": slot,
-                    "filename": name,
-                    f"n_{done}": len(text) // 4,
-                    f"n_{moved}": len(text),
-                    "timings": {f"{action}_ms": 0.1},
-                },
-            )
 
     httpd = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     httpd.daemon_threads = True

@@ -117,6 +117,27 @@ def test_shared_prefix_is_served_from_the_slot_cache(provider: LocalProvider) ->
     assert second.cached_tokens >= first.prompt_tokens - 20  # all but the new question
 
 
+def test_forget_prompts_leaves_no_prompt_cached_anywhere() -> None:
+    """After ``forget_prompts`` a prompt the server processed before is processed again from
+    its first token: not served from a slot, nor from the prompt cache llama-server keeps in
+    host memory (``--cache-ram``; a slot's prompt goes there when another prompt takes the
+    slot), which erasing the slots left behind. One slot, so that ``other`` must take it."""
+    with LocalServer(server_settings(slots=1, ctx_per_slot=1024, progress=False)) as server:
+        p = LocalProvider(server=server, model_id="local:one-slot")
+        nonce = random.random()
+        ask = [
+            Message(role="system", content=f"{nonce} " + "You write careful Python. " * 60),
+            Message(role="user", content="Write abs2(x)."),
+        ]
+        other = [Message(role="system", content=f"{nonce} " + "Another topic. " * 90), *ask[1:]]
+        assert p.complete(ask, max_tokens=1).prompt_tokens > 300
+        p.complete(other, max_tokens=1)  # takes the one slot: ask's prompt goes to host memory
+        # ask comes back from host memory (what a user's run gets); other's prompt goes there
+        assert p.complete(ask, max_tokens=1).cached_tokens > 300
+        p.forget_prompts()
+        assert p.complete(other, max_tokens=1).cached_tokens < 50
+
+
 def test_samples_of_one_prompt_are_one_request(
     provider: LocalProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:

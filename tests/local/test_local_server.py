@@ -113,29 +113,18 @@ def test_starts_on_first_request_with_a_private_key(settings: setup.ServerSettin
     assert not server.alive and _gone(server.pid or 0)
 
 
-def test_the_slot_directory_is_private_and_removed_at_stop(
-    settings: setup.ServerSettings,
-) -> None:
-    """llama-server answers ``/slots`` actions (the ``erase`` of ``forget_prompts``) only with
-    a ``--slot-save-path``: a private directory, removed when the server stops."""
-    server = ls.LocalServer(settings)
-    _provider(server).complete(HI, max_tokens=1)
-    argv = psutil.Process(server.pid).cmdline()
-    slot_dir = Path(argv[argv.index("--slot-save-path") + 1])
-    assert slot_dir.is_dir() and (slot_dir.stat().st_mode & 0o777) == 0o700
-    server.stop()
-    assert not slot_dir.exists()
-
-
-def test_samples_of_one_prompt_are_one_request_and_forget_prompts_erases_every_slot(
+def test_samples_of_one_prompt_are_one_request_and_forget_prompts_starts_a_fresh_server(
     settings: setup.ServerSettings,
 ) -> None:
     """Two samples of one long prompt go to the supervised server as one request for ``n=2``
     (its settings' ``one_request``; the second choice finds the prompt processed for the
-    first); ``forget_prompts`` erases both slots (``action=erase``), so the next request finds
-    nothing cached."""
+    first); ``forget_prompts`` starts a fresh server (a new process on a new port, not counted
+    as a restart after a death), so the next request finds nothing cached. The server is
+    started without ``--slot-save-path``: llama-server then refuses every ``/slots`` action."""
     server = ls.LocalServer(settings)
     p = _provider(server)
+    p.forget_prompts()  # not started: nothing to forget, nothing started
+    assert server.pid is None
     long = [Message(role="system", content="You write careful Python. " * 40), *HI]
     first, second = p.complete_many(long, n=2, max_tokens=2, temperature=0.5, seed=3)
     assert "completion n=2" in server.log_path.read_text()
@@ -143,9 +132,11 @@ def test_samples_of_one_prompt_are_one_request_and_forget_prompts_erases_every_s
     off = _provider(server, one_request=False)
     off.complete_many(long, n=2, max_tokens=2, temperature=0.5, seed=3)
     assert server.log_path.read_text().count("completion n=1") == 2
+    assert p.complete(long, max_tokens=1).cached_tokens > 0
+    pid = server.pid
+    assert "--slot-save-path" not in psutil.Process(pid).cmdline()
     p.forget_prompts()
-    assert "slot 0 erase" in server.log_path.read_text()
-    assert "slot 1 erase" in server.log_path.read_text()
+    assert server.pid != pid and _gone(pid or 0) and server.restarts == 0
     assert p.complete(long, max_tokens=1).cached_tokens == 0
     server.stop()
 
