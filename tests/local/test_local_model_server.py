@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 import psutil
 import pytest
+from processes import descendants_named
 from required_components import local_model_missing
 
 from selfheal.errors import ProviderError, ProviderUnavailable
@@ -257,5 +258,5 @@ def test_kill_9_mid_request_then_one_restart_then_a_clear_error() -> None:
         local.stop()
     for pid in pids:  # no orphan, no server left running
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    mine = [c for c in psutil.Process().children(recursive=True) if "llama-server" in c.name()]
+    mine = descendants_named(os.getpid(), "llama-server")
     assert all(c.pid not in pids for c in mine)

@@ -14,6 +14,7 @@ import subprocess
 
 import psutil
 import pytest
+from processes import descendants_named
 
 from selfheal.kernel_sandbox import KernelPool
 
@@ -143,8 +144,7 @@ def test_what_a_run_leaves_dies_before_the_next_run(bpool: KernelPool) -> None:
     (kernel,) = bpool._ready
 
     def left() -> list[psutil.Process]:
-        kids = psutil.Process(kernel.pid).children(recursive=True)
-        return [p for p in kids if p.name() == "selfheal-left"]
+        return descendants_named(kernel.pid, "selfheal-left")
 
     assert bpool.run(LEAVE, ["assert leave()"]).passed
     # the next run starts once everything of the previous one is gone
