@@ -287,8 +287,7 @@ class LocalServer:
         cached survives, neither its slots nor the prompt cache it keeps in host memory
         (``--cache-ram``), which no endpoint clears. Not counted as a restart after a death."""
         with self._lock:
-            self._close_proc()
-            self._start_locked()
+            self._start_locked()  # (it ends the running process first)
             endpoint = self.current()
             assert endpoint is not None
             return endpoint
