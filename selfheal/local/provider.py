@@ -78,9 +78,9 @@ class LocalProvider(OpenAICompatible):
     @entered
     async def aforget_prompts(self) -> None:
         """Make the next request start cold: restart this provider's supervised llama-server
-        (2.6 s on 2 cores with the model in the page cache: benchmarks/bench_restart.py). The benchmark runner calls it
-        before each (task, mode) run, so that no mode is served prompts another mode
-        processed. A restart, not an erase of the slots: the server also keeps prompts in a
+        (2.6 s on 2 cores with the model in the page cache: benchmarks/bench_restart.py).
+        The benchmark runner calls it before each (task, mode) run, so that no mode is
+        served prompts another mode processed. A restart, not an erase of the slots: the server also keeps prompts in a
         cache in host memory (``--cache-ram``) that no endpoint clears (docs/evaluation.md).
         Does nothing for a server this provider does not supervise, or one not started."""
         if self.server is not None and self.server.current() is not None:
