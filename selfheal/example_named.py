@@ -1,7 +1,7 @@
 """Examples written with named inputs: ``For xs = [1, 2], k = 3 the output should be 5`` (or
 "the result", "the return value"), the names being exactly the function's parameters; and
 blocks, ``Input: xs = [1, 2], k = 3`` (or the bare arguments) then ``Output: 5``. Both need the
-function's ``def`` line, to know its parameters."""
+function's parameters: its ``def`` line, or its signature written in prose."""
 
 from __future__ import annotations
 
@@ -24,19 +24,20 @@ _OUTPUT_RE = re.compile(r"^\s*Output\s*:\s*(?P<value>\S.*)$", re.IGNORECASE)
 
 
 def parameters(text: str, name: str) -> list[str] | None:
-    """The positional parameters of ``def name(...)`` in ``text``, or None when it has none."""
-    m = re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(name)}\s*\(", text, re.MULTILINE)
-    if m is None:
-        return None
-    end = balanced_end(text.replace("\n", " "), m.end() - 1)
-    if end is None:
-        return None
-    tree = parse_or_none(f"def _{text[m.end() - 1 : end]}: pass")
-    fn = tree.body[0] if tree else None
-    if not isinstance(fn, ast.FunctionDef):
-        return None
-    names = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
-    return names or None
+    """The positional parameters of ``def name(...)`` in ``text``, else of its signature
+    written in prose (``add_vat(net, rate)``, ``mask_card(number: str) -> str``: every
+    argument a name), or None when neither is there."""
+    flat = text.replace("\n", " ")
+    defs = re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(name)}\s*\(", text, re.MULTILINE)
+    starts = [defs] if defs else list(re.finditer(rf"(?<![\w.]){re.escape(name)}\(", text))
+    for m in starts:
+        end = balanced_end(flat, m.end() - 1)
+        tree = parse_or_none(f"def _{flat[m.end() - 1 : end]}: pass") if end else None
+        fn = tree.body[0] if tree else None
+        if isinstance(fn, ast.FunctionDef):
+            names = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+            return names or None
+    return None
 
 
 def _call_from_inputs(name: str, params: Sequence[str], inputs: str, asked: Names) -> str | None:

@@ -35,6 +35,13 @@ _ARROW_RE = re.compile(
     rf"^\s*`?\s*(?:#\s*)?(?:(?P<symbol>{_SYMBOL_ARROWS})|should return|returns|gives|is)\s*`?\s*"
 )
 _EQUALS_RE = re.compile(r"^\s*=(?![=>])\s*")
+_REPR_RE = re.compile(r"^\s*`?<[^<>\n]+>")
+"""``<Counter object at 0x7f...>``: how Python shows an object it cannot write as a value."""
+_REPR_WHY = (
+    "the expected value is how Python shows an object, not a value that can be built; write "
+    "an expression that builds an equal one (`Counter({'a': 1})`), or a test of yours that "
+    "checks it (--test, tests=)"
+)
 _RESULT_WRAPPERS = frozenset({"round", "sorted", "list", "tuple", "set", "abs", "len", "str"})
 """Builtins a doctest may apply to the function's result (its first argument)."""
 
@@ -261,6 +268,10 @@ def _inline_examples(
                 out.append(example)
                 continue
             attempt = longest(rest, lambda src: True) or ""
+            if _REPR_RE.match(rest):
+                written = text[m.start() : end + arrow.end()] + rest.strip()
+                unread.append(Unread(example=" ".join(written.split())[:100], why=_REPR_WHY))
+                continue
             if not has_constant(*args, attempt) or _names(args) & _names([attempt]):
                 continue  # a signature, a rule (`f(n) -> f(n - 1) + 1`) or prose, not an example
             parsed = parse_or_none(attempt, "eval")

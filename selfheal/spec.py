@@ -7,6 +7,7 @@ docstring, as in HumanEval). Examples become trusted tests: the user wrote them.
 from __future__ import annotations
 
 import ast
+import builtins
 import keyword
 import re
 
@@ -39,6 +40,13 @@ _STOPWORDS = {
     "it",
 }
 _BACKTICK_CALL_RE = re.compile(rf"`({_IDENT})\s*\(")
+_WRITE_CALL_RE = re.compile(
+    rf"\b(?:write|implement|create|define|build|make|code|add|need)\s+`?({_IDENT})\(",
+    re.IGNORECASE,
+)
+"""``Write parse_date(s) that ...``: the function to write, named with its parameters."""
+_DOCTEST_CALL_RE = re.compile(rf"^\s*>>>\s*({_IDENT})\s*\(", re.MULTILINE)
+_BUILTINS = frozenset(dir(builtins))
 
 
 _FUNCTION_CUE_RE = re.compile(
@@ -115,7 +123,9 @@ def parse_spec(text: str, *, entry_point: str | None = None) -> Spec:
         signature = _signature_line(text, name)
         prelude = _prelude(text, name)
     if name is None:
-        for m in [*_NAMED_RE.finditer(text), *_BACKTICK_CALL_RE.finditer(text)]:
+        named = [*_NAMED_RE.finditer(text), *_BACKTICK_CALL_RE.finditer(text)]
+        called = [*_WRITE_CALL_RE.finditer(text), *_DOCTEST_CALL_RE.finditer(text)]
+        for m in named + [m for m in called if m.group(1) not in _BUILTINS]:
             if m.group(1).lower() not in _STOPWORDS:
                 name = m.group(1)
                 break

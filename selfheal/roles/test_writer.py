@@ -14,12 +14,19 @@ from selfheal.state import HealState, TestCase
 from selfheal.testsuite import add_tests, parse_test_block
 
 NODE = "plan_tests"
+_UNNAMED = (
+    "the spec names no function yet: its examples are read once the first candidate names one "
+    "(name it with --entry-point NAME, entry_point= in Python, to read them before)"
+)
 
 
 def with_examples(state: HealState, log: CallLog) -> HealState:
     """Add the spec's examples (once its entry point is known) as trusted tests."""
     spec = state.spec
-    if not (state.config.tests.example_tests and spec.entry_point):
+    if not state.config.tests.example_tests:
+        return state
+    if not spec.entry_point:
+        log.info(state, _UNNAMED)
         return state
     examples = [(example_assert(ex), "example written in the spec") for ex in spec.examples]
     new = add_tests(state, examples, origin="example", prefix="ex", trusted=True, limit=50)

@@ -318,3 +318,44 @@ def test_the_plan_line_for_a_spec_without_examples(pool: KernelPool) -> None:
     )
     said = [e.detail for e in yours.timeline if e.node == "plan_tests"]
     assert not any("example" in d for d in said), said
+
+
+def test_a_spec_that_names_no_function_says_when_its_examples_are_read(pool: KernelPool) -> None:
+    spec = "Read dd/mm/yyyy or yyyy-mm-dd dates; e.g. parse_date('05/03/2024') -> date(2024, 3, 5)"
+    result = heal(
+        spec,
+        provider=MockProvider({"generator": [PARSE_DATE]}),
+        config=s.chain(spec_blind_tests=False, critic=False, adversarial_tests=False),
+        executor=pool,
+    )
+    plan = [e.detail for e in result.timeline if e.node == "plan_tests" and e.kind == "end"]
+    assert plan[0].startswith("the spec names no function yet: its examples are read once"), plan
+    assert [t.origin for t in result.tests if t.trusted] == ["example"]  # read after naming
+
+
+def test_a_table_whose_columns_are_named_by_a_signature_in_prose() -> None:
+    """The columns of ``| net | rate | result |`` are the parameters of the signature written
+    in prose (no ``def`` line), and the name comes from "Write add_vat(net, rate)"."""
+    spec = (
+        "Write add_vat(net, rate) for invoices: net and rate are Decimals; return the gross "
+        "rounded half up to cents.\n\n| net | rate | result |\n|---|---|---|\n"
+        "| Decimal('10.00') | Decimal('0.19') | Decimal('11.90') |\n"
+    )
+    assert _tests(spec) == [
+        "from decimal import Decimal\n"
+        "assert add_vat(Decimal('10.00'), Decimal('0.19')) == Decimal('11.90')"
+    ]
+    annotated = (
+        "Write `mask(number: str, keep: int = 4) -> str`.\n\n| keep | number | output |\n"
+        "|---|---|---|\n| 2 | '1234' | '**34' |\n"
+    )
+    assert _tests(annotated) == ["assert mask('1234', 2) == '**34'"]
+
+
+def test_an_objects_repr_as_the_value_is_quoted_with_why() -> None:
+    spec = parse_spec(
+        "Write make_counter() returning a counter.\nmake_counter() -> <Counter at 0x7f00>"
+    )
+    [unread] = unread_examples(spec)
+    assert unread.example == "make_counter() -> <Counter at 0x7f00>"
+    assert "how Python shows an object" in unread.why and "--test" in unread.why

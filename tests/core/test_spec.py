@@ -93,3 +93,17 @@ def test_humaneval_examples_match_the_canonical_solutions() -> None:
                 wrong.append(p["task_id"])
     assert total > 430  # 440 at the time of writing, every form of selfheal.examples
     assert sorted(set(wrong)) == ["HumanEval/116", "HumanEval/148", "HumanEval/47"]
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("Write parse_date(s) that reads DD/MM/YYYY and returns a datetime.date.", "parse_date"),
+        ("I need clean_name(raw) to strip accents and lowercase.", "clean_name"),
+        ("Drop duplicate words.\n>>> dedupe('a a b')\n'a b'", "dedupe"),
+        ("Write len(xs) items of the list, reversed.", None),  # a builtin is not the function
+        ("Make sure (if you can) it returns the n-th prime.", None),
+    ],
+)
+def test_the_name_of_a_function_written_with_its_parameters(text: str, name: str | None) -> None:
+    assert parse_spec(text).entry_point == name
