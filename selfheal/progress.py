@@ -1,12 +1,13 @@
 """Progress while the model writes: the node in flight, its seconds and tokens so far, and an
-estimate of what is left from the speed the provider showed earlier in this process. Fed by
-a run's events (``on_event``) and its streamed fragments (``on_token``: one fragment is about
-one token on every streaming backend); read by the terminal's live line and the notebook's
-header (``InFlight.text``)."""
+estimate of what is left from what the same node wrote with the same model before (in this
+process, and in earlier ones: ``history_path()``). Fed by a run's events (``on_event``) and its
+streamed fragments (``on_token``: one fragment is about one token on every streaming
+backend); read by the terminal's live line and the notebook's header (``InFlight.text``)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import statistics
 import threading
@@ -14,18 +15,68 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
+from selfheal.config import default_runs_dir
 from selfheal.state import Event
 
-_DONE: dict[str, deque[tuple[int, float]]] = defaultdict(lambda: deque(maxlen=20))
-"""Per node name, the (completion tokens, seconds) of its runs that ended in this process."""
+_DONE: dict[tuple[str, str], deque[tuple[int, float]]] = defaultdict(lambda: deque(maxlen=20))
+"""Per (model, node), the (completion tokens, seconds) of its last runs: those that ended in
+this process, and before it those kept in ``history_path()`` by earlier processes."""
+_LAST = {"model": ""}
+"""The model of the node that ended last (the model a run uses before its first reply)."""
+_LOADED = threading.Event()
 
 
-def measured(node: str) -> tuple[float, float] | None:
-    """The median completion tokens and seconds of ``node``'s finished runs in this
-    process, or None before one ended."""
-    done = _DONE.get(node)
+def history_path() -> Path:
+    """Where the measured speeds persist: ``speeds.json`` beside the runs folder."""
+    return default_runs_dir().parent / "speeds.json"
+
+
+def _load() -> None:
+    """Read the speeds earlier processes measured (once; a missing or damaged file is none)."""
+    if _LOADED.is_set():
+        return
+    _LOADED.set()
+    try:
+        saved = json.loads(history_path().read_text(encoding="utf-8"))
+        for key, runs in saved["runs"].items():
+            model, node = key.rsplit("|", 1)
+            _DONE[(model, node)].extend((int(t), float(s)) for t, s in runs)
+        _LAST["model"] = str(saved.get("last", ""))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return
+
+
+def _save() -> None:
+    """Keep the measured speeds for the next process (best effort: a read-only home keeps
+    them for this process only)."""
+    runs = {f"{m}|{n}": list(done) for (m, n), done in _DONE.items() if done}
+    path = history_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({"last": _LAST["model"], "runs": runs}), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        return
+
+
+def record_done(model: str, node: str, tokens: int, seconds: float) -> None:
+    """A node that ended: ``tokens`` completion tokens in ``seconds``."""
+    _load()
+    _DONE[(model, node)].append((tokens, seconds))
+    _LAST["model"] = model
+    _save()
+
+
+def measured(node: str, model: str = "") -> tuple[float, float] | None:
+    """The median completion tokens and seconds of ``node``'s finished runs with ``model``
+    (default: the model that ran last), in this process or kept from earlier ones, or None
+    before one ended."""
+    _load()
+    done = _DONE.get((model or _LAST["model"], node))
     if not done:
         return None
     return statistics.median(t for t, _ in done), statistics.median(s for _, s in done)
@@ -72,17 +123,20 @@ class TokenMeter:
         self._started = 0.0
         self._first: float | None = None
         self._tokens = 0
+        self._model = ""
 
     def on_event(self, e: Event) -> None:
         """A run's event: a node starts, or ends (its tokens and time are kept)."""
         with self._lock:
+            if e.model:
+                self._model = e.model  # a model call's event names the model in use
             if e.kind == "start":
                 self._node, self._started = e.node, self.clock()
                 self._first, self._tokens = None, 0
             elif e.kind in ("end", "error") and e.node == self._node:
                 self._node = None
                 if e.kind == "end" and e.completion_tokens > 0 and e.duration > 0:
-                    _DONE[e.node].append((e.completion_tokens, e.duration))
+                    record_done(self._model, e.node, e.completion_tokens, e.duration)
 
     def on_token(self, role: str, text: str) -> None:
         """A streamed fragment of the node in flight."""
@@ -111,7 +165,7 @@ class TokenMeter:
             )
 
     def _left(self, rate: float | None) -> float | None:
-        before = measured(self._node or "")
+        before = measured(self._node or "", self._model)
         if before is None:
             return None
         tokens, seconds = before

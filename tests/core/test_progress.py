@@ -8,8 +8,9 @@ import io
 
 from cli_harness import run_cli
 
+from selfheal import progress
 from selfheal.llm.stream import ReplyStream
-from selfheal.progress import _DONE, TerminalLine, TokenMeter, progress_only
+from selfheal.progress import _DONE, TerminalLine, TokenMeter, history_path, progress_only
 from selfheal.state import Event
 
 
@@ -26,7 +27,7 @@ def _event(kind: str, node: str = "generate", **fields: float | int) -> Event:
 
 
 def test_the_meter_shows_the_node_in_flight_and_estimates_from_its_last_run() -> None:
-    _DONE.pop("repair", None)
+    _DONE.pop(("", "repair"), None)
     clock = Clock()
     meter = TokenMeter(clock)
     assert meter.now() is None
@@ -54,6 +55,26 @@ def test_the_meter_shows_the_node_in_flight_and_estimates_from_its_last_run() ->
     assert flight is not None and flight.left is not None
     assert 7.0 <= flight.left <= 9.0  # (100 - 20) tokens at about 10/s
     assert "left" in flight.text()
+
+
+def test_the_estimate_comes_from_the_same_models_runs_also_from_an_earlier_process() -> None:
+    """A CLI run is one process: its first ``generate`` is estimated from what ``generate``
+    wrote with the same model in earlier processes (``speeds.json`` beside the runs folder),
+    and another model's runs are not used once a call shows which model runs."""
+    meter = TokenMeter(Clock())
+    meter.on_event(_event("start", "critic"))
+    meter.on_event(_event("end", "critic", completion_tokens=300, duration=9.0, model="m:big"))
+    assert history_path().is_file()
+    _DONE.clear()  # a new process: nothing measured in it yet
+    progress._LOADED.clear()
+    progress._LAST["model"] = ""
+    clock = Clock()
+    fresh = TokenMeter(clock)
+    fresh.on_event(_event("start", "critic"))
+    clock.t += 2
+    assert fresh.now() is not None and fresh.now().left == 7.0  # type: ignore[union-attr]
+    fresh.on_event(_event("llm", "critic", model="m:small"))  # another model answers
+    assert fresh.now() is not None and fresh.now().left is None  # type: ignore[union-attr]
 
 
 def test_tokens_between_nodes_are_not_counted() -> None:
@@ -113,11 +134,14 @@ def test_a_counting_sink_does_not_stop_a_retry() -> None:
 
 def test_the_cli_feeds_the_meter_from_the_run(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("SELFHEAL_RUNS_DIR", str(tmp_path))
-    _DONE.pop("generate", None)
+    _DONE.clear()
     ran = run_cli("heal", "--provider", "mock")
     assert ran.code in (0, 1), ran.err
-    # the generate node's streamed tokens reached the meter, which kept its length
-    assert _DONE["generate"] and _DONE["generate"][-1][0] > 0
+    # the generate node's streamed tokens reached the meter, which kept its length, with the
+    # model that wrote them, and for the next process too
+    [(model, done)] = [(m, d) for (m, n), d in _DONE.items() if n == "generate"]
+    assert model.startswith("mock") and done and done[-1][0] > 0
+    assert f"{model}|generate" in history_path().read_text()
 
 
 SLOW_SCRIPT = """token_delay: 0.05
