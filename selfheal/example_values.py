@@ -5,6 +5,7 @@ the line and can be evaluated without the candidate (``selfheal.expected``), or 
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from collections.abc import Callable, Iterator
 
@@ -118,3 +119,18 @@ def has_constant(*srcs: str) -> bool:
     """Whether any of ``srcs`` holds a literal."""
     trees = [parse_or_none(s, "eval") for s in srcs]
     return any(isinstance(n, ast.Constant) for t in trees if t for n in ast.walk(t))
+
+
+class PutValues(ast.NodeTransformer):
+    """Puts the values given to names earlier (``>>> xs = [3, 1]``, ``df = pd.DataFrame(...)``,
+    as source) in place of the names' reads, in a copy of the node."""
+
+    def __init__(self, bound: dict[str, str]) -> None:
+        self.bound = bound
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        src = self.bound.get(node.id) if isinstance(node.ctx, ast.Load) else None
+        return ast_parse(src, mode="eval").body if src is not None else node
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        return super().visit(copy.deepcopy(node))  # type: ignore[no-any-return]

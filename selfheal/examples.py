@@ -7,7 +7,6 @@ be read is kept with the reason (``Unread``), to tell the user."""
 from __future__ import annotations
 
 import ast
-import copy
 import re
 from collections.abc import Sequence
 
@@ -19,6 +18,7 @@ from selfheal.example_tables import table_rows
 from selfheal.example_values import (
     WORD_VALUES,
     Names,
+    PutValues,
     balanced_end,
     has_constant,
     is_expr,
@@ -132,20 +132,6 @@ def read_examples(text: str, name: str) -> tuple[tuple[Example, ...], tuple[Unre
     return tuple(dict.fromkeys(found)), tuple(dict.fromkeys(unread))
 
 
-class _Put(ast.NodeTransformer):
-    """Puts the values of earlier ``>>> name = value`` lines in place of their names."""
-
-    def __init__(self, bound: dict[str, str]) -> None:
-        self.bound = bound
-
-    def visit_Name(self, node: ast.Name) -> ast.expr:
-        src = self.bound.get(node.id)
-        return ast_parse(src, mode="eval").body if src is not None else node
-
-    def visit(self, node: ast.AST) -> ast.expr:  # type: ignore[override]
-        return super().visit(copy.deepcopy(node))  # type: ignore[no-any-return]
-
-
 def _forget(bound: dict[str, str], node: ast.AST | None, *, methods_only: bool = False) -> None:
     """Forget the values of the names ``node`` uses (``methods_only``: those whose method or
     attribute it uses, ``xs.pop()``), which it may have changed."""
@@ -185,7 +171,7 @@ def _doctests(text: str, name: str, asked: Names, unread: list[Unread]) -> list[
         if isinstance(one, ast.Assign) and [type(t) for t in one.targets] == [ast.Name]:
             target = one.targets[0]
             assert isinstance(target, ast.Name)
-            value = ast.unparse(_Put(bound).visit(one.value))
+            value = ast.unparse(PutValues(bound).visit(one.value))
             _forget(bound, one.value, methods_only=True)
             if expected_problem(value, asked) is None:
                 bound[target.id] = value
@@ -195,7 +181,7 @@ def _doctests(text: str, name: str, asked: Names, unread: list[Unread]) -> list[
         if not isinstance(one, ast.Expr):
             _forget(bound, tree)  # `df['b'] = 2` changes df: its value is no longer known
             continue
-        put = _Put(bound).visit(one.value)
+        put = PutValues(bound).visit(one.value)
         _forget(bound, one.value)  # the call may change its arguments (`pop_first(xs)`)
         if "#" in call or ast.dump(put) != ast.dump(ast_parse(call, mode="eval").body):
             call = ast.unparse(put)  # a comment would swallow the assertion's `== value`

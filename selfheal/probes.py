@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from selfheal._parse import parse_or_none
+from selfheal.example_values import PutValues
 from selfheal.expected import expected_problem, import_lines
 from selfheal.kernel_sandbox.hosteval import HostEval
 from selfheal.kernel_sandbox.types import ProbeCall
@@ -152,24 +153,69 @@ def example_mutations(spec: Spec, limit: int, *, seed: int = 0) -> list[str]:
     return out
 
 
+def with_values(source: str) -> list[ast.stmt]:
+    """The statements of a test's source, each with the values its names were given earlier
+    in place of their reads (``df = pd.DataFrame(...)`` then ``f(df)`` reads as
+    ``f(pd.DataFrame(...))``): a value built without the candidate, until the name is assigned
+    again or changed (``df['b'] = 2``, ``xs.append(3)``). A function's body (a pytest test) is
+    read the same way, from what the module gave."""
+    tree = parse_or_none(source)
+    out: list[ast.stmt] = []
+
+    def read(body: list[ast.stmt], bound: dict[str, str]) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                read(stmt.body, dict(bound))
+                continue
+            put = PutValues(bound).visit(stmt)
+            assert isinstance(put, ast.stmt)
+            out.append(put)
+            changed = [
+                n.id
+                for n in ast.walk(stmt)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store | ast.Del)
+            ] + [
+                n.value.id
+                for n in ast.walk(stmt)
+                if isinstance(n, ast.Attribute | ast.Subscript)
+                and isinstance(n.value, ast.Name)
+                and not isinstance(stmt, ast.Assert)
+            ]
+            for name in changed:
+                bound.pop(name, None)
+            if (
+                isinstance(put, ast.Assign)
+                and len(put.targets) == 1
+                and isinstance(put.targets[0], ast.Name)
+                and _built(put.value)
+            ):
+                bound[put.targets[0].id] = ast.unparse(put.value)
+
+    read(tree.body if tree is not None else [], {})
+    return out
+
+
 def calls_in_test(source: str, name: str | None) -> list[str]:
     """The calls of ``name`` inside a test's source (``assert f(2) == 4`` -> ``f(2)``,
-    ``assert f(date(2024, 3, 5)) == 1`` -> ``f(date(2024, 3, 5))``): those whose arguments are
-    values built without the candidate (``expected.expected_problem``), not a local variable
-    of the test."""
+    ``assert f(date(2024, 3, 5)) == 1`` -> ``f(date(2024, 3, 5))``, ``df = pd.DataFrame(...)``
+    then ``assert f(df) == 3`` -> ``f(pd.DataFrame(...))``): those whose arguments are values
+    built without the candidate (``expected.expected_problem``), not a value only the test's
+    run makes."""
     if not name:
         return []
-    tree = parse_or_none(source)
-    if tree is None:
-        return []
     calls = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
-            args = [*node.args, *(k.value for k in node.keywords)]
-            if any(k.arg is None for k in node.keywords) or not all(map(_built, args)):
-                continue  # a local variable of the test, a value only the code makes, or one
-                # that cannot be built at all (`date(2021, 2, 29)`): not an input to compare on
-            calls.append(ast.unparse(node))
+    for stmt in with_values(source):
+        for node in ast.walk(stmt):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == name
+            ):
+                args = [*node.args, *(k.value for k in node.keywords)]
+                if any(k.arg is None for k in node.keywords) or not all(map(_built, args)):
+                    continue  # a value only the code makes, or one that cannot be built at
+                    # all (`date(2021, 2, 29)`): not an input to compare on
+                calls.append(ast.unparse(node))
     return calls
 
 

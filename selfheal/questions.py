@@ -12,7 +12,7 @@ from selfheal.agreement import select
 from selfheal.asking import shown, typed_problem
 from selfheal.examples import example_assert
 from selfheal.expected import expected_problem, import_lines
-from selfheal.probes import calls_in_test
+from selfheal.probes import calls_in_test, with_values
 from selfheal.state import Answer, Candidate, Choice, HealState, Question, TestCase
 from selfheal.state.cases import Example
 
@@ -91,11 +91,9 @@ def _disagreement(state: HealState, asked: set[str]) -> Question | None:
 
 
 def _expected_in(test: TestCase, call: str) -> str | None:
-    """The value ``assert <call> == <value>`` in a model-written test expects of ``call``."""
-    tree = parse_or_none(test.source)
-    if tree is None:
-        return None
-    for node in ast.walk(tree):
+    """The value ``assert <call> == <value>`` in a model-written test expects of ``call`` (with
+    the values the test gave its names in place: ``probes.with_values``)."""
+    for node in (n for stmt in with_values(test.source) for n in ast.walk(stmt)):
         if not (isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)):
             continue
         cmp = node.test

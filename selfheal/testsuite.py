@@ -43,6 +43,7 @@ def parse_test_block(
         return None, []
     lines = code.splitlines()
     imports: list[str] = []
+    setup = _Setup()
     signature: str | None = None
     tests: list[tuple[str, str]] = []
     prev_end = 0
@@ -70,17 +71,62 @@ def parse_test_block(
             if stubby and signature is None:
                 signature = _def_line(node)
             continue
-        if (
-            isinstance(node, ast.Expr)
-            and isinstance(node.value, ast.Compare)
-            and _uses(node, entry_point)
-        ):
+        needed = setup.needed(node)
+        uses = _uses(node, entry_point) or any(_uses(n, entry_point) for n in needed)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Compare) and uses:
             src = f"assert {src}"  # small models often drop the `assert` keyword
-        elif not (_checks_something(node) and _uses(node, entry_point)):
+        elif not (_checks_something(node) and uses):
+            setup.add(node, src)
             continue
-        full = "\n".join([*imports, src]) if imports else src
+        full = "\n".join([*imports, *(setup.sources[n] for n in needed), src])
         tests.append((full, " ".join(c for c in comments if c)))
     return signature, tests
+
+
+class _Setup:
+    """The block's statements that prepare a test's data (``df = pd.DataFrame(...)``,
+    ``df['b'] = 2``, ``xs.append(3)``, ``result = f(df)``): a test carries those its names
+    need, in the block's order, as it carries the imports."""
+
+    def __init__(self) -> None:
+        self.sources: dict[ast.stmt, str] = {}
+        self._by_name: dict[str, list[ast.stmt]] = {}
+
+    def add(self, node: ast.stmt, src: str) -> None:
+        """A statement that changes the names it assigns (a bare expression: the names whose
+        attributes it uses)."""
+        if not isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.Expr):
+            return
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if isinstance(node, ast.AnnAssign | ast.AugAssign):
+            targets = [node.target]
+        changed = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if isinstance(node, ast.Expr):  # `xs.append(3)`, `df.sort_values(..., inplace=True)`
+            changed |= {
+                n.value.id
+                for n in ast.walk(node)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            }
+        self.sources[node] = src
+        for name in changed:
+            chain = self._by_name.setdefault(name, [])
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == name for t in targets
+            ):
+                chain.clear()  # assigned anew: what came before no longer matters
+            chain.append(node)
+
+    def needed(self, node: ast.AST) -> list[ast.stmt]:
+        """The statements the names ``node`` reads need, and theirs, in the block's order."""
+        order = {n: i for i, n in enumerate(self.sources)}
+        seen: set[ast.stmt] = set()
+        todo = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
+        while todo:
+            for stmt in self._by_name.get(todo.pop(), []):
+                if stmt not in seen:
+                    seen.add(stmt)
+                    todo += [n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)]
+        return sorted(seen, key=order.__getitem__)
 
 
 def _def_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:

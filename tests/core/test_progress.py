@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from cli_harness import run_cli
 
 from selfheal import progress
@@ -26,8 +27,15 @@ def _event(kind: str, node: str = "generate", **fields: float | int) -> Event:
     return Event(time=0.0, node=node, kind=kind, detail="", **fields)  # type: ignore[arg-type]
 
 
+@pytest.fixture(autouse=True)
+def nothing_measured() -> None:
+    """Each test starts with no speed measured (the earlier tests' runs measured some)."""
+    _DONE.clear()
+    progress._LAST["model"] = ""
+    progress._LOADED.set()
+
+
 def test_the_meter_shows_the_node_in_flight_and_estimates_from_its_last_run() -> None:
-    _DONE.pop(("", "repair"), None)
     clock = Clock()
     meter = TokenMeter(clock)
     assert meter.now() is None
