@@ -27,6 +27,8 @@ this process, and before it those kept in ``history_path()`` by earlier processe
 _LAST = {"model": ""}
 """The model of the node that ended last (the model a run uses before its first reply)."""
 _LOADED = threading.Event()
+_LOCK = threading.Lock()
+"""Held while the speeds are read, added to or written (meters of parallel runs share them)."""
 
 
 def history_path() -> Path:
@@ -65,18 +67,20 @@ def _save() -> None:
 
 def record_done(model: str, node: str, tokens: int, seconds: float) -> None:
     """A node that ended: ``tokens`` completion tokens in ``seconds``."""
-    _load()
-    _DONE[(model, node)].append((tokens, seconds))
-    _LAST["model"] = model
-    _save()
+    with _LOCK:
+        _load()
+        _DONE[(model, node)].append((tokens, seconds))
+        _LAST["model"] = model
+        _save()
 
 
 def measured(node: str, model: str = "") -> tuple[float, float] | None:
     """The median completion tokens and seconds of ``node``'s finished runs with ``model``
     (default: the model that ran last), in this process or kept from earlier ones, or None
     before one ended."""
-    _load()
-    done = _DONE.get((model or _LAST["model"], node))
+    with _LOCK:
+        _load()
+        done = list(_DONE.get((model or _LAST["model"], node), ()))
     if not done:
         return None
     return statistics.median(t for t, _ in done), statistics.median(s for _, s in done)
