@@ -248,12 +248,18 @@ def answer_test(
         code=code,
         rationale=f"your answer: {question.call} -> {shown(value)}"[:300],
         trusted=True,
+        confirms=answer.kind == "output" and _confirms(question, value),
         added_at=state.iteration,
     )
     return test, ""
 
 
-def answered(state: HealState) -> tuple[TestCase, ...]:
-    """The trusted tests your answers made, in order."""
-    ids = {a.test_id for a in state.questions if a.test_id}
-    return tuple(t for t in state.tests if t.id in ids)
+def _confirms(question: Question, picked: str) -> bool:
+    """Whether picking ``picked`` only confirms the candidates' consensus: no candidate
+    returned another value (the others raised, or only a model's test expected something
+    else), or, for an exception, every candidate raised it. Picking among the values the
+    candidates returned tells them apart."""
+    outputs = {c.output for c in question.choices if c.source == "candidates"}
+    if picked.startswith("raise "):
+        return outputs == {picked}
+    return {o for o in outputs if not o.startswith("raise ")} <= {picked}

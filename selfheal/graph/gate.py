@@ -147,8 +147,9 @@ def finish(state: HealState, ctx: Context) -> HealState:
         return state.model_copy(update={"final_code": best.code if best else None})
     code = best.code if best else None
     executed = best is not None and best.report is not None
-    # a smoke test (yours, checking no value) must pass, but is no evidence on its own
-    checks_value = any(t.trusted and not t.smoke for t in state.tests)
+    # a smoke test (yours, checking no value) must pass, but is no evidence on its own; nor
+    # is an answer that only confirmed what every candidate returned
+    checks_value = any(t.verifies for t in state.tests)
     if best is None:
         status = "exhausted" if state.stop_reason else "failed"
     elif not executed or not checks_value:

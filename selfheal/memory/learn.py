@@ -109,7 +109,7 @@ def _solution(state: HealState) -> SolutionNote | None:
         else set()
     )
     ordered = sorted((t for t in state.tests if t.id in passed), key=lambda t: not t.trusted)
-    if not any(t.trusted and not t.smoke for t in ordered):
+    if not any(t.verifies for t in ordered):
         return None  # only a trusted test that checks a value makes a solution worth reusing
     return SolutionNote(
         code=state.final_code,

@@ -74,10 +74,22 @@ class TestCase(Record):
     smoke: bool = False
     """One of your tests that calls the code and checks no value (no assert, no
     ``pytest.raises``): it must pass, but ``verified`` needs a trusted test that checks a value."""
+    confirms: bool = False
+    """Your answer to a question that picked what every candidate returning a value returned
+    (the others raised, or only a model's test said otherwise): it must pass, but it confirms
+    their consensus on one input, and samples of one model can be wrong together, so it does
+    not verify on its own."""
     quarantined: bool = False
     """A quarantined test still runs and is reported, but no longer blocks verification."""
     quarantine_reason: str = ""
     """Why it was quarantined (the debugger's finding that the test is wrong)."""
+
+    @property
+    def verifies(self) -> bool:
+        """A trusted test ``verified`` may rest on: it checks a value (not a smoke test) and
+        is not an answer that only confirmed the candidates' consensus."""
+        return self.trusted and not self.smoke and not self.confirms
+
     added_at: int = 0
     """Iteration at which the test was added (0: before any code)."""
 

@@ -16,6 +16,7 @@ from selfheal.asking import ask_on_terminal
 from selfheal.kernel_sandbox import KernelPool
 from selfheal.kernel_sandbox.types import ExecutionReport, LoadResult, TestResult
 from selfheal.llm.mock import MockProvider
+from selfheal.questions import answer_test
 from selfheal.result import HealResult
 from selfheal.state import (
     Answer,
@@ -95,6 +96,7 @@ def test_disagreeing_candidates_ask_once_and_the_answer_chooses(pool: KernelPool
     test = result.state.test(asked.test_id or "")
     assert test is not None and test.trusted and test.origin == "user"
     assert test.id == "ua1" and q.call in test.source
+    assert not test.confirms  # it told two values apart: evidence `verified` may rest on
     assert "your answer" in result.evidence.summary
     assert "max(lo" in (result.code or "")
     assert result.function(-5, 0, 3) == 0
@@ -167,8 +169,37 @@ def test_a_dispute_with_the_model_test_and_no_trusted_test_asks(pool: KernelPool
     by_source = {c.source: c.output for c in q.choices}
     assert by_source == {"candidates": "3", "model_test": "7"}
     test = result.state.test("ua1")
-    assert test is not None and test.trusted
-    assert result.status == "verified"  # it rests on your answer, and the two agree
+    assert test is not None and test.trusted and test.confirms
+    # your answer confirms what both candidates return: a consensus of one model's samples can
+    # be wrong together (the notebook suite's age, month-ends and mask-card runs were verified
+    # wrong that way), so it must pass but does not verify on its own
+    assert result.status == "unverified"
+    assert "ua1 only confirm(s) what every candidate returned" in result.evidence.summary
+
+
+@pytest.mark.parametrize(
+    ("outputs", "picked", "confirms"),
+    [
+        (["3", "raise TypeError"], "3", True),  # the other candidate crashed
+        (["raise ValueError"], "raise ValueError", True),  # every candidate raised it
+        (["3", "7"], "3", False),  # two values told apart
+        (["3", "raise ValueError"], "raise ValueError", False),  # the value is wrong
+        (["raise TypeError", "raise ValueError"], "raise ValueError", False),
+    ],
+)
+def test_an_answer_confirms_when_no_candidate_returned_another_value(
+    outputs: list[str], picked: str, confirms: bool
+) -> None:
+    question = Question(
+        kind="disagree",
+        function="clamp",
+        call="clamp(9, 0, 3)",
+        choices=tuple(Choice(output=o, count=1, candidates=("c1",)) for o in outputs)
+        + (Choice(output="9", source="model_test"),),
+    )
+    state = HealState(spec=Spec(text="clamp", entry_point="clamp"))
+    test, _ = answer_test(state, question, Pick(picked))
+    assert test is not None and test.confirms is confirms and test.verifies is not confirms
 
 
 def test_the_terminal_asker_reads_a_number_a_value_or_a_skip() -> None:
