@@ -257,11 +257,24 @@ def test_a_picked_output_is_a_test_the_candidate_that_gave_it_passes(pool: Kerne
     # a wrong value fails them
     wrong = pool.run("def f(k):\n    return 7\n", tests, timeout=30)
     assert all(r.outcome in ("failed", "error") for r in wrong.results)
-    # an output that is no expression (a DataFrame's text) cannot be a test: it says why
-    table = "   a\n0  1"
-    q = Question(kind="disagree", function="f", call="f(9)", choices=(Choice(output=table),))
-    test, note = answer_test(state, q, Pick(table))
-    assert test is None and "not a Python expression" in note
+    # an output shown as text, not a value (a DataFrame, a Series): the value must print as
+    # shown, compared on the host (before: no test, the click was lost)
+    frames = (
+        "import pandas as pd\nimport numpy as np\n"
+        "def f(k):\n"
+        "    if k == 0: return pd.DataFrame({'a': [1, 2], 'b': [0.5, np.nan]})\n"
+        "    return pd.Series([1.5, 2.0], name='x')\n"
+    )
+    shown_as = ["   a    b\n0  1  0.5\n1  2  NaN", "0    1.5\n1    2.0\nName: x, dtype: float64"]
+    table_tests = []
+    for k, table in enumerate(shown_as):
+        q = Question(kind="disagree", function="f", call=f"f({k})", choices=(Choice(output=table),))
+        test, note = answer_test(state, q, Pick(table))
+        assert test is not None, note
+        table_tests.append(AssertTest(id=f"t{k}", code=test.source))
+    assert pool.run(frames, table_tests, timeout=30).passed
+    other = pool.run(frames.replace("[1, 2]", "[1, 3]").replace("2.0]", "2.5]"), table_tests)
+    assert [r.outcome for r in other.results] == ["failed", "failed"]
 
 
 def _candidate(cid: str, outputs: dict[str, str]) -> Candidate:
