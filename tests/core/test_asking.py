@@ -14,7 +14,7 @@ import scripted as s
 from selfheal import Approve, ConfigError, HealConfig, HealRequest, NoneOfThese, Pick, Skip, heal
 from selfheal.asking import ask_on_terminal
 from selfheal.kernel_sandbox import KernelPool
-from selfheal.kernel_sandbox.types import ExecutionReport, LoadResult, TestResult
+from selfheal.kernel_sandbox.types import AssertTest, ExecutionReport, LoadResult, TestResult
 from selfheal.llm.mock import MockProvider
 from selfheal.questions import answer_test
 from selfheal.result import HealResult
@@ -228,11 +228,21 @@ def test_the_terminal_asker_reads_a_number_a_value_or_a_skip() -> None:
     assert ask_on_terminal(q, state, read=answers(), out=out) == Skip()
 
 
+def _picked_tests(outputs: list[str], prefix: str) -> list[AssertTest]:
+    """The test that picking each output of ``f(k)`` makes (``k`` its position)."""
+    state = HealState(spec=Spec(text="f", entry_point="f"))
+    tests = []
+    for k, out in enumerate(outputs):
+        q = Question(kind="disagree", function="f", call=f"f({k})", choices=(Choice(output=out),))
+        test, note = answer_test(state, q, Pick(out))
+        assert test is not None, note
+        tests.append(AssertTest(id=f"{prefix}{k}", code=test.source))
+    return tests
+
+
 def test_a_picked_output_is_a_test_the_candidate_that_gave_it_passes(pool: KernelPool) -> None:
     # outputs are shown as canonical text (floats to 9 digits, arrays as lists, a Decimal as
     # its number): the test each makes must still pass on the value that gave it
-    from selfheal.kernel_sandbox.types import AssertTest
-    from selfheal.questions import answer_test
 
     code = (
         "import numpy as np\nfrom decimal import Decimal\n"
@@ -245,13 +255,7 @@ def test_a_picked_output_is_a_test_the_candidate_that_gave_it_passes(pool: Kerne
         "    return {'a': (1, 'x')}\n"
     )
     outputs = ["0.3", "[0.3, 1]", "[1, 2]", "1.1", "raise ValueError", "{'a': (1, 'x')}"]
-    state = HealState(spec=Spec(text="f", entry_point="f"))
-    tests = []
-    for k, out in enumerate(outputs):
-        q = Question(kind="disagree", function="f", call=f"f({k})", choices=(Choice(output=out),))
-        test, note = answer_test(state, q, Pick(out))
-        assert test is not None, note
-        tests.append(AssertTest(id=f"k{k}", code=test.source))
+    tests = _picked_tests(outputs, "k")
     report = pool.run(code, tests, timeout=30)
     assert {r.test_id: r.outcome for r in report.results} == {f"k{k}": "passed" for k in range(6)}
     # a wrong value fails them
@@ -266,12 +270,7 @@ def test_a_picked_output_is_a_test_the_candidate_that_gave_it_passes(pool: Kerne
         "    return pd.Series([1.5, 2.0], name='x')\n"
     )
     shown_as = ["   a    b\n0  1  0.5\n1  2  NaN", "0    1.5\n1    2.0\nName: x, dtype: float64"]
-    table_tests = []
-    for k, table in enumerate(shown_as):
-        q = Question(kind="disagree", function="f", call=f"f({k})", choices=(Choice(output=table),))
-        test, note = answer_test(state, q, Pick(table))
-        assert test is not None, note
-        table_tests.append(AssertTest(id=f"t{k}", code=test.source))
+    table_tests = _picked_tests(shown_as, "t")
     assert pool.run(frames, table_tests, timeout=30).passed
     other = pool.run(frames.replace("[1, 2]", "[1, 3]").replace("2.0]", "2.5]"), table_tests)
     assert [r.outcome for r in other.results] == ["failed", "failed"]
