@@ -266,13 +266,12 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
     agreed = chosen_size + remembered >= need
     head = f"{t_pass}/{len(trusted)} trusted tests pass" if trusted else no_trusted_test(state.spec)
     answers = sum(1 for t in trusted if t.origin == "user" and t.id.startswith("ua"))
-    confirming = [t.id for t in trusted if t.confirms]
     if answers:
         head += f" ({answers} of them your answer(s) to a question)"
-    if confirming and not any(t.verifies for t in trusted):
+    if answers and not any(t.verifies for t in trusted):
         head += (
-            f" ({', '.join(confirming[:3])} only confirm(s) what every candidate returned: "
-            "not enough to verify; add an example or a test of yours)"
+            " (answers steer the choice but verify only beside an example or a test of "
+            "yours: add one to verify)"
         )
     smoke = tuple(t.id for t in trusted if t.smoke)
     if smoke and len(smoke) == len(trusted):

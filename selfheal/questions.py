@@ -254,18 +254,7 @@ def answer_test(
         code=code,
         rationale=f"your answer: {question.call} -> {shown(value)}"[:300],
         trusted=True,
-        confirms=answer.kind == "output" and _confirms(question, value),
+        answer=True,
         added_at=state.iteration,
     )
     return test, ""
-
-
-def _confirms(question: Question, picked: str) -> bool:
-    """Whether picking ``picked`` only confirms the candidates' consensus: no candidate
-    returned another value (the others raised, or only a model's test expected something
-    else), or, for an exception, every candidate raised it. Picking among the values the
-    candidates returned tells them apart."""
-    outputs = {c.output for c in question.choices if c.source == "candidates"}
-    if picked.startswith("raise "):
-        return outputs == {picked}
-    return {o for o in outputs if not o.startswith("raise ")} <= {picked}

@@ -74,11 +74,11 @@ class TestCase(Record):
     smoke: bool = False
     """One of your tests that calls the code and checks no value (no assert, no
     ``pytest.raises``): it must pass, but ``verified`` needs a trusted test that checks a value."""
-    confirms: bool = False
-    """Your answer to a question that picked what every candidate returning a value returned
-    (the others raised, or only a model's test said otherwise): it must pass, but it confirms
-    their consensus on one input, and samples of one model can be wrong together, so it does
-    not verify on its own."""
+    answer: bool = False
+    """Made from your answer to a question: it must pass, and it steers the choice and the
+    repairs, but it verifies only beside an example or a test of yours: the run chose its
+    input where the candidates differed, often an edge case that does not show a mistake they
+    share (docs/evaluation.md, "Asking a simulated user")."""
     quarantined: bool = False
     """A quarantined test still runs and is reported, but no longer blocks verification."""
     quarantine_reason: str = ""
@@ -87,8 +87,8 @@ class TestCase(Record):
     @property
     def verifies(self) -> bool:
         """A trusted test ``verified`` may rest on: it checks a value (not a smoke test) and
-        is not an answer that only confirmed the candidates' consensus."""
-        return self.trusted and not self.smoke and not self.confirms
+        is not made from an answer to a question."""
+        return self.trusted and not self.smoke and not self.answer
 
     added_at: int = 0
     """Iteration at which the test was added (0: before any code)."""

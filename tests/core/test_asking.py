@@ -96,7 +96,7 @@ def test_disagreeing_candidates_ask_once_and_the_answer_chooses(pool: KernelPool
     test = result.state.test(asked.test_id or "")
     assert test is not None and test.trusted and test.origin == "user"
     assert test.id == "ua1" and q.call in test.source
-    assert not test.confirms  # it told two values apart: evidence `verified` may rest on
+    assert test.answer and not test.verifies  # it steers; the example is what verifies
     assert "your answer" in result.evidence.summary
     assert "max(lo" in (result.code or "")
     assert result.function(-5, 0, 3) == 0
@@ -169,37 +169,35 @@ def test_a_dispute_with_the_model_test_and_no_trusted_test_asks(pool: KernelPool
     by_source = {c.source: c.output for c in q.choices}
     assert by_source == {"candidates": "3", "model_test": "7"}
     test = result.state.test("ua1")
-    assert test is not None and test.trusted and test.confirms
-    # your answer confirms what both candidates return: a consensus of one model's samples can
-    # be wrong together (the notebook suite's age, month-ends and mask-card runs were verified
-    # wrong that way), so it must pass but does not verify on its own
+    assert test is not None and test.trusted and test.answer
+    # your answer confirms what both candidates return: it must pass, but an answer does not
+    # verify on its own (the notebook suite's age, month-ends and mask-card runs were verified
+    # wrong that way: the asked input did not show the candidates' shared mistake)
     assert result.status == "unverified"
-    assert "ua1 only confirm(s) what every candidate returned" in result.evidence.summary
+    assert "answers steer the choice but verify only beside an example" in result.evidence.summary
 
 
-@pytest.mark.parametrize(
-    ("outputs", "picked", "confirms"),
-    [
-        (["3", "raise TypeError"], "3", True),  # the other candidate crashed
-        (["raise ValueError"], "raise ValueError", True),  # every candidate raised it
-        (["3", "7"], "3", False),  # two values told apart
-        (["3", "raise ValueError"], "raise ValueError", False),  # the value is wrong
-        (["raise TypeError", "raise ValueError"], "raise ValueError", False),
-    ],
-)
-def test_an_answer_confirms_when_no_candidate_returned_another_value(
-    outputs: list[str], picked: str, confirms: bool
+def test_an_answer_that_tells_candidates_apart_steers_but_does_not_verify_alone(
+    pool: KernelPool,
 ) -> None:
-    question = Question(
-        kind="disagree",
-        function="clamp",
-        call="clamp(9, 0, 3)",
-        choices=tuple(Choice(output=o, count=1, candidates=("c1",)) for o in outputs)
-        + (Choice(output="9", source="model_test"),),
+    """No example: two candidates return ``lo`` below it and one returns x (the inputs come
+    from the signature's hints); your answer picks ``lo``, the two agree, and the run chooses
+    them, unverified (before: verified on the answer)."""
+    spec = 'def clamp(x: int, lo: int, hi: int) -> int:\n    """x limited to [lo, hi]."""\n'
+    asker = Recorder(right_choice)
+    script = {"generator": [s.GOOD, s.BUGGY, s.GOOD], "test_writer": [s.NO_TESTS]}
+    config = HealConfig(
+        candidates=3,
+        memory=False,
+        oracle_calls=0,
+        autonomy="review_repairs",
+        **s.INSTRUCTED,  # type: ignore[arg-type]
     )
-    state = HealState(spec=Spec(text="clamp", entry_point="clamp"))
-    test, _ = answer_test(state, question, Pick(picked))
-    assert test is not None and test.confirms is confirms and test.verifies is not confirms
+    mock = MockProvider(script)  # type: ignore[arg-type]
+    result = heal(spec, provider=mock, config=config, executor=pool, asker=asker)
+    assert [q.kind for q in asker.questions] == ["disagree"]
+    assert result.function(-5, 0, 3) == 0  # the answer chose
+    assert result.status == "unverified"
 
 
 def test_the_terminal_asker_reads_a_number_a_value_or_a_skip() -> None:
