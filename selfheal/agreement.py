@@ -265,7 +265,7 @@ def evidence_for(state: HealState, sel: Selection) -> Evidence:
     )
     agreed = chosen_size + remembered >= need
     head = f"{t_pass}/{len(trusted)} trusted tests pass" if trusted else no_trusted_test(state.spec)
-    answers = sum(1 for t in trusted if t.origin == "user" and t.id.startswith("ua"))
+    answers = sum(1 for t in trusted if t.answer)
     if answers:
         head += f" ({answers} of them your answer(s) to a question)"
     if answers and not any(t.verifies for t in trusted):

@@ -230,23 +230,24 @@ def answer_test(
     value = answer.value.strip()
     if answer.kind == "output" and value.startswith("raise "):
         code = _raises_test(question.call, value[len("raise ") :].strip())
-    elif answer.kind == "output" and expected_problem(value, [question.function]) is not None:
-        # an output shown as text, not a value (a DataFrame): the value must print as shown
-        if " chars, sha256 " in answer.value:
-            return None, "the output was too long to be shown whole: type its value instead"
-        lines = import_lines(question.call)
-        code = "\n".join([*lines, f"assert repr({question.call}) == {answer.value!r}"])
     else:
         problem = (
             typed_problem(value, question.function)
             if answer.kind == "typed"
             else expected_problem(value, [question.function])
         )
-        if problem is not None:
+        if problem is not None and answer.kind == "output":
+            # an output shown as text, not a value (a DataFrame): the value must print as shown
+            if " chars, sha256 " in answer.value:
+                return None, "the output was too long to be shown whole: type its value instead"
+            lines = import_lines(question.call)
+            code = "\n".join([*lines, f"assert repr({question.call}) == {answer.value!r}"])
+        elif problem is not None:
             return None, f"{value[:80]!r} {problem}"
-        tol = _tolerance(value)
-        close = _close_items(question.call, value) if answer.kind == "output" else None
-        code = close or example_assert(Example(call=question.call, expected=value, abs_tol=tol))
+        else:
+            tol = _tolerance(value)
+            close = _close_items(question.call, value) if answer.kind == "output" else None
+            code = close or example_assert(Example(call=question.call, expected=value, abs_tol=tol))
     n = sum(1 for t in state.tests if t.id.startswith(PREFIX)) + 1
     test = TestCase(
         id=f"{PREFIX}{n}",

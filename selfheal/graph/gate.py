@@ -148,7 +148,7 @@ def finish(state: HealState, ctx: Context) -> HealState:
     code = best.code if best else None
     executed = best is not None and best.report is not None
     # a smoke test (yours, checking no value) must pass, but is no evidence on its own; nor
-    # is an answer that only confirmed what every candidate returned
+    # is your answer to a question (``TestCase.verifies``)
     checks_value = any(t.verifies for t in state.tests)
     if best is None:
         status = "exhausted" if state.stop_reason else "failed"

@@ -84,14 +84,14 @@ class TestCase(Record):
     quarantine_reason: str = ""
     """Why it was quarantined (the debugger's finding that the test is wrong)."""
 
+    added_at: int = 0
+    """Iteration at which the test was added (0: before any code)."""
+
     @property
     def verifies(self) -> bool:
         """A trusted test ``verified`` may rest on: it checks a value (not a smoke test) and
         is not made from an answer to a question."""
         return self.trusted and not self.smoke and not self.answer
-
-    added_at: int = 0
-    """Iteration at which the test was added (0: before any code)."""
 
     def to_sandbox(self) -> SandboxTest:
         if self.pytest_module is not None and self.pytest_item is not None:
